@@ -1,0 +1,77 @@
+# trainbpf: CO-RE BPF programs (bpf/) + user space (user/), one binary.
+# Generated files live in $(OUTPUT), never beside the sources.
+
+OUTPUT ?= build
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= gcc
+ARCH := x86
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+
+INCLUDES := -Iinclude -Ivmlinux -I$(OUTPUT) -I/usr/include/$(MULTIARCH)
+CFLAGS ?= -O2 -g
+CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+LDLIBS := -lbpf -lelf -lz
+STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/*.h)
+SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+USER_SRCS := $(wildcard user/*.c)
+USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
+LIB_OBJS := $(filter-out $(OUTPUT)/user/trainbpf.o,$(USER_OBJS))
+
+.PHONY: all static check unit integration demo install clean
+all: $(OUTPUT)/trainbpf
+
+$(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
+	mkdir -p $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(INCLUDES) -c $< -o $@
+	$(BPFTOOL) gen object $@.linked $@ && mv $@.linked $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT)/user/%.o: user/%.c $(SKELS) $(wildcard user/*.h) $(wildcard include/*.h) | $(OUTPUT)/user
+	$(CC) $(CFLAGS) $(INCLUDES) -Iuser -c $< -o $@
+
+$(OUTPUT)/trainbpf: $(USER_OBJS)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# A self-contained binary to carry to machines without libbpf (the GPU box).
+static: $(USER_OBJS)
+	$(CC) $(CFLAGS) -static $^ $(STATIC_LDLIBS) -o $(OUTPUT)/trainbpf-static
+
+# Unit tests (check framework) link the user-space objects except main().
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
+$(OUTPUT)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(OUTPUT)/tests
+	$(CC) $(CFLAGS) $(INCLUDES) -Iuser $< $(LIB_OBJS) $(LDLIBS) $(shell pkg-config --libs check) -o $@
+
+unit: $(UNIT_BINS)
+	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+
+workloads:
+	$(MAKE) -C tests/workloads
+
+integration: all workloads
+	/usr/bin/python3 -m pytest -v tests/integration
+
+check: unit integration
+
+demo: all
+	./scripts/demo.sh
+
+install: all
+	install -D -m 0755 $(OUTPUT)/trainbpf $(DESTDIR)$(PREFIX)/sbin/trainbpf
+
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h
+
+clean:
+	rm -rf $(OUTPUT)
+	$(MAKE) -C tests/workloads clean

@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
+/*
+ * The per-thread state machine. Every traced thread is ONCPU, RUNNABLE or
+ * BLOCKED; each transition closes the open interval [since, now) into one
+ * category, so a thread's categories always sum to its lifetime.
+ *
+ *   sched_switch out: ONCPU -> RUNNABLE (preempted) or BLOCKED (+ why)
+ *   sched_waking:     remember who is waking the thread
+ *   sched_wakeup:     BLOCKED -> RUNNABLE; the waker decides the category
+ *   sched_switch in:  RUNNABLE -> ONCPU
+ *   fork / exec / exit: follow the process tree, tell user space
+ *
+ * Traced tasks carry task-local storage naming their slot; for any other
+ * task on the machine each program returns after one pointer test.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "trainbpf.h"
+#include "wait_reason.bpf.h"
+#include "critpath.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tb_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, TB_DEFAULT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct tb_slot);
+} slots SEC(".maps");
+
+/* Free slot indexes; user space fills it and returns freed slots. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK);
+	__uint(max_entries, TB_DEFAULT_SLOTS);
+	__uint(value_size, sizeof(__u32));
+} free_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct tb_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct tb_counters counters;
+
+static __always_inline struct tb_slot *slot_at(__u32 idx)
+{
+	return bpf_map_lookup_elem(&slots, &idx);
+}
+
+static __always_inline struct tb_slot *task_slot(struct task_struct *t,
+						 __u32 *idx)
+{
+	struct tb_task *tt = bpf_task_storage_get(&tasks, t, 0, 0);
+	struct tb_slot *s;
+
+	if (!tt)
+		return NULL;
+	s = slot_at(tt->slot);
+	/*
+	 * An exited task keeps its storage until it is freed (its last acts,
+	 * like waking a joiner, come after the exit tracepoint); by then user
+	 * space may have handed the slot to another thread.
+	 */
+	if (!s || s->tid != t->pid)
+		return NULL;
+	if (idx)
+		*idx = tt->slot;
+	return s;
+}
+
+/* seqlock write side: odd while the slot is inconsistent. */
+static __always_inline void write_begin(struct tb_slot *s)
+{
+	__sync_fetch_and_add(&s->seq, 1);
+}
+
+static __always_inline void write_end(struct tb_slot *s)
+{
+	__sync_fetch_and_add(&s->seq, 1);
+}
+
+static __always_inline __u32 oncpu_own(struct tb_slot *s)
+{
+	return TB_CPU;
+}
+
+/* A communication thread's running time is communication for its waiters. */
+static __always_inline __u32 oncpu_cp(struct tb_slot *s)
+{
+	return tb_is_net_thread(s->net_ns, s->blk_ns) ? TB_COMM : TB_CPU;
+}
+
+static __always_inline void close_interval(struct tb_slot *s, __u32 own,
+					   __u32 cp, __u64 now)
+{
+	__u64 d = now > s->since ? now - s->since : 0;
+
+	s->own[own & (TB_NCAT - 1)] += d;
+	s->cp[cp & (TB_NCAT - 1)] += d;
+	hist_push(s, s->since, cp);
+	s->since = now;
+}
+
+static __always_inline __u32 proc_role(__u32 tgid)
+{
+	struct tb_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	return p ? p->role : TB_ROLE_OTHER;
+}
+
+/* The open interval of a waker, as its waiters see it. */
+static __always_inline __u32 open_cp(struct tb_slot *b)
+{
+	if (b->state == TB_ST_RUNNABLE)
+		return TB_RUNQUEUE;
+	if (b->state == TB_ST_BLOCKED)
+		return tb_wait_category(b->wait, TB_WK_NONE, 0, 0, 0);
+	return oncpu_cp(b);
+}
+
+/* End a blocked interval at now, deciding its category from the waker. */
+static __always_inline void close_blocked(struct tb_slot *s, __u64 now)
+{
+	__u32 wk = s->wk_ts >= s->last_in ? s->wk_kind : TB_WK_NONE;
+	__u32 role = 0, own, cp;
+	int same = 0, net = 0;
+	struct tb_slot *w = NULL;
+	__u64 d = now > s->since ? now - s->since : 0;
+
+	if (wk == TB_WK_TRACED) {
+		w = slot_at(s->wk_slot);
+		if (w) {
+			same = w->tgid == s->tgid;
+			role = proc_role(w->tgid);
+			net = tb_is_net_thread(w->net_ns, w->blk_ns);
+		} else {
+			wk = TB_WK_UNTRACED;
+		}
+	}
+	own = tb_wait_category(s->wait, wk, role, same, net);
+	if (s->wait == TB_W_SOCKET || (s->wait == TB_W_POLL && wk == TB_WK_IRQ))
+		s->net_ns += d;
+	s->blk_ns += d;
+	if (w && own == TB_LOCK && !tb_waker_is_wholesale(role, same, net)) {
+		cp = cp_split(s, w, open_cp(w), s->since, now);
+		s->own[own & (TB_NCAT - 1)] += d;
+		hist_push(s, s->since, cp);
+		s->since = now;
+	} else {
+		close_interval(s, own, own, now);
+	}
+	s->state = TB_ST_RUNNABLE;
+}
+
+static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
+				       bool preempt, unsigned int prev_state,
+				       __u64 now)
+{
+	struct task_io_accounting ioac;
+
+	write_begin(s);
+	if (s->state == TB_ST_BLOCKED)
+		close_blocked(s, now);	/* missed the wakeup */
+	if (s->state == TB_ST_RUNNABLE)
+		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
+	else
+		close_interval(s, oncpu_own(s), oncpu_cp(s), now);
+	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
+		s->io_rbytes = ioac.read_bytes - s->io_rbase;
+		s->io_wbytes = ioac.write_bytes - s->io_wbase;
+	}
+	s->nswitch++;
+	/* Threads rename themselves (prctl) after they start. */
+	__builtin_memcpy(s->comm, p->comm, sizeof(s->comm));
+	if (!preempt && prev_state) {
+		s->state = TB_ST_BLOCKED;
+		s->wait = task_wait_reason(p);
+	} else {
+		s->state = TB_ST_RUNNABLE;
+	}
+	write_end(s);
+}
+
+static __always_inline void switch_in(struct tb_slot *s, __u64 now)
+{
+	write_begin(s);
+	if (s->state == TB_ST_BLOCKED)
+		close_blocked(s, now);	/* missed the wakeup */
+	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
+		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
+	s->state = TB_ST_ONCPU;
+	s->last_in = now;
+	write_end(s);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	struct tb_slot *s;
+
+	s = task_slot(prev, NULL);
+	if (s && s->state != TB_ST_EXITED)
+		switch_out(s, prev, preempt, prev_state, bpf_ktime_get_ns());
+	s = task_slot(next, NULL);
+	if (s && s->state != TB_ST_EXITED)
+		switch_in(s, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* Runs in the waker's context: the only place that knows who it is. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct tb_slot *s = task_slot(p, NULL);
+	__u32 kind, idx = 0;
+
+	if (!s)
+		return 0;
+	kind = irq_context();
+	if (kind == TB_WK_NONE)
+		kind = task_slot(bpf_get_current_task_btf(), &idx) ?
+			TB_WK_TRACED : TB_WK_UNTRACED;
+	s->wk_kind = kind;
+	s->wk_slot = idx;
+	s->wk_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* Under the wakee's runqueue lock, so ordered after its switch-out. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	struct tb_slot *s = task_slot(p, NULL);
+
+	if (!s)
+		return 0;
+	if (s->state == TB_ST_UNKNOWN) {
+		/* Blocked since registration: learn why from the task now. */
+		s->wait = task_wait_reason(p);
+		s->state = TB_ST_BLOCKED;
+	}
+	if (s->state != TB_ST_BLOCKED)
+		return 0;	/* woken before it slept: no wait happened */
+	write_begin(s);
+	close_blocked(s, bpf_ktime_get_ns());
+	write_end(s);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_entry)
+{
+	timer_mark(1);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_hrtimer_exit)
+{
+	timer_mark(-1);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(on_timer_entry)
+{
+	timer_mark(1);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_exit")
+int BPF_PROG(on_timer_exit)
+{
+	timer_mark(-1);
+	return 0;
+}
+
+static __always_inline void emit(__u32 type, struct task_struct *p, __s32 code,
+				 const char *path)
+{
+	struct tb_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&counters.events_lost, 1);
+		return;
+	}
+	e->type = type;
+	e->pid = BPF_CORE_READ(p, tgid);
+	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	e->exit_code = code;
+	e->ts = bpf_ktime_get_ns();
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+	e->path[0] = 0;
+	if (path)
+		bpf_probe_read_kernel_str(e->path, sizeof(e->path), path);
+	/* User space drains on its own clock: no wakeup per event. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
+				      __u64 now)
+{
+	write_begin(s);
+	s->tid = c->pid;
+	s->tgid = c->tgid;
+	s->start_ns = now;
+	s->since = now;
+	s->last_in = now;
+	s->end_ns = 0;
+	s->state = TB_ST_RUNNABLE;
+	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), c->comm);
+	write_end(s);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct tb_task init = {};
+	struct tb_slot *s;
+	struct tb_proc proc = { .role = TB_ROLE_WORKER, .flags = TB_PF_FORKED };
+	__u32 idx, tgid;
+
+	if (!bpf_task_storage_get(&tasks, parent, 0, 0))
+		return 0;
+	if (bpf_map_pop_elem(&free_slots, &idx)) {
+		__sync_fetch_and_add(&counters.slots_exhausted, 1);
+		return 0;
+	}
+	s = slot_at(idx);
+	if (!s)
+		return 0;
+	slot_init(s, child, bpf_ktime_get_ns());
+	init.slot = idx;
+	if (!bpf_task_storage_get(&tasks, child, &init,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE)) {
+		s->state = TB_ST_FREE;
+		bpf_map_push_elem(&free_slots, &idx, 0);
+		__sync_fetch_and_add(&counters.storage_failed, 1);
+		return 0;
+	}
+	if (child->tgid != child->pid)
+		return 0;	/* a new thread, not a new process */
+	/* Forked and not (yet) exec'd: a helper such as a data-loader worker. */
+	tgid = child->tgid;
+	bpf_map_update_elem(&procs, &tgid, &proc, BPF_ANY);
+	emit(TB_EV_FORK, child, 0, NULL);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	struct tb_task *tt = bpf_task_storage_get(&tasks, p, 0, 0);
+	struct tb_proc proc = { .role = TB_ROLE_OTHER, .flags = TB_PF_EXECED };
+	struct tb_proc *cur;
+	struct tb_slot *s;
+	__u32 tgid = p->tgid;
+
+	/* Not task_slot(): a non-leader exec has just changed p's tid. */
+	s = tt ? slot_at(tt->slot) : NULL;
+	if (!s || s->tgid != tgid || s->state == TB_ST_EXITED)
+		return 0;
+	write_begin(s);
+	s->tid = p->pid;	/* a non-leader exec takes over the leader's tid */
+	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), p->comm);
+	write_end(s);
+	cur = bpf_map_lookup_elem(&procs, &tgid);
+	if (cur) {
+		proc.flags |= cur->flags;
+		if (cur->role != TB_ROLE_WORKER)
+			proc.role = cur->role;
+	}
+	bpf_map_update_elem(&procs, &tgid, &proc, BPF_ANY);
+	emit(TB_EV_EXEC, p, 0, BPF_CORE_READ(bprm, filename));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	struct tb_slot *s = task_slot(p, NULL);
+	__u64 now;
+
+	if (!s)
+		return 0;
+	now = bpf_ktime_get_ns();
+	write_begin(s);
+	if (s->state == TB_ST_ONCPU || s->state == TB_ST_UNKNOWN)
+		close_interval(s, oncpu_own(s), oncpu_cp(s), now);
+	s->io_rbytes = BPF_CORE_READ(p, ioac.read_bytes) - s->io_rbase;
+	s->io_wbytes = BPF_CORE_READ(p, ioac.write_bytes) - s->io_wbase;
+	s->end_ns = now;
+	s->state = TB_ST_EXITED;
+	write_end(s);
+	if (group_dead)
+		emit(TB_EV_EXIT, p, BPF_CORE_READ(p, exit_code), NULL);
+	return 0;
+}

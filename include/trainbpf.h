@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * The protocol between trainbpf's BPF programs and its user space: the
+ * time categories, the per-thread accounting slot, the ring-buffer events,
+ * and the rule that turns "why a thread blocked" plus "who woke it" into a
+ * category. Both sides include this file, so the rule is one piece of code
+ * that the unit tests exercise directly.
+ */
+#ifndef TRAINBPF_H
+#define TRAINBPF_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define TB_COMM_LEN 16
+#define TB_HIST 8		/* recent intervals kept per thread for the critical path */
+#define TB_DEFAULT_SLOTS 16384	/* threads traced at once; --max-threads changes it */
+#define TB_PATH_LEN 96
+
+/* Where a thread's time goes. Every nanosecond lands in exactly one. */
+enum tb_cat {
+	TB_CPU,		/* on-CPU, computing */
+	TB_GPU_WAIT,	/* host blocked on (or spinning for) the GPU */
+	TB_COMM,	/* network / collective communication */
+	TB_DATA_WAIT,	/* waiting for a data-loader worker process */
+	TB_IO,		/* blocked in file or block I/O, any filesystem */
+	TB_RUNQUEUE,	/* runnable, waiting for a CPU */
+	TB_LOCK,	/* waiting for another thread or process of the job */
+	TB_IDLE,	/* sleeping, timeouts, waits on nothing traced */
+	TB_NCAT,
+};
+
+/* A thread's scheduling state as the BPF side last saw it. */
+enum tb_state {
+	TB_ST_FREE = 0,	/* slot unused */
+	TB_ST_UNKNOWN,	/* registered from /proc at attach; no event seen yet */
+	TB_ST_ONCPU,
+	TB_ST_RUNNABLE,
+	TB_ST_BLOCKED,
+	TB_ST_EXITED,	/* final; user space reads it once, then frees it */
+};
+
+/* Why a thread blocked, read from its own context when it switched out. */
+enum tb_wait {
+	TB_W_OTHER = 0,	/* not in a syscall we know (page fault, ...) */
+	TB_W_IOWAIT,	/* task->in_iowait: block-layer / page-cache I/O */
+	TB_W_FILE,	/* file syscall on a regular file or block device */
+	TB_W_SOCKET,	/* syscall on a socket */
+	TB_W_POLL,	/* poll / select / epoll: what it waits for is unknown */
+	TB_W_FUTEX,
+	TB_W_SLEEP,	/* nanosleep, pause, wait4, ... */
+	TB_W_PIPE,	/* read/write on a pipe, eventfd, char device, ... */
+};
+
+/* Who woke a blocked thread (captured at sched_waking, in the waker). */
+enum tb_waker {
+	TB_WK_NONE = 0,	/* no waking seen (attach race, lost) */
+	TB_WK_TIMER,	/* a timer callback: a timeout expired */
+	TB_WK_IRQ,	/* other interrupt work: network receive, mostly */
+	TB_WK_UNTRACED,	/* a task outside the traced job */
+	TB_WK_TRACED,	/* a traced thread: wk_slot says which */
+};
+
+/* Process roles. BPF only needs WORKER (it makes waits data_wait). */
+enum tb_role {
+	TB_ROLE_OTHER = 0,
+	TB_ROLE_TRAINER,
+	TB_ROLE_WORKER,
+};
+
+/* Per-process flags (tb_proc.flags). */
+#define TB_PF_FORKED	0x1	/* created by fork of a traced process */
+#define TB_PF_EXECED	0x2	/* has exec'd since it was traced */
+
+struct tb_hist {
+	__u64 start;		/* the interval runs from here to the next entry */
+	__u32 cat;		/* its critical-path category */
+	__u32 pad;
+};
+
+/*
+ * One traced thread. Lives in an mmap-able array map: BPF writes it, user
+ * space reads it without syscalls. seq is odd while BPF updates the slot
+ * (a seqlock), so a reader can retry instead of seeing half an update.
+ */
+struct tb_slot {
+	__u32 seq;
+	__u32 tid;
+	__u32 tgid;
+	__u8 state;		/* enum tb_state */
+	__u8 wait;		/* enum tb_wait of the current blocked interval */
+	__u8 flags;		/* reserved */
+	__u8 region;		/* reserved for CUDA/NCCL regions: 0 = none */
+	__u64 start_ns;		/* first seen: fork, or registration at attach */
+	__u64 end_ns;		/* exit; 0 while alive */
+	__u64 since;		/* start of the current interval */
+	__u64 own[TB_NCAT];	/* the thread's own states */
+	__u64 cp[TB_NCAT];	/* same time, waits on traced threads resolved */
+	__u64 wk_ts;		/* last sched_waking of this thread */
+	__u32 wk_slot;		/* waker's slot when wk_kind == TB_WK_TRACED */
+	__u8 wk_kind;		/* enum tb_waker */
+	__u8 pad[3];
+	__u64 io_rbytes;	/* task->ioac at the last switch-out, minus base */
+	__u64 io_wbytes;
+	__u64 io_rbase;
+	__u64 io_wbase;
+	__u64 nswitch;		/* context switches out */
+	__u64 last_in;		/* last switch-in: a waking before it is stale */
+	__u64 blk_ns;		/* time blocked, all reasons */
+	__u64 net_ns;		/* time blocked directly on the network */
+	__u32 hist_head;	/* index of the newest entry in hist */
+	__u32 pad2;
+	struct tb_hist hist[TB_HIST];
+	char comm[TB_COMM_LEN];
+};
+
+/* The value of the task-local storage: which slot a task owns. */
+struct tb_task {
+	__u32 slot;
+	__u32 pad;
+};
+
+/* Per traced process, keyed by tgid. */
+struct tb_proc {
+	__u32 role;		/* enum tb_role */
+	__u32 flags;		/* TB_PF_* */
+};
+
+enum tb_ev_type {
+	TB_EV_FORK = 1,	/* a traced process created a new process */
+	TB_EV_EXEC,
+	TB_EV_EXIT,	/* the last thread of a process exited */
+};
+
+/* Rare lifecycle events, through the ring buffer. Losses are counted. */
+struct tb_event {
+	__u32 type;
+	__u32 pid;
+	__u32 ppid;
+	__s32 exit_code;
+	__u64 ts;
+	char comm[TB_COMM_LEN];
+	char path[TB_PATH_LEN];	/* exec: the file name */
+};
+
+/* Global counters, in the BPF object's .bss. */
+struct tb_counters {
+	__u64 events_lost;	/* ring buffer full */
+	__u64 slots_exhausted;	/* more live threads than slots */
+	__u64 storage_failed;	/* task storage could not be created */
+};
+
+/*
+ * The own category of a blocked interval: what the thread waited for,
+ * judged first by the syscall it blocked in, then by who woke it.
+ * waker_role/waker_same_proc/waker_net describe a TB_WK_TRACED waker.
+ */
+static inline __u32 tb_wait_category(__u32 wait, __u32 wk_kind,
+				     __u32 waker_role, int waker_same_proc,
+				     int waker_net)
+{
+	switch (wait) {
+	case TB_W_IOWAIT:
+	case TB_W_FILE:
+		return TB_IO;
+	case TB_W_SOCKET:
+		return TB_COMM;
+	case TB_W_SLEEP:
+		return TB_IDLE;
+	}
+	switch (wk_kind) {
+	case TB_WK_IRQ:
+		/* Network receive wakes pollers from softirq context. */
+		return wait == TB_W_POLL ? TB_COMM : TB_IDLE;
+	case TB_WK_TRACED:
+		if (waker_role == TB_ROLE_WORKER && !waker_same_proc)
+			return TB_DATA_WAIT;
+		if (waker_net)
+			return TB_COMM;
+		return TB_LOCK;
+	case TB_WK_UNTRACED:
+	case TB_WK_NONE:
+		return wait == TB_W_FUTEX ? TB_LOCK : TB_IDLE;
+	default:		/* a timeout */
+		return TB_IDLE;
+	}
+}
+
+/*
+ * A communication thread is one that spends most of its blocked time
+ * waiting on the network itself (sockets, polls woken by packets), such
+ * as gloo's or a TCP store's I/O loop. A training thread that blocks on a
+ * socket now and then (rendezvous) does not qualify.
+ */
+static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns)
+{
+	return net_ns > 0 && 2 * net_ns >= blk_ns;
+}
+
+/*
+ * The critical-path category of a blocked interval when the waker's own
+ * history cannot split it: a worker stands for data loading and a
+ * communication thread for communication, wholesale.
+ */
+static inline int tb_waker_is_wholesale(__u32 waker_role, int waker_same_proc,
+					int waker_net)
+{
+	return (waker_role == TB_ROLE_WORKER && !waker_same_proc) || waker_net;
+}
+
+#endif /* TRAINBPF_H */

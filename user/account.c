@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <string.h>
+#include "account.h"
+#include "procfs.h"
+#include "syscall_class.h"
+
+/* Never-used slots start past a run this long of free ones (LIFO stack). */
+#define FREE_RUN_END 64
+
+static void add_both(uint64_t own[TB_NCAT], uint64_t cp[TB_NCAT],
+		     unsigned int o, unsigned int c, uint64_t d)
+{
+	own[o] += d;
+	cp[c] += d;
+}
+
+void account_unknown(uint64_t elapsed, uint64_t dcpu, uint64_t drq,
+		     unsigned int wait, uint64_t own[TB_NCAT],
+		     uint64_t cp[TB_NCAT])
+{
+	unsigned int cat = tb_wait_category(wait, TB_WK_NONE, 0, 0, 0);
+
+	/* Two clocks read microseconds apart: keep the sum exact. */
+	if (dcpu > elapsed)
+		dcpu = elapsed;
+	if (drq > elapsed - dcpu)
+		drq = elapsed - dcpu;
+	add_both(own, cp, TB_CPU, TB_CPU, dcpu);
+	add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, drq);
+	add_both(own, cp, cat, cat, elapsed - dcpu - drq);
+}
+
+void account_open_interval(const struct tb_slot *s, uint64_t now,
+			   uint64_t own[TB_NCAT], uint64_t cp[TB_NCAT])
+{
+	uint64_t d = now > s->since ? now - s->since : 0;
+	unsigned int cat;
+
+	switch (s->state) {
+	case TB_ST_ONCPU:
+		add_both(own, cp, TB_CPU,
+			 tb_is_net_thread(s->net_ns, s->blk_ns) ? TB_COMM : TB_CPU, d);
+		break;
+	case TB_ST_RUNNABLE:
+		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);
+		break;
+	case TB_ST_BLOCKED:
+		cat = tb_wait_category(s->wait, TB_WK_NONE, 0, 0, 0);
+		add_both(own, cp, cat, cat, d);
+		break;
+	}
+}
+
+static unsigned int unknown_wait(pid_t pid, pid_t tid)
+{
+	long arg0 = 0, nr = procfs_syscall(pid, tid, &arg0);
+	unsigned int w;
+
+	if (nr < 0)
+		return TB_W_OTHER;
+	w = tb_syscall_wait(nr);
+	return w == TB_W_FD ? procfs_fd_wait(pid, arg0) : w;
+}
+
+static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
+			uint64_t now)
+{
+	memcpy(t->own, s->own, sizeof(t->own));
+	memcpy(t->cp, s->cp, sizeof(t->cp));
+	memcpy(t->comm, s->comm, sizeof(t->comm));
+	t->io_rbytes = s->io_rbytes;
+	t->io_wbytes = s->io_wbytes;
+	t->nswitch = s->nswitch;
+	if (s->state == TB_ST_EXITED) {
+		t->end_ns = s->end_ns;
+	} else if (s->state == TB_ST_UNKNOWN) {
+		uint64_t cpu = 0, rq = 0;
+
+		procfs_schedstat(s->tgid, s->tid, &cpu, &rq);
+		account_unknown(now - s->since, cpu - t->base_cpu, rq - t->base_rq,
+				unknown_wait(s->tgid, s->tid), t->own, t->cp);
+	} else {
+		account_open_interval(s, now, t->own, t->cp);
+	}
+}
+
+/* The job record of a slot, created when BPF started tracing a new task. */
+static struct thread_rec *slot_thread(struct tracer *tr, unsigned int idx,
+				      const struct tb_slot *s)
+{
+	struct slot_owner *o = &tr->owner[idx];
+	struct proc_rec *p;
+	struct thread_rec *t;
+
+	if (o->proc >= 0)
+		return &tr->job->procs[o->proc].threads[o->thread];
+	p = job_proc(tr->job, s->tgid);
+	if (!p || (p->end_ns && p->end_ns < s->start_ns)) {
+		struct proc_stat st = { .ppid = 0 };
+
+		procfs_stat(s->tgid, 0, &st);
+		p = job_add_proc(tr->job, s->tgid, st.ppid, s->comm, s->start_ns);
+	}
+	t = job_add_thread(p, s->tid, s->comm, s->start_ns);
+	t->slot = idx;
+	o->proc = p - tr->job->procs;
+	o->thread = t - p->threads;
+	return t;
+}
+
+void account_refresh(struct tracer *tr, uint64_t now)
+{
+	unsigned int free_run = 0;
+	struct tb_slot s;
+
+	for (unsigned int i = 0; i < tr->nslots; i++) {
+		struct thread_rec *t;
+
+		if (!tracer_read_slot(tr, i, &s)) {
+			if (i >= tr->scan_end && ++free_run >= FREE_RUN_END)
+				break;
+			continue;
+		}
+		free_run = 0;
+		if (i >= tr->scan_end)
+			tr->scan_end = i + 1;
+		t = slot_thread(tr, i, &s);
+		fill_thread(t, &s, now);
+		if (s.state == TB_ST_EXITED) {
+			t->slot = -1;
+			tracer_free_slot(tr, i);
+		}
+	}
+	for (int i = 0; i < tr->job->nprocs; i++) {
+		struct proc_rec *p = &tr->job->procs[i];
+
+		if (job_proc_alive(p))
+			p->flags |= tracer_proc_flags(tr, p->pid);
+	}
+}

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <argp.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "trainbpf.h"
+
+const char *argp_program_version = "trainbpf " TB_VERSION;
+const char *argp_program_bug_address = "https://github.com/trainbpf/trainbpf/issues";
+
+static const char doc[] =
+"trainbpf: where does the wall-clock time of a training job go?\n"
+"\n"
+"Accounts every nanosecond of every thread of a job (and of every process it\n"
+"forks) to one category: cpu, gpu_wait, comm, data_wait, io, runqueue, lock,\n"
+"idle. The headline follows the trainers' main threads: time they spend\n"
+"waiting for another traced thread counts as what that thread was doing.\n"
+"\n"
+"USAGE: trainbpf [OPTION...] -p PID[,PID...]\n"
+"       trainbpf [OPTION...] -- COMMAND [ARG...]\n"
+"\n"
+"EXAMPLES:\n"
+"    sudo trainbpf -p 1234              # trace job 1234 until it exits\n"
+"    sudo trainbpf -p 1234 -i 2 -d 60   # live table every 2 s, stop after 60 s\n"
+"    sudo trainbpf --format json -- python3 train.py   # launch and trace\n";
+
+enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF };
+
+static const struct argp_option opts[] = {
+	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
+	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
+	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
+	{ "format", OPT_FORMAT, "text|json", 0, "Final report format (default text)" },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default 16384)" },
+	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
+	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	{},
+};
+
+static double parse_seconds(const char *arg, struct argp_state *state,
+			    const char *what)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || v < 0 || v > 1e7)
+		argp_error(state, "invalid %s: '%s' (seconds, >= 0)", what, arg);
+	return v;
+}
+
+static unsigned long parse_uint(const char *arg, struct argp_state *state,
+				const char *what, unsigned long lo,
+				unsigned long hi)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi)
+		argp_error(state, "invalid %s: '%s' (%lu..%lu)", what, arg, lo, hi);
+	return v;
+}
+
+static void parse_pids(const char *arg, struct argp_state *state,
+		       struct env *env)
+{
+	char *copy = strdup(arg), *tok, *save = NULL;
+
+	if (!copy)
+		argp_failure(state, 1, ENOMEM, "out of memory");
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (env->npids == TB_MAX_PIDS)
+			argp_error(state, "at most %d PIDs", TB_MAX_PIDS);
+		env->pids[env->npids++] =
+			(pid_t)parse_uint(tok, state, "PID", 1, INT_MAX);
+	}
+	free(copy);
+	if (!env->npids)
+		argp_error(state, "invalid PID list: '%s'", arg);
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct env *env = state->input;
+
+	switch (key) {
+	case 'p':
+		parse_pids(arg, state, env);
+		break;
+	case 'i':
+		env->interval_s = parse_seconds(arg, state, "interval");
+		break;
+	case 'd':
+		env->duration_s = parse_seconds(arg, state, "duration");
+		if (env->duration_s == 0)
+			argp_error(state, "invalid duration: '%s' (> 0)", arg);
+		break;
+	case 'v':
+		env->verbose = true;
+		break;
+	case OPT_FORMAT:
+		if (!strcmp(arg, "text"))
+			env->format = TB_FMT_TEXT;
+		else if (!strcmp(arg, "json"))
+			env->format = TB_FMT_JSON;
+		else
+			argp_error(state, "invalid format: '%s' (text or json)", arg);
+		break;
+	case OPT_BTF:
+		env->btf_path = arg;
+		break;
+	case OPT_MAX_THREADS:
+		env->max_threads = parse_uint(arg, state, "thread count", 64, 1 << 20);
+		break;
+	case OPT_RINGBUF: {
+		unsigned long kb = parse_uint(arg, state, "ring buffer size", 4, 1 << 20);
+
+		if (kb & (kb - 1))
+			argp_error(state, "invalid ring buffer size: '%s' (a power of two)", arg);
+		env->ringbuf_kb = kb;
+		break;
+	}
+	case ARGP_KEY_ARG:
+		/* argp stops at "--"; everything after it is the command. */
+		env->command = &state->argv[state->next - 1];
+		state->next = state->argc;
+		break;
+	case ARGP_KEY_END:
+		if (!env->npids && !env->command)
+			argp_error(state, "nothing to trace: give -p PID or -- COMMAND");
+		if (env->npids && env->command)
+			argp_error(state, "give -p PID or -- COMMAND, not both");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+void cli_parse(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { opts, parse_arg, NULL, doc };
+
+	memset(env, 0, sizeof(*env));
+	env->interval_s = 5;
+	env->max_threads = TB_DEFAULT_SLOTS;
+	env->ringbuf_kb = 256;
+	argp_err_exit_status = 2;
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Command-line options: what the user asked for, nothing else. */
+#ifndef TB_CLI_H
+#define TB_CLI_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define TB_MAX_PIDS 64
+
+enum tb_format { TB_FMT_TEXT, TB_FMT_JSON };
+
+struct env {
+	pid_t pids[TB_MAX_PIDS];
+	int npids;
+	char **command;		/* argv after "--", NULL-terminated */
+	double interval_s;	/* live table period; 0 = none */
+	double duration_s;	/* 0 = until the target exits */
+	enum tb_format format;
+	bool verbose;
+	const char *btf_path;	/* NULL: the kernel's own */
+	unsigned int max_threads;
+	unsigned int ringbuf_kb;
+};
+
+/* Parses argv into env. Exits with status 2 and one line on bad input. */
+void cli_parse(int argc, char **argv, struct env *env);
+
+#endif

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The traced job as user space knows it: processes and their threads, with
+ * each thread's category totals as of the last refresh. Fed by the BPF
+ * slots (account.c) and lifecycle events (tracer.c); read by the reports.
+ */
+#ifndef TB_JOB_H
+#define TB_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "trainbpf.h"
+
+struct thread_rec {
+	pid_t tid;
+	int slot;		/* BPF slot, -1 once the thread's totals are final */
+	char comm[TB_COMM_LEN];
+	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
+	uint64_t own[TB_NCAT];
+	uint64_t cp[TB_NCAT];
+	uint64_t io_rbytes, io_wbytes;
+	uint64_t nswitch;
+	/* schedstat at registration: splits the time of a thread with no event */
+	uint64_t base_cpu, base_rq;
+};
+
+struct proc_rec {
+	pid_t pid, ppid;
+	char comm[TB_COMM_LEN];
+	char exe[TB_PATH_LEN];
+	enum tb_role role;
+	unsigned int flags;	/* TB_PF_* */
+	bool root;		/* named by -p, or the launched command */
+	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
+	int exit_code;
+	uint64_t shown[TB_NCAT];	/* totals at the last live table */
+	struct thread_rec *threads;
+	int nthreads, cap;
+};
+
+struct job {
+	struct proc_rec *procs;
+	int nprocs, cap;
+	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
+	double window_start_unix;
+	uint64_t headline_shown[TB_NCAT];
+};
+
+struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */
+struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
+			      const char *comm, uint64_t start_ns);
+struct thread_rec *job_thread(struct proc_rec *p, pid_t tid, int slot);
+struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
+				  const char *comm, uint64_t start_ns);
+bool job_proc_alive(const struct proc_rec *p);
+int job_live_procs(const struct job *job);
+void job_free(struct job *job);
+
+/* Lifetime of a thread inside the window, up to now for live threads. */
+uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now);
+/* Sum of a process's threads' own categories. */
+void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
+uint64_t sum_cats(const uint64_t c[TB_NCAT]);
+
+/*
+ * Roles: a process forked (not exec'd) from a traced process, or named
+ * like a PyTorch data-loader worker, is a worker, unless it forks workers
+ * itself (then it is a rank started by fork). Other processes are trainers
+ * when they have workers or their main thread is busy (>= 20% not idle);
+ * a launcher waiting on its ranks is "other". If nothing qualifies, the
+ * root processes are the trainers, so the headline is never empty.
+ * Returns true if any role changed.
+ */
+bool job_classify_roles(struct job *job);
+const char *role_name(enum tb_role role);
+/* The trainers' main threads: the headline's critical path. */
+int job_headline(const struct job *job, uint64_t cp[TB_NCAT]);
+
+extern const char *const tb_cat_names[TB_NCAT];
+
+#endif

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+#include "launch.h"
+
+/*
+ * Two pipes: the gate (child blocks reading it until the parent closes it)
+ * and an exec-error channel (CLOEXEC: it closes silently on a good exec,
+ * carries errno on a failed one).
+ */
+static void child(int gate, int err_fd, char **argv)
+{
+	char c;
+	int e;
+
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (read(gate, &c, 1) < 0)
+		_exit(127);
+	close(gate);
+	execvp(argv[0], argv);
+	e = errno;
+	if (write(err_fd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int launch_fork(struct launch *l, char **argv)
+{
+	int gate[2], errp[2];
+
+	memset(l, 0, sizeof(*l));
+	if (pipe2(gate, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+		fprintf(stderr, "trainbpf: pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	l->pid = fork();
+	if (l->pid < 0) {
+		fprintf(stderr, "trainbpf: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (l->pid == 0) {
+		close(gate[1]);
+		close(errp[0]);
+		child(gate[0], errp[1], argv);
+	}
+	close(gate[0]);
+	close(errp[1]);
+	l->gate_fd = gate[1];
+	l->err_fd = errp[0];
+	return 0;
+}
+
+int launch_release(struct launch *l)
+{
+	int e = 0;
+	ssize_t n;
+
+	close(l->gate_fd);
+	l->gate_fd = -1;
+	n = read(l->err_fd, &e, sizeof(e));
+	close(l->err_fd);
+	l->err_fd = -1;
+	if (n == sizeof(e)) {
+		fprintf(stderr, "trainbpf: cannot run command: %s\n", strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
+void launch_reap(struct launch *l)
+{
+	if (l->pid > 0 && !l->reaped && waitpid(l->pid, &l->status, WNOHANG) == l->pid)
+		l->reaped = 1;
+}
+
+int launch_exit_code(const struct launch *l)
+{
+	if (!l->reaped)
+		return 0;
+	if (WIFEXITED(l->status))
+		return WEXITSTATUS(l->status);
+	return 128 + WTERMSIG(l->status);
+}

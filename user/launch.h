@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Starting the traced command: fork it, hold it at a gate until the tracer
+ * has registered it, then let it exec, so tracing covers its first
+ * instruction.
+ */
+#ifndef TB_LAUNCH_H
+#define TB_LAUNCH_H
+
+#include <sys/types.h>
+
+struct launch {
+	pid_t pid;
+	int gate_fd;	/* write end: closing it releases the child */
+	int err_fd;	/* read end: errno of a failed exec, EOF on success */
+	int status;	/* wait status once reaped */
+	int reaped;
+};
+
+int launch_fork(struct launch *l, char **argv);
+/* Lets the child exec. Returns -1 if the exec failed (message printed). */
+int launch_release(struct launch *l);
+/* Reaps the child if it has exited; non-blocking. */
+void launch_reap(struct launch *l);
+int launch_exit_code(const struct launch *l);
+
+#endif

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "procfs.h"
+#include "trainbpf.h"
+
+#define PF_KTHREAD 0x00200000
+
+static int task_path(char *buf, size_t len, pid_t pid, pid_t tid,
+		     const char *file)
+{
+	int n = tid ? snprintf(buf, len, "/proc/%d/task/%d/%s", pid, tid, file)
+		    : snprintf(buf, len, "/proc/%d/%s", pid, file);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
+int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	char path[64], buf[1024], *open_paren, *close_paren;
+	size_t n;
+
+	if (task_path(path, sizeof(path), pid, tid, "stat") ||
+	    read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	/* comm may hold spaces and parentheses: it ends at the last ')'. */
+	open_paren = strchr(buf, '(');
+	close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren)
+		return -1;
+	n = close_paren - open_paren - 1;
+	if (n >= sizeof(st->comm))
+		n = sizeof(st->comm) - 1;
+	memcpy(st->comm, open_paren + 1, n);
+	st->comm[n] = 0;
+	if (sscanf(close_paren + 2, "%c %d %*d %*d %*d %*d %u", &st->state,
+		   &st->ppid, &st->flags) != 3)
+		return -1;
+	return 0;
+}
+
+bool procfs_is_kthread(const struct proc_stat *st)
+{
+	return st->flags & PF_KTHREAD;
+}
+
+int procfs_schedstat(pid_t pid, pid_t tid, uint64_t *cpu_ns, uint64_t *rq_ns)
+{
+	char path[64], buf[128];
+	unsigned long long cpu, rq;
+
+	if (task_path(path, sizeof(path), pid, tid, "schedstat") ||
+	    read_file(path, buf, sizeof(buf)) < 0 ||
+	    sscanf(buf, "%llu %llu", &cpu, &rq) != 2)
+		return -1;
+	*cpu_ns = cpu;
+	*rq_ns = rq;
+	return 0;
+}
+
+int procfs_io(pid_t pid, pid_t tid, uint64_t *rbytes, uint64_t *wbytes)
+{
+	char path[64], buf[512], *p;
+
+	if (task_path(path, sizeof(path), pid, tid, "io") ||
+	    read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "\nread_bytes:");
+	*rbytes = p ? strtoull(p + 12, NULL, 10) : 0;
+	p = strstr(buf, "\nwrite_bytes:");
+	*wbytes = p ? strtoull(p + 13, NULL, 10) : 0;
+	return 0;
+}
+
+long procfs_syscall(pid_t pid, pid_t tid, long *arg0)
+{
+	char path[64], buf[256];
+	long nr;
+	unsigned long a0 = 0;
+
+	if (task_path(path, sizeof(path), pid, tid, "syscall") ||
+	    read_file(path, buf, sizeof(buf)) < 0 || !isdigit(buf[0]))
+		return -1;	/* "running", or "-1 ..." outside a syscall */
+	if (sscanf(buf, "%ld %lx", &nr, &a0) < 1)
+		return -1;
+	*arg0 = (long)a0;
+	return nr;
+}
+
+unsigned int procfs_fd_wait(pid_t pid, long fd)
+{
+	char path[64], target[256];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", pid, fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return TB_W_OTHER;
+	target[n] = 0;
+	if (target[0] == '/')
+		return TB_W_FILE;
+	if (!strncmp(target, "socket:", 7))
+		return TB_W_SOCKET;
+	return TB_W_PIPE;
+}
+
+int procfs_tasks(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir)) && n < max)
+		if (isdigit(de->d_name[0]))
+			tids[n++] = atoi(de->d_name);
+	closedir(dir);
+	return n;
+}
+
+int procfs_cmdline(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	n = read_file(path, buf, len);
+	return n < 0 ? -1 : (int)n;
+}
+
+int procfs_all(pid_t *pids, pid_t *ppids, int max)
+{
+	struct dirent *de;
+	struct proc_stat st;
+	DIR *dir = opendir("/proc");
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir)) && n < max) {
+		if (!isdigit(de->d_name[0]))
+			continue;
+		pids[n] = atoi(de->d_name);
+		if (procfs_stat(pids[n], 0, &st))
+			continue;	/* exited meanwhile */
+		ppids[n++] = st.ppid;
+	}
+	closedir(dir);
+	return n;
+}
+
+bool procfs_alive(pid_t pid)
+{
+	struct proc_stat st;
+
+	/* A zombie has exited: its threads are gone. */
+	return !procfs_stat(pid, 0, &st) && st.state != 'Z' && st.state != 'X';
+}

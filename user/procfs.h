@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Reading /proc: the kernel's own view of processes and threads. */
+#ifndef TB_PROCFS_H
+#define TB_PROCFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc_stat {
+	char comm[16];
+	char state;
+	pid_t ppid;
+	unsigned int flags;	/* PF_* */
+};
+
+int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st);
+bool procfs_is_kthread(const struct proc_stat *st);
+/* Fields 1 and 2 of schedstat: ns on CPU, ns waiting on a runqueue. */
+int procfs_schedstat(pid_t pid, pid_t tid, uint64_t *cpu_ns, uint64_t *rq_ns);
+/* read_bytes / write_bytes of /proc/PID/task/TID/io. */
+int procfs_io(pid_t pid, pid_t tid, uint64_t *rbytes, uint64_t *wbytes);
+/* Syscall a thread is blocked in, -1 if running or not in one. */
+long procfs_syscall(pid_t pid, pid_t tid, long *arg0);
+/* enum tb_wait of an fd: file, socket or other. */
+unsigned int procfs_fd_wait(pid_t pid, long fd);
+/* The thread ids of pid; returns the count, -1 if pid is gone. */
+int procfs_tasks(pid_t pid, pid_t *tids, int max);
+int procfs_cmdline(pid_t pid, char *buf, size_t len);
+/* Every process on the machine with its parent, for descendant scans. */
+int procfs_all(pid_t *pids, pid_t *ppids, int max);
+bool procfs_alive(pid_t pid);
+
+#endif

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <string.h>
+#include <time.h>
+#include "report.h"
+
+const char *const tb_rollup_names[TB_NROLLUP] = {
+	"computation", "communication", "io_data", "other",
+};
+
+/* Which roll-up each category belongs to. */
+static const enum tb_rollup cat_rollup[TB_NCAT] = {
+	[TB_CPU] = TB_R_COMPUTATION, [TB_GPU_WAIT] = TB_R_COMPUTATION,
+	[TB_COMM] = TB_R_COMMUNICATION, [TB_DATA_WAIT] = TB_R_IO_DATA,
+	[TB_IO] = TB_R_IO_DATA, [TB_RUNQUEUE] = TB_R_OTHER,
+	[TB_LOCK] = TB_R_OTHER, [TB_IDLE] = TB_R_OTHER,
+};
+
+/* Short column heads for 80-column tables. */
+static const char *const cat_short[TB_NCAT] = {
+	"cpu", "gpu", "comm", "data", "io", "rq", "lock", "idle",
+};
+
+void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP])
+{
+	uint64_t total = sum_cats(cats);
+
+	memset(pct, 0, sizeof(double) * TB_NROLLUP);
+	if (!total)
+		return;
+	for (int c = 0; c < TB_NCAT; c++)
+		pct[cat_rollup[c]] += 100.0 * cats[c] / total;
+}
+
+void job_counters(const struct job *job, const struct tb_counters *bpf,
+		  struct report_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->bpf = *bpf;
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++) {
+			out->io_rbytes += p->threads[j].io_rbytes;
+			out->io_wbytes += p->threads[j].io_wbytes;
+			out->switches += p->threads[j].nswitch;
+		}
+	}
+}
+
+static int live_threads(const struct proc_rec *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nthreads; i++)
+		n += !p->threads[i].end_ns;
+	return n;
+}
+
+static void pct_cells(FILE *f, const uint64_t c[TB_NCAT])
+{
+	uint64_t total = sum_cats(c);
+
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, " %4.*f", total ? 1 : 0,
+			total ? 100.0 * c[i] / total : 0.0);
+	fputc('\n', f);
+}
+
+static void cat_head(FILE *f)
+{
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, " %4s", cat_short[i]);
+	fputc('\n', f);
+}
+
+static void delta(const uint64_t now[TB_NCAT], uint64_t prev[TB_NCAT],
+		  uint64_t out[TB_NCAT])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		out[c] = now[c] >= prev[c] ? now[c] - prev[c] : 0;
+		prev[c] = now[c];
+	}
+}
+
+static void rollup_line(FILE *f, const uint64_t cats[TB_NCAT])
+{
+	double pct[TB_NROLLUP];
+
+	rollup_pct(cats, pct);
+	fprintf(f, "computation %.1f%%  communication %.1f%%  io&data %.1f%%  other %.1f%%\n",
+		pct[0], pct[1], pct[2], pct[3]);
+}
+
+void report_live(FILE *f, struct job *job, uint64_t now)
+{
+	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
+	char stamp[16];
+	time_t t = time(NULL);
+	int ntr;
+
+	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
+	fprintf(f, "%s  %.1f s traced\n", stamp,
+		(now - job->window_start_ns) / 1e9);
+	fprintf(f, "%7s %-7s %-15s %4s", "PID", "ROLE", "COMM", "THR");
+	cat_head(f);
+	for (int i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+
+		proc_totals(p, tot);
+		delta(tot, p->shown, d);
+		if (!sum_cats(d))
+			continue;	/* exited before this interval */
+		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role),
+			p->comm, live_threads(p));
+		pct_cells(f, d);
+	}
+	ntr = job_headline(job, hl);
+	delta(hl, job->headline_shown, d);
+	fprintf(f, "headline (%d trainer%s): ", ntr, ntr == 1 ? "" : "s");
+	rollup_line(f, d);
+	fputc('\n', f);
+	fflush(f);
+}
+
+static void fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+	if (b >= 1ull << 30)
+		snprintf(buf, len, "%.2f GiB", b / (double)(1ull << 30));
+	else if (b >= 1ull << 20)
+		snprintf(buf, len, "%.1f MiB", b / (double)(1ull << 20));
+	else
+		snprintf(buf, len, "%llu B", (unsigned long long)b);
+}
+
+static void headline_block(FILE *f, const struct job *job)
+{
+	static const int groups[TB_NROLLUP][4] = {
+		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
+		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
+	};
+	static const char *const labels[TB_NROLLUP] = {
+		"computation", "communication", "io & data", "other",
+	};
+	uint64_t hl[TB_NCAT], total;
+	double pct[TB_NROLLUP];
+	int ntr = job_headline(job, hl);
+
+	total = sum_cats(hl);
+	rollup_pct(hl, pct);
+	fprintf(f, "Headline: critical path of %d trainer main thread%s (%.2f s)\n",
+		ntr, ntr == 1 ? "" : "s", total / 1e9);
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		fprintf(f, "  %-14s %5.1f%%  ", labels[r], pct[r]);
+		for (int k = 0; groups[r][k] >= 0; k++)
+			fprintf(f, " %s %.1f%%", tb_cat_names[groups[r][k]],
+				total ? 100.0 * hl[groups[r][k]] / total : 0.0);
+		fputc('\n', f);
+	}
+	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n\n");
+}
+
+static uint64_t proc_time(const struct proc_rec *p)
+{
+	uint64_t tot[TB_NCAT];
+
+	proc_totals(p, tot);
+	return sum_cats(tot);
+}
+
+static void process_table(FILE *f, const struct job *job)
+{
+	uint64_t tot[TB_NCAT];
+
+	fprintf(f, "Processes (%% of each process's thread time)\n");
+	fprintf(f, "%7s %-7s %-15s %4s %8s", "PID", "ROLE", "COMM", "THR", "TIME_S");
+	cat_head(f);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		proc_totals(p, tot);
+		fprintf(f, "%7d %-7s %-15.15s %4d %8.2f", p->pid, role_name(p->role),
+			p->comm, p->nthreads, sum_cats(tot) / 1e9);
+		pct_cells(f, tot);
+	}
+	fputc('\n', f);
+}
+
+static void thread_table(FILE *f, const struct job *job, uint64_t now)
+{
+	fprintf(f, "Threads (%% of each thread's lifetime)\n");
+	fprintf(f, "%7s %7s %-15s %8s", "PID", "TID", "COMM", "TIME_S");
+	cat_head(f);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++) {
+			const struct thread_rec *t = &p->threads[j];
+
+			fprintf(f, "%7d %7d %-15.15s %8.2f", p->pid, t->tid,
+				t->comm, thread_lifetime(t, now) / 1e9);
+			pct_cells(f, t->own);
+		}
+	}
+	fputc('\n', f);
+}
+
+void report_text(FILE *f, const struct job *job,
+		 const struct report_counters *c, uint64_t now)
+{
+	char rb[32], wb[32];
+	int nthreads = 0;
+	uint64_t all = 0;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		nthreads += job->procs[i].nthreads;
+		all += proc_time(&job->procs[i]);
+	}
+	fprintf(f, "trainbpf %s: %.2f s traced, %d processes, %d threads (%.2f thread-s)\n\n",
+		TB_VERSION, (now - job->window_start_ns) / 1e9, job->nprocs,
+		nthreads, all / 1e9);
+	headline_block(f, job);
+	process_table(f, job);
+	thread_table(f, job, now);
+	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
+	fmt_bytes(wb, sizeof(wb), c->io_wbytes);
+	fprintf(f, "Counters: storage read %s, written %s; %llu context switches; "
+		"%llu events lost\n", rb, wb, (unsigned long long)c->switches,
+		(unsigned long long)c->bpf.events_lost);
+}

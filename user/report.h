@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* What the user reads: the live table and the final report (text, JSON). */
+#ifndef TB_REPORT_H
+#define TB_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "job.h"
+
+struct report_counters {
+	struct tb_counters bpf;
+	uint64_t io_rbytes, io_wbytes, switches;
+};
+
+enum tb_rollup { TB_R_COMPUTATION, TB_R_COMMUNICATION, TB_R_IO_DATA,
+		 TB_R_OTHER, TB_NROLLUP };
+
+extern const char *const tb_rollup_names[TB_NROLLUP];
+
+/* Headline roll-up in percent of the total; all zero if total is 0. */
+void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP]);
+void job_counters(const struct job *job, const struct tb_counters *bpf,
+		  struct report_counters *out);
+
+/* One table of the interval since the previous call; 80 columns. */
+void report_live(FILE *f, struct job *job, uint64_t now);
+void report_text(FILE *f, const struct job *job,
+		 const struct report_counters *c, uint64_t now);
+void report_json(FILE *f, const struct job *job,
+		 const struct report_counters *c, uint64_t now);
+
+#endif

@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "trainbpf.h"
+#include "trainbpf.skel.h"
+#include "procfs.h"
+#include "tracer.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+#define MAX_TIDS 8192
+#define MAX_PROCS 65536
+
+_Static_assert(sizeof(struct tb_slot) % 8 == 0, "array values are 8-aligned");
+_Static_assert(TB_NCAT == 8, "BPF masks category indexes with TB_NCAT - 1");
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* bpf_ktime_get_ns's clock */
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt,
+			va_list args)
+{
+	return vfprintf(stderr, fmt, args);
+}
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt,
+			va_list args)
+{
+	return 0;
+}
+
+static bool has_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2] = {};
+	uint64_t eff;
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	eff = data[0].effective | (uint64_t)data[1].effective << 32;
+	if (eff & (1ull << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
+}
+
+static int check_env(const struct env *env)
+{
+	if (!has_caps()) {
+		fprintf(stderr, "trainbpf: needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN): try sudo\n");
+		return -1;
+	}
+	if (env->btf_path && access(env->btf_path, R_OK)) {
+		fprintf(stderr, "trainbpf: cannot read BTF file %s: %s\n",
+			env->btf_path, strerror(errno));
+		return -1;
+	}
+	if (!env->btf_path && access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, "trainbpf: kernel has no BTF (/sys/kernel/btf/vmlinux missing; needs CONFIG_DEBUG_INFO_BTF): pass --btf FILE\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int fill_free_slots(struct tracer *tr)
+{
+	int fd = bpf_map__fd(tr->skel->maps.free_slots);
+
+	/* A stack: pushing high indexes first hands out 0, 1, 2... */
+	for (int i = (int)tr->nslots - 1; i >= 0; i--) {
+		__u32 idx = i;
+
+		if (bpf_map_update_elem(fd, NULL, &idx, 0))
+			return -errno;
+	}
+	return 0;
+}
+
+static int handle_event(void *ctx, void *data, size_t len);
+
+static int map_slots(struct tracer *tr)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int fd = bpf_map__fd(tr->skel->maps.slots);
+
+	tr->map_len = (sizeof(struct tb_slot) * tr->nslots + page - 1) / page * page;
+	tr->slots = mmap(NULL, tr->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tr->slots == MAP_FAILED) {
+		tr->slots = NULL;
+		return -errno;
+	}
+	tr->owner = calloc(tr->nslots, sizeof(*tr->owner));
+	if (!tr->owner)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < tr->nslots; i++)
+		tr->owner[i].proc = -1;
+	return 0;
+}
+
+static int load(struct tracer *tr, const struct env *env)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = env->btf_path);
+	struct trainbpf_bpf *skel;
+	int err;
+
+	skel = trainbpf_bpf__open_opts(&opts);
+	if (!skel) {
+		fprintf(stderr, "trainbpf: cannot open BPF object: %s\n", strerror(errno));
+		return -1;
+	}
+	tr->skel = skel;
+	tr->nslots = env->max_threads;
+	bpf_map__set_max_entries(skel->maps.slots, tr->nslots);
+	bpf_map__set_max_entries(skel->maps.free_slots, tr->nslots);
+	bpf_map__set_max_entries(skel->maps.events, env->ringbuf_kb * 1024);
+	err = trainbpf_bpf__load(skel);
+	if (err) {
+		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),
+			env->verbose ? "" : " (run with -v for the verifier log)");
+		return -1;
+	}
+	err = map_slots(tr);
+	if (!err)
+		err = fill_free_slots(tr);
+	if (err) {
+		fprintf(stderr, "trainbpf: cannot set up the slot map: %s\n", strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+int tracer_open(struct tracer *tr, const struct env *env, struct job *job)
+{
+	memset(tr, 0, sizeof(*tr));
+	tr->job = job;
+	libbpf_set_print(env->verbose ? libbpf_print : libbpf_quiet);
+	if (check_env(env) || load(tr, env))
+		return -1;
+	tr->rb = ring_buffer__new(bpf_map__fd(tr->skel->maps.events),
+				  handle_event, tr, NULL);
+	if (!tr->rb) {
+		fprintf(stderr, "trainbpf: cannot open the event ring buffer: %s\n", strerror(errno));
+		return -1;
+	}
+	if (trainbpf_bpf__attach(tr->skel)) {
+		fprintf(stderr, "trainbpf: cannot attach to the scheduler tracepoints: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void tracer_close(struct tracer *tr)
+{
+	ring_buffer__free(tr->rb);
+	if (tr->slots)
+		munmap(tr->slots, tr->map_len);
+	/* Destroying the skeleton detaches every program. */
+	trainbpf_bpf__destroy(tr->skel);
+	free(tr->owner);
+	memset(tr, 0, sizeof(*tr));
+}
+
+static int pop_slot(struct tracer *tr, __u32 *idx)
+{
+	return bpf_map_lookup_and_delete_elem(bpf_map__fd(tr->skel->maps.free_slots),
+					      NULL, idx);
+}
+
+void tracer_free_slot(struct tracer *tr, unsigned int idx)
+{
+	__u32 i = idx;
+
+	memset(&tr->slots[idx], 0, sizeof(tr->slots[idx]));
+	tr->owner[idx].proc = -1;
+	bpf_map_update_elem(bpf_map__fd(tr->skel->maps.free_slots), NULL, &i, 0);
+}
+
+/* Hands a running thread a slot, then task storage pointing at it. */
+static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
+{
+	struct tb_task val = {};
+	struct proc_stat st;
+	struct thread_rec *t;
+	struct tb_slot *s;
+	uint64_t now = now_ns();
+	__u32 idx;
+	int pidfd, err;
+
+	if (procfs_stat(p->pid, tid, &st))
+		return -ESRCH;
+	if (pop_slot(tr, &idx))
+		return -ENOSPC;
+	s = &tr->slots[idx];
+	s->tid = tid;
+	s->tgid = p->pid;
+	s->state = TB_ST_UNKNOWN;
+	s->start_ns = s->since = s->last_in = now;
+	{
+		uint64_t rb = 0, wb = 0;
+
+		procfs_io(p->pid, tid, &rb, &wb);
+		s->io_rbase = rb;
+		s->io_wbase = wb;
+	}
+	memcpy(s->comm, st.comm, sizeof(s->comm));
+	val.slot = idx;
+	pidfd = syscall(SYS_pidfd_open, tid, tid == p->pid ? 0 : PIDFD_THREAD);
+	err = pidfd < 0 ? -errno : 0;
+	if (!err && bpf_map_update_elem(bpf_map__fd(tr->skel->maps.tasks), &pidfd,
+					&val, BPF_NOEXIST))
+		err = -errno;	/* EEXIST: BPF saw it being born */
+	if (pidfd >= 0)
+		close(pidfd);
+	if (err) {
+		tracer_free_slot(tr, idx);
+		return err;
+	}
+	t = job_add_thread(p, tid, st.comm, now);
+	t->slot = idx;
+	procfs_schedstat(p->pid, tid, &t->base_cpu, &t->base_rq);
+	tr->owner[idx].proc = p - tr->job->procs;
+	tr->owner[idx].thread = t - p->threads;
+	if (idx >= tr->scan_end)
+		tr->scan_end = idx + 1;
+	return 0;
+}
+
+static bool thread_known(const struct proc_rec *p, pid_t tid)
+{
+	for (int i = 0; i < p->nthreads; i++)
+		if (p->threads[i].tid == tid && !p->threads[i].end_ns)
+			return true;
+	return false;
+}
+
+/* Same command line as its parent: forked, not exec'd (a worker). */
+static bool forked_from(pid_t pid, pid_t ppid)
+{
+	char a[4096], b[4096];
+	int na = procfs_cmdline(pid, a, sizeof(a));
+	int nb = procfs_cmdline(ppid, b, sizeof(b));
+
+	return na > 0 && na == nb && !memcmp(a, b, na);
+}
+
+int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
+{
+	static pid_t tids[MAX_TIDS];
+	struct tb_proc bp = { .role = TB_ROLE_OTHER };
+	struct proc_stat st;
+	struct proc_rec *p;
+	bool added = true;
+	int pi;
+
+	if (procfs_stat(pid, 0, &st))
+		return -1;
+	p = job_proc(tr->job, pid);
+	if (!p) {
+		p = job_add_proc(tr->job, pid, st.ppid, st.comm, now_ns());
+		p->root = root;
+		if (!root && forked_from(pid, st.ppid)) {
+			bp.role = TB_ROLE_WORKER;
+			bp.flags = TB_PF_FORKED;
+		}
+		p->flags = bp.flags;
+		bpf_map_update_elem(bpf_map__fd(tr->skel->maps.procs), &pid, &bp, BPF_NOEXIST);
+	}
+	pi = p - tr->job->procs;
+	/* Threads born from a thread not yet traced are missed: scan again. */
+	while (added) {
+		int n = procfs_tasks(pid, tids, MAX_TIDS);
+
+		added = false;
+		for (int i = 0; i < n; i++) {
+			p = &tr->job->procs[pi];
+			if (thread_known(p, tids[i]))
+				continue;
+			if (!add_thread(tr, p, tids[i]))
+				added = true;
+		}
+	}
+	return 0;
+}
+
+static bool traced_pid(const struct job *job, pid_t pid)
+{
+	for (int i = 0; i < job->nprocs; i++)
+		if (job->procs[i].pid == pid && job_proc_alive(&job->procs[i]))
+			return true;
+	return false;
+}
+
+void tracer_add_descendants(struct tracer *tr)
+{
+	pid_t *pids = malloc(sizeof(pid_t) * MAX_PROCS);
+	pid_t *ppids = malloc(sizeof(pid_t) * MAX_PROCS);
+	bool added = true;
+
+	if (!pids || !ppids)
+		abort();
+	while (added) {
+		int n = procfs_all(pids, ppids, MAX_PROCS);
+
+		added = false;
+		for (int i = 0; i < n; i++) {
+			if (traced_pid(tr->job, pids[i]) ||
+			    !traced_pid(tr->job, ppids[i]))
+				continue;
+			if (!tracer_add_process(tr, pids[i], false))
+				added = true;
+		}
+	}
+	free(pids);
+	free(ppids);
+}
+
+static int handle_event(void *ctx, void *data, size_t len)
+{
+	struct tracer *tr = ctx;
+	const struct tb_event *e = data;
+	struct proc_rec *p;
+
+	if (len < sizeof(*e))
+		return 0;
+	tr->events_seen++;
+	p = job_proc(tr->job, e->pid);
+	if (e->type == TB_EV_FORK) {
+		if (!p || p->end_ns)
+			p = job_add_proc(tr->job, e->pid, e->ppid, e->comm, e->ts);
+		p->ppid = e->ppid;
+		p->start_ns = e->ts;
+		p->flags |= TB_PF_FORKED;
+		return 0;
+	}
+	if (!p)
+		return 0;
+	if (e->type == TB_EV_EXEC) {
+		p->flags |= TB_PF_EXECED;
+		memcpy(p->comm, e->comm, sizeof(p->comm));
+		snprintf(p->exe, sizeof(p->exe), "%s", e->path);
+	} else if (e->type == TB_EV_EXIT) {
+		p->end_ns = e->ts;
+		p->exit_code = e->exit_code;
+		bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &p->pid);
+	}
+	return 0;
+}
+
+int tracer_drain_events(struct tracer *tr)
+{
+	return ring_buffer__consume(tr->rb);
+}
+
+bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
+		      struct tb_slot *out)
+{
+	volatile struct tb_slot *s = &tr->slots[idx];
+
+	for (int tries = 0; tries < 100; tries++) {
+		__u32 seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		memcpy(out, (const void *)s, sizeof(*out));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seq)
+			return out->state != TB_ST_FREE;
+	}
+	return false;
+}
+
+void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role)
+{
+	int fd = bpf_map__fd(tr->skel->maps.procs);
+	struct tb_proc bp;
+
+	if (bpf_map_lookup_elem(fd, &pid, &bp))
+		bp.flags = 0;
+	bp.role = role;
+	bpf_map_update_elem(fd, &pid, &bp, BPF_ANY);
+}
+
+unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid)
+{
+	struct tb_proc bp;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(tr->skel->maps.procs), &pid, &bp))
+		return 0;
+	return bp.flags;
+}
+
+void tracer_counters(const struct tracer *tr, struct tb_counters *out)
+{
+	memcpy(out, (const void *)&tr->skel->bss->counters, sizeof(*out));
+}

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * trainbpf: the life of the tool, top to bottom. Parse options, check the
+ * targets, load and attach the BPF programs, register the job's running
+ * threads (or launch the command), then refresh the accounting on a short
+ * clock until the job exits, time runs out or a signal comes, and print
+ * the final report.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "account.h"
+#include "cli.h"
+#include "job.h"
+#include "launch.h"
+#include "procfs.h"
+#include "report.h"
+#include "tracer.h"
+
+#define TICK_NS 200000000ull	/* refresh period: rare enough to cost nothing */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	/* No SA_RESTART: a signal must cut the tick's sleep short. */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static int check_pids(const struct env *env)
+{
+	struct proc_stat st;
+
+	for (int i = 0; i < env->npids; i++) {
+		if (procfs_stat(env->pids[i], 0, &st) || st.state == 'Z') {
+			fprintf(stderr, "trainbpf: no such process: %d\n", env->pids[i]);
+			return -1;
+		}
+		if (procfs_is_kthread(&st)) {
+			fprintf(stderr, "trainbpf: %d (%s) is a kernel thread: trace user processes\n",
+				env->pids[i], st.comm);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void start_window(struct job *job)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	job->window_start_ns = now_ns();
+	job->window_start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
+}
+
+static int start_targets(struct tracer *tr, const struct env *env,
+			 struct launch *l)
+{
+	if (env->command) {
+		if (launch_fork(l, env->command) ||
+		    tracer_add_process(tr, l->pid, true))
+			return -1;
+		return launch_release(l);
+	}
+	for (int i = 0; i < env->npids; i++) {
+		if (tracer_add_process(tr, env->pids[i], true)) {
+			fprintf(stderr, "trainbpf: process %d exited before it could be traced\n",
+				env->pids[i]);
+			return -1;
+		}
+	}
+	tracer_add_descendants(tr);
+	return 0;
+}
+
+static void sync_roles(struct tracer *tr, struct job *job)
+{
+	if (!job_classify_roles(job))
+		return;
+	for (int i = 0; i < job->nprocs; i++)
+		if (job_proc_alive(&job->procs[i]))
+			tracer_set_role(tr, job->procs[i].pid, job->procs[i].role);
+}
+
+static void refresh(struct tracer *tr, struct job *job, uint64_t now)
+{
+	tracer_drain_events(tr);
+	account_refresh(tr, now);
+	sync_roles(tr, job);
+}
+
+static void sleep_tick(void)
+{
+	struct timespec ts = { 0, TICK_NS };
+
+	nanosleep(&ts, NULL);	/* EINTR on a signal is what we want */
+}
+
+/* Ticks until the job is gone, time is up, or a signal. */
+static void trace_loop(struct tracer *tr, struct job *job,
+		       const struct env *env, struct launch *l, FILE *live)
+{
+	uint64_t interval = env->interval_s * 1e9, start = job->window_start_ns;
+	uint64_t next_live = start + interval;
+	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
+
+	while (!stop_signal) {
+		uint64_t now;
+
+		sleep_tick();
+		now = now_ns();
+		refresh(tr, job, now);
+		launch_reap(l);
+		if (interval && now >= next_live) {
+			report_live(live, job, now);
+			next_live += interval;
+		}
+		if ((deadline && now >= deadline) || !job_live_procs(job))
+			break;
+	}
+	/* Let the launched job stop with us when told to stop (timeout, systemd). */
+	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped)
+		kill(l->pid, SIGTERM);
+}
+
+static void final_report(struct tracer *tr, struct job *job,
+			 const struct env *env)
+{
+	struct tb_counters bpf;
+	struct report_counters c;
+	uint64_t now = now_ns();
+
+	refresh(tr, job, now);
+	tracer_counters(tr, &bpf);
+	job_counters(job, &bpf, &c);
+	if (bpf.events_lost)
+		fprintf(stderr, "trainbpf: warning: %llu lifecycle events lost (ring buffer full; try --ringbuf-size)\n",
+			(unsigned long long)bpf.events_lost);
+	if (bpf.slots_exhausted || bpf.storage_failed)
+		fprintf(stderr, "trainbpf: warning: %llu threads not traced (more than --max-threads at once)\n",
+			(unsigned long long)(bpf.slots_exhausted + bpf.storage_failed));
+	if (env->format == TB_FMT_JSON)
+		report_json(stdout, job, &c, now);
+	else
+		report_text(stdout, job, &c, now);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct env env;
+	struct job job = {};
+	struct tracer tr = {};
+	struct launch l = { .pid = 0 };
+	int err = 1;
+
+	cli_parse(argc, argv, &env);
+	if (check_pids(&env))
+		return 1;
+	install_signals();
+	if (tracer_open(&tr, &env, &job))
+		goto cleanup;
+	start_window(&job);
+	if (start_targets(&tr, &env, &l)) {
+		err = env.command ? 127 : 1;
+		goto cleanup;
+	}
+	trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout);
+	final_report(&tr, &job, &env);
+	launch_reap(&l);
+	err = env.command ? launch_exit_code(&l) : 0;
+cleanup:
+	tracer_close(&tr);
+	job_free(&job);
+	return err;
+}
