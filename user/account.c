@@ -126,6 +126,9 @@ void account_refresh(struct tracer *tr, uint64_t now)
 			tr->scan_end = i + 1;
 		t = slot_thread(tr, i, &s);
 		fill_thread(t, &s, now);
+		if (s.tid == s.tgid)	/* processes rename themselves too */
+			memcpy(tr->job->procs[tr->owner[i].proc].comm, s.comm,
+			       sizeof(s.comm));
 		if (s.state == TB_ST_EXITED) {
 			t->slot = -1;
 			tracer_free_slot(tr, i);

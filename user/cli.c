@@ -34,6 +34,7 @@ static const struct argp_option opts[] = {
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
 	{ "format", OPT_FORMAT, "text|json", 0, "Final report format (default text)" },
+	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default 16384)" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
@@ -105,6 +106,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case 'v':
 		env->verbose = true;
+		break;
+	case 'o':
+		env->output = arg;
 		break;
 	case OPT_FORMAT:
 		if (!strcmp(arg, "text"))

@@ -17,6 +17,7 @@ struct env {
 	double interval_s;	/* live table period; 0 = none */
 	double duration_s;	/* 0 = until the target exits */
 	enum tb_format format;
+	const char *output;	/* final report file; NULL: stdout */
 	bool verbose;
 	const char *btf_path;	/* NULL: the kernel's own */
 	unsigned int max_threads;

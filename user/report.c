@@ -87,7 +87,7 @@ static void rollup_line(FILE *f, const uint64_t cats[TB_NCAT])
 	double pct[TB_NROLLUP];
 
 	rollup_pct(cats, pct);
-	fprintf(f, "computation %.1f%%  communication %.1f%%  io&data %.1f%%  other %.1f%%\n",
+	fprintf(f, "computation %.1f%% comm %.1f%% io&data %.1f%% other %.1f%%\n",
 		pct[0], pct[1], pct[2], pct[3]);
 }
 
@@ -116,7 +116,7 @@ void report_live(FILE *f, struct job *job, uint64_t now)
 	}
 	ntr = job_headline(job, hl);
 	delta(hl, job->headline_shown, d);
-	fprintf(f, "headline (%d trainer%s): ", ntr, ntr == 1 ? "" : "s");
+	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
 	rollup_line(f, d);
 	fputc('\n', f);
 	fflush(f);

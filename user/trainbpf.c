@@ -135,8 +135,20 @@ static void trace_loop(struct tracer *tr, struct job *job,
 		kill(l->pid, SIGTERM);
 }
 
+static FILE *open_output(const struct env *env)
+{
+	FILE *f;
+
+	if (!env->output)
+		return stdout;
+	f = fopen(env->output, "w");
+	if (!f)
+		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->output, strerror(errno));
+	return f;
+}
+
 static void final_report(struct tracer *tr, struct job *job,
-			 const struct env *env)
+			 const struct env *env, FILE *out)
 {
 	struct tb_counters bpf;
 	struct report_counters c;
@@ -152,10 +164,10 @@ static void final_report(struct tracer *tr, struct job *job,
 		fprintf(stderr, "trainbpf: warning: %llu threads not traced (more than --max-threads at once)\n",
 			(unsigned long long)(bpf.slots_exhausted + bpf.storage_failed));
 	if (env->format == TB_FMT_JSON)
-		report_json(stdout, job, &c, now);
+		report_json(out, job, &c, now);
 	else
-		report_text(stdout, job, &c, now);
-	fflush(stdout);
+		report_text(out, job, &c, now);
+	fflush(out);
 }
 
 int main(int argc, char **argv)
@@ -164,10 +176,15 @@ int main(int argc, char **argv)
 	struct job job = {};
 	struct tracer tr = {};
 	struct launch l = { .pid = 0 };
+	FILE *out = NULL;
 	int err = 1;
 
 	cli_parse(argc, argv, &env);
 	if (check_pids(&env))
+		return 1;
+	/* Fail on an unwritable report file before the job runs, not after. */
+	out = open_output(&env);
+	if (!out)
 		return 1;
 	install_signals();
 	if (tracer_open(&tr, &env, &job))
@@ -178,11 +195,13 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout);
-	final_report(&tr, &job, &env);
+	final_report(&tr, &job, &env, out);
 	launch_reap(&l);
 	err = env.command ? launch_exit_code(&l) : 0;
 cleanup:
 	tracer_close(&tr);
 	job_free(&job);
+	if (out && out != stdout)
+		fclose(out);
 	return err;
 }

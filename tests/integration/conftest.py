@@ -1,0 +1,67 @@
+"""Shared helpers for trainbpf's integration tests.
+
+These tests run for real: as root, BPF programs load and attach, and real
+processes run. Paths are relative to the repository root.
+"""
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINBPF = os.path.join(ROOT, "build", "trainbpf")
+WORKLOADS = os.path.join(ROOT, "tests", "workloads", "build")
+DDP_TRAIN = os.path.join(ROOT, "tests", "workloads", "ddp_train.py")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, the one with python3-torch
+
+
+def workload(name):
+    return os.path.join(WORKLOADS, name)
+
+
+def run_trainbpf(args, timeout=120, **kw):
+    """Runs trainbpf to completion; returns the CompletedProcess."""
+    return subprocess.run([TRAINBPF] + args, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def trace_json(cmd, extra=(), timeout=180):
+    """Launches cmd under trainbpf --format json; returns (report, proc)."""
+    r = run_trainbpf(["-i", "0", "--format", "json", *extra, "--", *cmd],
+                     timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r
+
+
+def disk_dir():
+    """A directory on a real block-device filesystem (O_DIRECT works)."""
+    return "/var/tmp"
+
+
+def threads_by_tid(report):
+    out = {}
+    for p in report["processes"]:
+        for t in p["threads"]:
+            out[t["tid"]] = (p, t)
+    return out
+
+
+def lifetime_ns(truth_thread):
+    return truth_thread["end_ns"] - truth_thread["start_ns"]
+
+
+@pytest.fixture
+def tmpdir_disk():
+    with tempfile.TemporaryDirectory(dir=disk_dir()) as d:
+        yield d
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _require_root_and_build():
+    if os.geteuid() != 0:
+        pytest.fail("integration tests need root (BPF)")
+    for path in (TRAINBPF, workload("mixed")):
+        if not os.path.exists(path):
+            pytest.fail(f"{path} missing: run 'make all workloads' first")
