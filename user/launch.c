@@ -81,6 +81,15 @@ void launch_reap(struct launch *l)
 		l->reaped = 1;
 }
 
+void launch_wait(struct launch *l, int timeout_ms)
+{
+	for (int waited = 0; l->pid > 0 && !l->reaped && waited < timeout_ms; waited += 10) {
+		launch_reap(l);
+		if (!l->reaped)
+			usleep(10000);
+	}
+}
+
 int launch_exit_code(const struct launch *l)
 {
 	if (!l->reaped)

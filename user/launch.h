@@ -22,6 +22,8 @@ int launch_fork(struct launch *l, char **argv);
 int launch_release(struct launch *l);
 /* Reaps the child if it has exited; non-blocking. */
 void launch_reap(struct launch *l);
+/* Waits up to timeout_ms for the child to exit, then reaps it. */
+void launch_wait(struct launch *l, int timeout_ms);
 int launch_exit_code(const struct launch *l);
 
 #endif

@@ -131,8 +131,10 @@ static void trace_loop(struct tracer *tr, struct job *job,
 			break;
 	}
 	/* Let the launched job stop with us when told to stop (timeout, systemd). */
-	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped)
+	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped) {
 		kill(l->pid, SIGTERM);
+		launch_wait(l, 2000);
+	}
 }
 
 static FILE *open_output(const struct env *env)
