@@ -18,30 +18,43 @@
 #define TB_S_IFREG 0100000
 #define TB_S_IFBLK 0060000
 
-/* File-type of fd in task's table, or 0 if it cannot be read. */
-static __always_inline __u32 fd_mode(struct task_struct *task, long fd)
+#define TB_AF_UNIX 1
+
+static __always_inline struct file *fd_file(struct task_struct *task, long fd)
 {
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds;
 	struct file *f = NULL;
 
 	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
+		return NULL;
 	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
-		return 0;
-	return BPF_CORE_READ(f, f_inode, i_mode) & TB_S_IFMT;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
 }
 
+/*
+ * A socket is the network only if it is not a unix socket: those are
+ * local IPC (multiprocessing's fd passing, managers), judged like pipes.
+ */
 static __always_inline __u32 fd_wait(struct task_struct *task, long fd)
 {
-	__u32 mode = fd_mode(task, fd);
+	struct file *f = fd_file(task, fd);
+	struct socket *sock;
+	__u32 mode;
 
+	if (!f)
+		return TB_W_OTHER;
+	mode = BPF_CORE_READ(f, f_inode, i_mode) & TB_S_IFMT;
 	if (mode == TB_S_IFREG || mode == TB_S_IFBLK)
 		return TB_W_FILE;
-	if (mode == TB_S_IFSOCK)
-		return TB_W_SOCKET;
-	return TB_W_PIPE;
+	if (mode != TB_S_IFSOCK)
+		return TB_W_PIPE;
+	sock = BPF_CORE_READ(f, private_data);
+	if (BPF_CORE_READ(sock, sk, __sk_common.skc_family) == TB_AF_UNIX)
+		return TB_W_PIPE;
+	return TB_W_SOCKET;
 }
 
 static __always_inline __u32 syscall_wait(struct task_struct *task, long nr,

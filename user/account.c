@@ -74,9 +74,12 @@ static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
 	if (s->state == TB_ST_EXITED) {
 		t->end_ns = s->end_ns;
 	} else if (s->state == TB_ST_UNKNOWN) {
-		uint64_t cpu = 0, rq = 0;
+		uint64_t cpu, rq;
 
-		procfs_schedstat(s->tgid, s->tid, &cpu, &rq);
+		/* Gone meanwhile: its exit event will give the final split. */
+		if (procfs_schedstat(s->tgid, s->tid, &cpu, &rq) ||
+		    cpu < t->base_cpu || rq < t->base_rq)
+			cpu = t->base_cpu, rq = t->base_rq;
 		account_unknown(now - s->since, cpu - t->base_cpu, rq - t->base_rq,
 				unknown_wait(s->tgid, s->tid), t->own, t->cp);
 	} else {

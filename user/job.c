@@ -141,9 +141,15 @@ static const struct thread_rec *main_thread(const struct proc_rec *p)
 	return NULL;
 }
 
+/* PyTorch >= 2 names its data-loader worker processes. */
+static bool named_worker(const struct proc_rec *p)
+{
+	return !strncmp(p->comm, "pt_data_worker", 14);
+}
+
 static bool looks_like_worker(const struct proc_rec *p)
 {
-	if (!strncmp(p->comm, "pt_data_worker", 14))
+	if (named_worker(p))
 		return true;
 	return (p->flags & TB_PF_FORKED) && !(p->flags & TB_PF_EXECED);
 }
@@ -158,47 +164,81 @@ static bool has_child_with_role(const struct job *job, pid_t pid,
 	return false;
 }
 
-/* Main thread not idle for at least a fifth of its life. */
+/*
+ * Main thread working (on a CPU, the GPU, the network, storage or data)
+ * for at least a fifth of its life. Waiting on other threads or on
+ * nothing is not work: launchers and helper daemons do only that.
+ */
 static bool main_thread_busy(const struct proc_rec *p)
 {
 	const struct thread_rec *t = main_thread(p);
-	uint64_t total;
+	uint64_t total, work;
 
 	if (!t)
 		return false;
 	total = sum_cats(t->own);
-	return total && (total - t->own[TB_IDLE]) * 5 >= total;
+	work = t->own[TB_CPU] + t->own[TB_GPU_WAIT] + t->own[TB_COMM] +
+	       t->own[TB_IO] + t->own[TB_DATA_WAIT];
+	return total && work * 5 >= total;
+}
+
+static bool has_trainer_descendant(const struct job *job, pid_t pid, int depth)
+{
+	for (int i = 0; i < job->nprocs && depth < 16; i++) {
+		const struct proc_rec *c = &job->procs[i];
+
+		if (c->ppid != pid || c->pid == pid)
+			continue;
+		if (c->role == TB_ROLE_TRAINER ||
+		    has_trainer_descendant(job, c->pid, depth + 1))
+			return true;
+	}
+	return false;
 }
 
 bool job_classify_roles(struct job *job)
 {
 	enum tb_role *old = calloc(job->nprocs ? job->nprocs : 1, sizeof(*old));
+	bool *parent_of_workers = calloc(job->nprocs ? job->nprocs : 1, sizeof(bool));
 	bool changed = false, any_trainer = false;
 	int i;
 
-	if (!old)
+	if (!old || !parent_of_workers)
 		abort();
 	for (i = 0; i < job->nprocs; i++) {
 		old[i] = job->procs[i].role;
 		job->procs[i].role = looks_like_worker(&job->procs[i]) ?
 			TB_ROLE_WORKER : TB_ROLE_OTHER;
 	}
-	/* A "worker" that forks workers of its own is a forked rank. */
+	/*
+	 * Whoever feeds on workers trains, including a "worker" that forks
+	 * workers of its own (a rank started by fork; decided for all before
+	 * any changes, so the order of processes does not matter). Failing
+	 * that, a busy main thread makes a trainer, unless trainers run below
+	 * it: then it is their launcher.
+	 */
+	for (i = 0; i < job->nprocs; i++)
+		parent_of_workers[i] = job->procs[i].role == TB_ROLE_WORKER &&
+			!named_worker(&job->procs[i]) &&
+			has_child_with_role(job, job->procs[i].pid, TB_ROLE_WORKER);
+	for (i = 0; i < job->nprocs; i++)
+		if (parent_of_workers[i])
+			job->procs[i].role = TB_ROLE_TRAINER;
+	for (i = 0; i < job->nprocs; i++)
+		parent_of_workers[i] = has_child_with_role(job, job->procs[i].pid,
+							   TB_ROLE_WORKER);
+	for (i = 0; i < job->nprocs; i++)
+		if (parent_of_workers[i] && !named_worker(&job->procs[i]))
+			job->procs[i].role = TB_ROLE_TRAINER;
+	for (i = 0; i < job->nprocs; i++)
+		if (job->procs[i].role == TB_ROLE_OTHER && main_thread_busy(&job->procs[i]))
+			job->procs[i].role = TB_ROLE_TRAINER;
 	for (i = 0; i < job->nprocs; i++) {
 		struct proc_rec *p = &job->procs[i];
 
-		if (p->role == TB_ROLE_WORKER &&
-		    strncmp(p->comm, "pt_data_worker", 14) &&
-		    has_child_with_role(job, p->pid, TB_ROLE_WORKER))
-			p->role = TB_ROLE_TRAINER;
-	}
-	for (i = 0; i < job->nprocs; i++) {
-		struct proc_rec *p = &job->procs[i];
-
-		if (p->role == TB_ROLE_OTHER &&
-		    (has_child_with_role(job, p->pid, TB_ROLE_WORKER) ||
-		     main_thread_busy(p)))
-			p->role = TB_ROLE_TRAINER;
+		if (p->role == TB_ROLE_TRAINER && !parent_of_workers[i] &&
+		    has_trainer_descendant(job, p->pid, 0))
+			p->role = TB_ROLE_OTHER;
 		any_trainer |= p->role == TB_ROLE_TRAINER;
 	}
 	for (i = 0; i < job->nprocs && !any_trainer; i++)
@@ -207,6 +247,7 @@ bool job_classify_roles(struct job *job)
 	for (i = 0; i < job->nprocs; i++)
 		changed |= old[i] != job->procs[i].role;
 	free(old);
+	free(parent_of_workers);
 	return changed;
 }
 

@@ -108,6 +108,28 @@ long procfs_syscall(pid_t pid, pid_t tid, long *arg0)
 	return nr;
 }
 
+/* Is inode a unix socket in pid's network namespace? (local IPC) */
+static bool unix_socket(pid_t pid, unsigned long inode)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/net/unix", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long ino;
+
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		found = sscanf(line, "%*s %*s %*s %*s %*s %*s %lu", &ino) == 1 &&
+			ino == inode;
+	}
+	fclose(f);
+	return found;
+}
+
 unsigned int procfs_fd_wait(pid_t pid, long fd)
 {
 	char path[64], target[256];
@@ -120,8 +142,9 @@ unsigned int procfs_fd_wait(pid_t pid, long fd)
 	target[n] = 0;
 	if (target[0] == '/')
 		return TB_W_FILE;
-	if (!strncmp(target, "socket:", 7))
-		return TB_W_SOCKET;
+	if (!strncmp(target, "socket:[", 8))
+		return unix_socket(pid, strtoul(target + 8, NULL, 10)) ?
+			TB_W_PIPE : TB_W_SOCKET;
 	return TB_W_PIPE;
 }
 
