@@ -104,7 +104,7 @@ static __always_inline __u32 oncpu_own(struct tb_slot *s)
 /* A communication thread's running time is communication for its waiters. */
 static __always_inline __u32 oncpu_cp(struct tb_slot *s)
 {
-	return tb_is_net_thread(s->net_ns, s->blk_ns) ? TB_COMM : TB_CPU;
+	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits) ? TB_COMM : TB_CPU;
 }
 
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
@@ -149,15 +149,18 @@ static __always_inline void close_blocked(struct tb_slot *s, __u64 now)
 		if (w) {
 			same = w->tgid == s->tgid;
 			role = proc_role(w->tgid);
-			net = tb_is_net_thread(w->net_ns, w->blk_ns);
+			net = tb_is_net_thread(w->net_ns, w->blk_ns, w->net_waits);
 		} else {
 			wk = TB_WK_UNTRACED;
 		}
 	}
 	own = tb_wait_category(s->wait, wk, role, same, net);
-	if (s->wait == TB_W_SOCKET || (s->wait == TB_W_POLL && wk == TB_WK_IRQ))
+	if (s->wait == TB_W_SOCKET || (s->wait == TB_W_POLL && wk == TB_WK_IRQ)) {
 		s->net_ns += d;
-	s->blk_ns += d;
+		s->net_waits++;
+	}
+	if (own != TB_IDLE)
+		s->blk_ns += d;
 	if (w && own == TB_LOCK && !tb_waker_is_wholesale(role, same, net)) {
 		cp = cp_split(s, w, open_cp(w), s->since, now);
 		s->own[own & (TB_NCAT - 1)] += d;
@@ -265,31 +268,46 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	return 0;
 }
 
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(on_hrtimer_entry)
-{
-	timer_mark(1);
-	return 0;
-}
-
+/* Exits first: the skeleton attaches programs in this order. */
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(on_hrtimer_exit)
 {
-	timer_mark(-1);
-	return 0;
-}
-
-SEC("tp_btf/timer_expire_entry")
-int BPF_PROG(on_timer_entry)
-{
-	timer_mark(1);
+	ctx_mark(TB_HRTIMER, 0);
 	return 0;
 }
 
 SEC("tp_btf/timer_expire_exit")
 int BPF_PROG(on_timer_exit)
 {
-	timer_mark(-1);
+	ctx_mark(TB_TIMER_LIST, 0);
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit)
+{
+	ctx_mark(TB_SOFTIRQ, 0);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_entry)
+{
+	ctx_mark(TB_HRTIMER, 1);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(on_timer_entry)
+{
+	ctx_mark(TB_TIMER_LIST, 1);
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry)
+{
+	ctx_mark(TB_SOFTIRQ, 1);
 	return 0;
 }
 

@@ -81,20 +81,28 @@ static __always_inline __u32 task_wait_reason(struct task_struct *task)
 
 /*
  * What kind of context is waking a task right now. The kernel's
- * preempt_count is a per-CPU variable that needs CONFIG_KALLSYMS_ALL to be
- * resolved, so instead: a BPF frame lives on the current kernel stack,
- * which is the task's own stack in process context and the per-CPU IRQ
- * stack in hard and soft interrupts (x86-64 runs softirqs there too).
- * Timer callbacks are marked per CPU by the timer expire tracepoints.
+ * preempt_count would say, but it is a per-CPU variable that BPF can only
+ * resolve with CONFIG_KALLSYMS_ALL. Instead, the timer and softirq
+ * tracepoints mark per CPU when a callback or a softirq runs, and a frame
+ * off the task's stack means some other interrupt (x86-64 runs interrupts
+ * that hit the kernel on the IRQ stack; ones that hit user mode run on
+ * the task stack, hence the marks).
  */
 #define TB_THREAD_SIZE 16384
 
+enum { TB_HRTIMER, TB_TIMER_LIST, TB_SOFTIRQ, TB_NCTX };
+
+/*
+ * Per CPU and kind: when the running callback or softirq started, 0 if
+ * none. A timestamp, not a depth counter, so that an exit we never saw
+ * (the programs attach one by one) cannot leave a CPU marked forever.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, TB_NCTX);
 	__type(key, __u32);
-	__type(value, __u32);
-} in_timer SEC(".maps");
+	__type(value, __u64);
+} in_ctx SEC(".maps");
 
 static __always_inline int on_task_stack(void)
 {
@@ -106,25 +114,33 @@ static __always_inline int on_task_stack(void)
 	return sp >= base && sp < base + TB_THREAD_SIZE;
 }
 
-static __always_inline __u32 irq_context(void)
+static __always_inline int ctx_running(__u32 kind, __u64 now)
 {
-	__u32 zero = 0, *depth = bpf_map_lookup_elem(&in_timer, &zero);
+	__u64 *start = bpf_map_lookup_elem(&in_ctx, &kind);
 
-	if (depth && *depth)
-		return TB_WK_TIMER;
-	return on_task_stack() ? TB_WK_NONE : TB_WK_IRQ;
+	/* No callback or softirq run lasts longer; a mark older is stale. */
+	__u64 max = kind == TB_SOFTIRQ ? 20000000 : 1000000;
+
+	return start && *start && now - *start < max;
 }
 
-static __always_inline void timer_mark(int delta)
+static __always_inline __u32 irq_context(void)
 {
-	__u32 zero = 0, *depth = bpf_map_lookup_elem(&in_timer, &zero);
+	__u64 now = bpf_ktime_get_ns();
 
-	if (!depth)
-		return;
-	if (delta > 0)
-		*depth += 1;
-	else if (*depth)	/* attached mid-callback: no underflow */
-		*depth -= 1;
+	if (ctx_running(TB_HRTIMER, now) || ctx_running(TB_TIMER_LIST, now))
+		return TB_WK_TIMER;
+	if (ctx_running(TB_SOFTIRQ, now) || !on_task_stack())
+		return TB_WK_IRQ;
+	return TB_WK_NONE;
+}
+
+static __always_inline void ctx_mark(__u32 kind, int entering)
+{
+	__u64 *start = bpf_map_lookup_elem(&in_ctx, &kind);
+
+	if (start)
+		*start = entering ? bpf_ktime_get_ns() : 0;
 }
 
 #endif /* WAIT_REASON_BPF_H */

@@ -107,10 +107,10 @@ struct tb_slot {
 	__u64 io_wbase;
 	__u64 nswitch;		/* context switches out */
 	__u64 last_in;		/* last switch-in: a waking before it is stale */
-	__u64 blk_ns;		/* time blocked, all reasons */
+	__u64 blk_ns;		/* time blocked, idle waits excepted */
 	__u64 net_ns;		/* time blocked directly on the network */
 	__u32 hist_head;	/* index of the newest entry in hist */
-	__u32 pad2;
+	__u32 net_waits;	/* waits counted in net_ns */
 	struct tb_hist hist[TB_HIST];
 	char comm[TB_COMM_LEN];
 };
@@ -188,14 +188,18 @@ static inline __u32 tb_wait_category(__u32 wait, __u32 wk_kind,
 }
 
 /*
- * A communication thread is one that spends most of its blocked time
- * waiting on the network itself (sockets, polls woken by packets), such
- * as gloo's or a TCP store's I/O loop. A training thread that blocks on a
- * socket now and then (rendezvous) does not qualify.
+ * A communication thread is one whose waits, idle ones aside, are mostly
+ * on the network itself (sockets, polls woken by packets), such as gloo's
+ * or a TCP store's I/O loop: those often poll with timeouts and idle most
+ * of the time, so idle waits do not count against them. It takes a number
+ * of network waits, so that a training thread whose only waits so far
+ * were the rendezvous does not qualify.
  */
-static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns)
+#define TB_NET_MIN_WAITS 64
+
+static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns, __u32 net_waits)
 {
-	return net_ns > 0 && 2 * net_ns >= blk_ns;
+	return net_waits >= TB_NET_MIN_WAITS && 2 * net_ns >= blk_ns;
 }
 
 /*

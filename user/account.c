@@ -39,7 +39,8 @@ void account_open_interval(const struct tb_slot *s, uint64_t now,
 	switch (s->state) {
 	case TB_ST_ONCPU:
 		add_both(own, cp, TB_CPU,
-			 tb_is_net_thread(s->net_ns, s->blk_ns) ? TB_COMM : TB_CPU, d);
+			 tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits) ?
+			 TB_COMM : TB_CPU, d);
 		break;
 	case TB_ST_RUNNABLE:
 		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);

@@ -11,6 +11,10 @@ Tolerances, from the model:
   own lifetime starts a little after clone() and ends a little before exit,
   and its threads block ~1 ms on a start barrier: far below 3 points of a
   4 s run.
+- cpu and runqueue are the kernel's schedstat figures, which move every
+  wakeup-preempted switch back to the wakeup (test_schedstat.py explains,
+  test_reference.py shows trainbpf agreeing with bpftrace instead): those
+  two get SKEW_PER_WAKEUP more per wakeup of the thread.
 - categories sum to the lifetime: exactly by construction in trainbpf;
   against the workload's own clock within 1%.
 """
@@ -28,9 +32,13 @@ BLOCKED_AS = {
     "tb_pipe": "data_wait",
     "tb_futex": "lock",
     "tb_waker": "idle",
+    "tb_net": "comm",       # woken by the packet (softirq), not a thread
+    "tb_sender": "idle",
+    "tb_timeout": "idle",   # woken by its poll timeout (a timer)
 }
 CATS = ["cpu", "gpu_wait", "comm", "data_wait", "io", "runqueue", "lock", "idle"]
 TOL_PP = 3.0
+SKEW_PER_WAKEUP = 20e-6
 
 
 def run_mixed(tmp_path, *args, duration=4):
@@ -65,10 +73,12 @@ def check_composition(report, truth):
         _, t = tids[tt["tid"]]
         assert t["comm"] == tt["name"]
         exp, got = expected_pct(tt), measured_pct(t)
-        for c in CATS:
-            assert abs(got[c] - exp[c]) <= TOL_PP, \
-                f"{tt['name']} {c}: measured {got[c]:.2f}% vs truth {exp[c]:.2f}%"
         life_s = (tt["end_ns"] - tt["start_ns"]) / 1e9
+        skew_pp = 100.0 * tt["calls"] * SKEW_PER_WAKEUP / life_s
+        for c in CATS:
+            tol = TOL_PP + (skew_pp if c in ("cpu", "runqueue") else 0)
+            assert abs(got[c] - exp[c]) <= tol, \
+                f"{tt['name']} {c}: measured {got[c]:.2f}% vs truth {exp[c]:.2f}%"
         total = sum(t["time_s"].values())
         assert abs(total - t["lifetime_s"]) <= 1e-6 * max(1.0, total)
         assert abs(total - life_s) <= 0.01 * life_s, \

@@ -33,7 +33,8 @@ def test_attach_finds_threads_and_children(tmp_path):
         top = max(t["time_s"], key=t["time_s"].get)
         assert top == {"tb_spin": "cpu", "tb_io": "io", "tb_sleep": "idle",
                        "tb_pipe": "data_wait", "tb_futex": "lock",
-                       "tb_waker": "idle"}[tt["name"]], (tt["name"], t["time_s"])
+                       "tb_waker": "idle", "tb_net": "comm", "tb_sender": "idle",
+                       "tb_timeout": "idle"}[tt["name"]], (tt["name"], t["time_s"])
     # The window starts at attach: lifetimes are shorter than the run.
     assert all(p["start_s"] >= 0 for p in report["processes"])
 

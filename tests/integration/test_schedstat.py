@@ -9,7 +9,13 @@ that context switch back to the wakeup, a few microseconds per switch,
 while trainbpf timestamps the switch itself. For a thread that does a few
 thousand I/Os next to a spinner, that moves ~1 point of lifetime between
 its cpu and runqueue; a per-value bound would fail on the kernel's
-approximation, not on trainbpf's.
+approximation, not on trainbpf's. So:
+- cpu + runqueue together (the boundary with blocked time is the same
+  event on both sides): within 2 points of lifetime;
+- each of them: 2 points plus SKEW_PER_WAKEUP for every time the thread
+  was woken (its blocking calls). SKEW_PER_WAKEUP is the wakeup-to-switch
+  latency of this VM: ~9 us measured on a quiet machine (31 ms over 3575
+  I/Os), doubled for a loaded one.
 """
 import json
 
@@ -18,6 +24,7 @@ import pytest
 from conftest import disk_dir, threads_by_tid, trace_json, workload
 
 TOL_PP = 2.0
+SKEW_PER_WAKEUP = 20e-6
 
 
 @pytest.mark.parametrize("hogs", [0, 3])
@@ -30,7 +37,12 @@ def test_cpu_and_runqueue_match_schedstat(tmp_path, hogs):
     for tt in truth["threads"]:
         _, t = tids[tt["tid"]]
         life = (tt["end_ns"] - tt["start_ns"]) / 1e9
-        for ours, kernel in (("cpu", "cpu_ns"), ("runqueue", "rq_ns")):
-            got, want = t["time_s"][ours], tt[kernel] / 1e9
-            assert abs(got - want) <= TOL_PP / 100 * life, \
-                f"{tt['name']} {ours}: {got:.4f}s vs schedstat {want:.4f}s"
+        ours = {"cpu": t["time_s"]["cpu"], "runqueue": t["time_s"]["runqueue"]}
+        kern = {"cpu": tt["cpu_ns"] / 1e9, "runqueue": tt["rq_ns"] / 1e9}
+        both = abs(ours["cpu"] + ours["runqueue"] - kern["cpu"] - kern["runqueue"])
+        assert both <= TOL_PP / 100 * life, \
+            f"{tt['name']} cpu+runqueue: {ours} vs schedstat {kern}"
+        skew = tt["calls"] * SKEW_PER_WAKEUP
+        for c in ours:
+            assert abs(ours[c] - kern[c]) <= TOL_PP / 100 * life + skew, \
+                f"{tt['name']} {c}: {ours[c]:.4f}s vs schedstat {kern[c]:.4f}s"

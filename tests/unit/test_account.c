@@ -118,6 +118,7 @@ START_TEST(open_oncpu_comm_thread_is_own_cpu_cp_comm)
 
 	s.net_ns = 80;
 	s.blk_ns = 100;
+	s.net_waits = TB_NET_MIN_WAITS;
 	reset();
 	account_open_interval(&s, 1500, own, cp);
 	ck_assert_uint_eq(own[TB_CPU], 500);
@@ -167,6 +168,7 @@ START_TEST(open_blocked_comm_thread_cp_follows_wait)
 
 	s.net_ns = 100;
 	s.blk_ns = 100;
+	s.net_waits = TB_NET_MIN_WAITS;
 	reset();
 	account_open_interval(&s, 1500, own, cp);
 	ck_assert_uint_eq(own[TB_LOCK], 500);

@@ -13,6 +13,11 @@
  *   tb_futex  FUTEX_WAIT_PRIVATE, woken by
  *             tb_waker every 50 ms                -> lock
  *   tb_waker  nanosleep(50 ms) + FUTEX_WAKE       -> idle
+ *   tb_net    poll() on a loopback TCP socket,
+ *             1 byte / 50 ms from tb_sender       -> comm
+ *   tb_sender nanosleep(50 ms) + send()          -> idle
+ *   tb_timeout poll() with a 20 ms timeout on a
+ *             pipe that never becomes readable   -> idle
  *
  * Usage: mixed -d SECONDS -o OUT.json [-D DIR] [-c NSPIN]
  * DIR (default ".") must be disk-backed: a 64 MiB scratch file is made there
@@ -33,6 +38,9 @@
 #include <getopt.h>
 #include <linux/futex.h>
 #include <linux/magic.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -41,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -74,6 +83,8 @@ static int g_pipe_rd = -1;
 static atomic_int g_futex_word;
 static atomic_int g_futex_done;   /* set by tb_futex when it leaves */
 static char g_io_path[4096];
+static int g_net_rx = -1, g_net_tx = -1;   /* loopback TCP pair */
+static int g_never_rd = -1;                /* pipe nobody writes */
 
 static void die(const char *what)
 {
@@ -295,6 +306,91 @@ static void *waker_main(void *arg)
 }
 
 /*
+ * Waits in poll() on a loopback TCP socket: the packet's arrival (softirq,
+ * not a thread) wakes it, so this is network time.
+ */
+static void *net_main(void *arg)
+{
+	struct thr *t = arg;
+	struct pollfd pfd = { .fd = g_net_rx, .events = POLLIN };
+	char c;
+
+	thr_begin(t);
+	while (mono_ns() < g_deadline_ns) {
+		int64_t t0 = mono_ns();
+
+		if (poll(&pfd, 1, 200) < 0 && errno != EINTR)
+			die("poll (net)");
+		t->call_ns += mono_ns() - t0;
+		t->calls++;
+		if ((pfd.revents & POLLIN) && recv(g_net_rx, &c, 1, 0) < 0)
+			die("recv");
+	}
+	return thr_end(t);
+}
+
+/* Sends tb_net one byte every 50 ms until the deadline. */
+static void *sender_main(void *arg)
+{
+	struct thr *t = arg;
+	char c = 'x';
+
+	thr_begin(t);
+	while (mono_ns() < g_deadline_ns) {
+		int64_t t0 = mono_ns();
+
+		sleep_ns(50 * MS);
+		t->call_ns += mono_ns() - t0;
+		t->calls++;
+		if (send(g_net_tx, &c, 1, 0) < 0)
+			die("send");
+	}
+	return thr_end(t);
+}
+
+/* poll() that always times out: the timer wakes it, so it is idle. */
+static void *timeout_main(void *arg)
+{
+	struct thr *t = arg;
+	struct pollfd pfd = { .fd = g_never_rd, .events = POLLIN };
+
+	thr_begin(t);
+	while (mono_ns() < g_deadline_ns) {
+		int64_t t0 = mono_ns();
+
+		if (poll(&pfd, 1, 20) < 0 && errno != EINTR)
+			die("poll (timeout)");
+		t->call_ns += mono_ns() - t0;
+		t->calls++;
+	}
+	return thr_end(t);
+}
+
+static void setup_net(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int one = 1, lfd, p[2];
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&a, &len))
+		die("listen (loopback)");
+	g_net_tx = socket(AF_INET, SOCK_STREAM, 0);
+	if (g_net_tx < 0 || connect(g_net_tx, (struct sockaddr *)&a, sizeof(a)))
+		die("connect (loopback)");
+	g_net_rx = accept(lfd, NULL, NULL);
+	if (g_net_rx < 0)
+		die("accept");
+	setsockopt(g_net_tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	close(lfd);
+	if (pipe(p))
+		die("pipe");
+	g_never_rd = p[0];	/* p[1] stays open, unused: never readable */
+}
+
+/*
  * Refuses memory-backed filesystems: since Linux 6.6 tmpfs accepts O_DIRECT,
  * and its "direct" reads are memcpy on CPU, not I/O waits.
  */
@@ -449,6 +545,8 @@ int main(int argc, char **argv)
 		{ "tb_spin", spin_main }, { "tb_io", io_main },
 		{ "tb_sleep", sleep_main }, { "tb_pipe", pipe_main },
 		{ "tb_futex", futex_main }, { "tb_waker", waker_main },
+		{ "tb_net", net_main }, { "tb_sender", sender_main },
+		{ "tb_timeout", timeout_main },
 	};
 	const int nbase = sizeof(base) / sizeof(base[0]);
 	double dur = 0;
@@ -467,6 +565,7 @@ int main(int argc, char **argv)
 		t[i].fn = i < nbase ? base[i].fn : spin_main;
 	}
 	setup_io_file(dir);
+	setup_net();
 	feeder = start_feeder(dur);
 	if (pthread_barrier_init(&g_barrier, NULL, n + 1) != 0)
 		die_msg("pthread_barrier_init failed");
