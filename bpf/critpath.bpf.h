@@ -1,89 +1,176 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
 /*
  * Critical-path attribution. When a thread A blocked over [t0, t1) is woken
- * by a traced thread B, A was waiting for whatever B did in that time. B's
- * recent intervals (its history ring, newest last, contiguous up to B's
- * open interval) split A's wait into B's categories; time older than B's
- * history goes to B's dominant category. Because B's history holds B's own
- * critical-path categories, chains (main <- pin-memory thread <- worker)
- * resolve transitively.
+ * by a traced thread B, A was waiting for whatever B did in that time:
+ * B's critical-path counters at t1 minus B's counters at t0. B keeps
+ * checkpoints of its counters, exponentially spaced in age (ckpt[i] is
+ * roughly 2^i ms old), so the difference is exact back to the checkpoint
+ * just after t0 and interpolated over the stretch before it, for waits of
+ * a millisecond or of seconds alike. Exact is better still, and common: a
+ * thread waits on the same few threads again and again (main <- gloo
+ * workers, main <- pin-memory thread), so when it blocks it snapshots the
+ * counters of its most recent wakers, and a wake by one of them is
+ * split exactly. Because B's counters are B's own critical path, chains
+ * (main <- pin-memory thread <- worker) resolve transitively.
  */
 #ifndef CRITPATH_BPF_H
 #define CRITPATH_BPF_H
 
-static __always_inline void hist_push(struct tb_slot *s, __u64 start, __u32 cat)
+/*
+ * Called after every interval close: keeps ckpt[i] about 2^i ms old.
+ * A global function: the verifier checks it once, not at every call site.
+ */
+__noinline int ckpt_update(struct tb_slot *s, __u64 now)
 {
-	__u32 h = s->hist_head & (TB_HIST - 1);
-
-	/* Same category as the newest entry: that entry just lasts longer. */
-	if (s->hist[h].start && s->hist[h].cat == cat)
-		return;
-	h = (h + 1) & (TB_HIST - 1);
-	s->hist[h].start = start;
-	s->hist[h].cat = cat;
-	s->hist_head = h;
+	if (!s || now - s->ckpt[0].ts < TB_CKPT_BASE_NS)
+		return 0;
+	for (int i = TB_NCKPT - 1; i > 0; i--)
+		if (now - s->ckpt[i].ts >= (TB_CKPT_BASE_NS << i))
+			s->ckpt[i] = s->ckpt[i - 1];
+	s->ckpt[0].ts = now;
+	for (int c = 0; c < TB_NCAT; c++)
+		s->ckpt[0].cp[c] = s->cp[c];
+	return 0;
 }
 
-static __always_inline __u32 dominant_cat(struct tb_slot *s)
+/* A thread starts with every checkpoint at zero time spent. */
+static __always_inline void ckpt_init(struct tb_slot *s, __u64 now)
 {
-	__u32 best = TB_CPU;
-	__u64 most = 0;
-
-	for (__u32 c = 0; c < TB_NCAT; c++) {
-		if (s->cp[c] > most) {
-			most = s->cp[c];
-			best = c;
-		}
-	}
-	return best;
-}
-
-struct split_acc {
-	__u64 most;
-	__u32 best;
-};
-
-static __always_inline void credit(struct tb_slot *a, struct split_acc *acc,
-				   __u32 cat, __u64 d)
-{
-	a->cp[cat & (TB_NCAT - 1)] += d;
-	if (d > acc->most) {
-		acc->most = d;
-		acc->best = cat;
+	for (int i = 0; i < TB_NCKPT; i++) {
+		s->ckpt[i].ts = now;
+		for (int c = 0; c < TB_NCAT; c++)
+			s->ckpt[i].cp[c] = 0;
 	}
 }
 
 /*
- * Adds [t0, t1) to a->cp split by b's recent categories; returns the
- * category that got the largest share (A's history keeps one per interval).
+ * Adds [t0, t1) to a->cp, split like b's critical path over that span
+ * (b's open interval, since b->since, counted as b_open_cat). Global, like
+ * ckpt_update.
  */
-static __always_inline __u32 cp_split(struct tb_slot *a, struct tb_slot *b,
-				      __u32 b_open_cat, __u64 t0, __u64 t1)
+/* b's critical-path counters as of t, its open interval counted as cat. */
+static __always_inline void cp_at(struct tb_slot *b, __u32 open_cat, __u64 t,
+				  __u64 out[TB_NCAT])
 {
-	struct split_acc acc = { .most = 0, .best = TB_LOCK };
-	__u64 end = t1, seg;
-	__u32 h = b->hist_head;
+	for (int c = 0; c < TB_NCAT; c++)
+		out[c] = b->cp[c];
+	if (t > b->since)
+		out[open_cat & (TB_NCAT - 1)] += t - b->since;
+}
 
-	seg = b->since > t0 ? b->since : t0;
-	if (seg < end) {
-		credit(a, &acc, b_open_cat, end - seg);
-		end = seg;
+/* Adds d to a->cp in proportion to share[]; rounding goes to rest_cat. */
+static __always_inline void cp_add_scaled(struct tb_slot *a, __u64 share[TB_NCAT],
+					  __u64 d, __u32 rest_cat)
+{
+	__u64 total = 0;
+
+	for (int c = 0; c < TB_NCAT; c++)
+		total += share[c];
+	for (int c = 0; c < TB_NCAT; c++) {
+		__u64 v = total ? share[c] * d / total : 0;
+
+		if (v > d)
+			v = d;
+		a->cp[c] += v;
+		d -= v;
 	}
-	for (int i = 0; i < TB_HIST; i++) {
-		struct tb_hist *e = &b->hist[(h - i) & (TB_HIST - 1)];
-		__u64 start = e->start;
+	a->cp[rest_cat & (TB_NCAT - 1)] += d;
+}
 
-		if (end <= t0 || !start)
+static __always_inline struct tb_ckpt *ckpt_at(struct tb_slot *s, int i)
+{
+	__u32 ui = i;
+
+	if (ui >= TB_NCKPT)
+		return NULL;
+	barrier_var(ui);	/* keep the bound check next to the use */
+	return &s->ckpt[ui];
+}
+
+__noinline int cp_split(struct tb_slot *a, struct tb_slot *b, __u32 b_open_cat,
+			__u64 t0, __u64 t1)
+{
+	__u64 now_cp[TB_NCAT], share[TB_NCAT];
+	__u64 tj = t1, span, before_j = 0;
+	struct tb_ckpt *ck, *cj;
+	int k;
+
+	if (!a || !b || t1 < t0)
+		return 0;
+	cp_at(b, b_open_cat, t1, now_cp);
+	/* ck: the newest checkpoint at or before t0; cj: the one after it. */
+	for (k = 0; k < TB_NCKPT - 1; k++)
+		if (b->ckpt[k].ts <= t0)
 			break;
-		seg = start > t0 ? start : t0;
-		if (seg < end) {
-			credit(a, &acc, e->cat, end - seg);
-			end = seg;
-		}
+	ck = ckpt_at(b, k);
+	cj = ckpt_at(b, k - 1);
+	if (!ck)
+		return 0;
+	if (cj)
+		tj = cj->ts;
+	span = tj > ck->ts ? tj - ck->ts : 0;
+	if (span && tj > t0)
+		before_j = tj - t0;
+	for (int c = 0; c < TB_NCAT; c++) {
+		__u64 at_j = cj ? cj->cp[c] : now_cp[c];
+		__u64 at_k = ck->cp[c];
+		/* exact over [tj, t1), proportional over [t0, tj) */
+		__u64 v = now_cp[c] > at_j ? now_cp[c] - at_j : 0;
+
+		if (before_j && at_j > at_k)
+			v += (at_j - at_k) * before_j / span;
+		share[c] = v;
 	}
-	if (end > t0)
-		credit(a, &acc, dominant_cat(b), end - t0);
-	return acc.best;
+	/* b's counters may cover a little more or less time than t1 - t0. */
+	cp_add_scaled(a, share, t1 - t0, b_open_cat);
+	return 0;
+}
+
+/*
+ * The exact split, when b (a's waker, a->wk_slot) is one of a's recent
+ * wakers: b's counters now minus b's counters when a blocked. Returns 1
+ * if it applied.
+ */
+__noinline int cp_split_recent(struct tb_slot *a, struct tb_slot *b,
+			       __u32 b_open_cat, __u64 t0, __u64 t1)
+{
+	__u64 now_cp[TB_NCAT], share[TB_NCAT];
+	struct tb_waker_snap *r = NULL;
+
+	if (!a || !b || t1 < t0)
+		return 0;
+	for (int i = 0; i < TB_NRECENT; i++)
+		if (a->recent[i].tid && a->recent[i].slot == a->wk_slot &&
+		    a->recent[i].tid == b->tid)
+			r = &a->recent[i];
+	if (!r)
+		return 0;
+	cp_at(b, b_open_cat, t1, now_cp);
+	for (int c = 0; c < TB_NCAT; c++)
+		share[c] = now_cp[c] > r->cp[c] ? now_cp[c] - r->cp[c] : 0;
+	cp_add_scaled(a, share, t1 - t0, b_open_cat);
+	return 1;
+}
+
+/* a's newest waker goes first in its recent list. */
+__noinline int recent_note(struct tb_slot *a, __u32 b_slot, __u32 b_tid)
+{
+	if (!a)
+		return 0;
+	int i, at = TB_NRECENT - 1;
+
+	/* Move b to the front, or drop the oldest to make room. */
+	for (i = 0; i < TB_NRECENT; i++)
+		if (a->recent[i].tid == b_tid && a->recent[i].slot == b_slot) {
+			at = i;
+			break;
+		}
+	for (i = TB_NRECENT - 1; i > 0; i--)
+		if (i <= at)
+			a->recent[i] = a->recent[i - 1];
+	a->recent[0].slot = b_slot;
+	a->recent[0].tid = b_tid;
+	return 0;
 }
 
 #endif /* CRITPATH_BPF_H */

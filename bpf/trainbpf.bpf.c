@@ -101,10 +101,21 @@ static __always_inline __u32 oncpu_own(struct tb_slot *s)
 	return TB_CPU;
 }
 
-/* A communication thread's running time is communication for its waiters. */
+static __always_inline int is_net(struct tb_slot *s)
+{
+	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits, s->tid == s->tgid);
+}
+
+/*
+ * Running time is communication for the thread's waiters when the thread
+ * is a communication thread, or when it ran inside a socket call from
+ * start to end (copying through the network stack: gloo sends this way).
+ */
 static __always_inline __u32 oncpu_cp(struct tb_slot *s)
 {
-	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits) ? TB_COMM : TB_CPU;
+	if (s->flags & TB_SF_IN_SOCKET)
+		return TB_COMM;
+	return is_net(s) ? TB_COMM : TB_CPU;
 }
 
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
@@ -114,8 +125,8 @@ static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 
 	s->own[own & (TB_NCAT - 1)] += d;
 	s->cp[cp & (TB_NCAT - 1)] += d;
-	hist_push(s, s->since, cp);
 	s->since = now;
+	ckpt_update(s, now);
 }
 
 static __always_inline __u32 proc_role(__u32 tgid)
@@ -139,7 +150,7 @@ static __always_inline __u32 open_cp(struct tb_slot *b)
 static __always_inline void close_blocked(struct tb_slot *s, __u64 now)
 {
 	__u32 wk = s->wk_ts >= s->last_in ? s->wk_kind : TB_WK_NONE;
-	__u32 role = 0, own, cp;
+	__u32 role = 0, own;
 	int same = 0, net = 0;
 	struct tb_slot *w = NULL;
 	__u64 d = now > s->since ? now - s->since : 0;
@@ -149,27 +160,58 @@ static __always_inline void close_blocked(struct tb_slot *s, __u64 now)
 		if (w) {
 			same = w->tgid == s->tgid;
 			role = proc_role(w->tgid);
-			net = tb_is_net_thread(w->net_ns, w->blk_ns, w->net_waits);
+			net = is_net(w);
 		} else {
 			wk = TB_WK_UNTRACED;
 		}
 	}
 	own = tb_wait_category(s->wait, wk, role, same, net);
-	if (s->wait == TB_W_SOCKET || (s->wait == TB_W_POLL && wk == TB_WK_IRQ)) {
+	if (own == TB_COMM) {
 		s->net_ns += d;
 		s->net_waits++;
 	}
-	if (own != TB_IDLE)
+	/* Waiting for work from the main thread is a pool thread's idling. */
+	if (own != TB_IDLE && !(same && w && w->tid == w->tgid))
 		s->blk_ns += d;
 	if (w && own == TB_LOCK && !tb_waker_is_wholesale(role, same, net)) {
-		cp = cp_split(s, w, open_cp(w), s->since, now);
+		if (!cp_split_recent(s, w, open_cp(w), s->since, now))
+			cp_split(s, w, open_cp(w), s->since, now);
 		s->own[own & (TB_NCAT - 1)] += d;
-		hist_push(s, s->since, cp);
 		s->since = now;
+		ckpt_update(s, now);
 	} else {
 		close_interval(s, own, own, now);
 	}
+	if (w)
+		recent_note(s, s->wk_slot, w->tid);
 	s->state = TB_ST_RUNNABLE;
+}
+
+/*
+ * At the start of a wait: snapshot the counters of the threads that woke
+ * this one last, so that a wake by one of them is split exactly.
+ */
+__noinline int recent_snapshot(struct tb_slot *s, __u64 now)
+{
+	if (!s)
+		return 0;
+	for (int i = 0; i < TB_NRECENT; i++) {
+		struct tb_waker_snap *r = &s->recent[i];
+		struct tb_slot *b;
+		__u64 snap[TB_NCAT];
+
+		if (!r->tid)
+			continue;
+		b = slot_at(r->slot);
+		if (!b || b->tid != r->tid) {
+			r->tid = 0;	/* exited and reused */
+			continue;
+		}
+		cp_at(b, open_cp(b), now, snap);
+		for (int c = 0; c < TB_NCAT; c++)
+			r->cp[c] = snap[c];
+	}
+	return 0;
 }
 
 static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
@@ -177,10 +219,13 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 				       __u64 now)
 {
 	struct task_io_accounting ioac;
+	__u32 wait = task_wait_reason(p);
 
 	write_begin(s);
 	if (s->state == TB_ST_BLOCKED)
 		close_blocked(s, now);	/* missed the wakeup */
+	if (wait != TB_W_SOCKET)
+		s->flags &= ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_RUNNABLE)
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
 	else
@@ -192,9 +237,11 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	s->nswitch++;
 	/* Threads rename themselves (prctl) after they start. */
 	__builtin_memcpy(s->comm, p->comm, sizeof(s->comm));
+	/* Preempted too: switch_in learns from it whether it resumes in a socket call. */
+	s->wait = wait;
 	if (!preempt && prev_state) {
 		s->state = TB_ST_BLOCKED;
-		s->wait = task_wait_reason(p);
+		recent_snapshot(s, now);
 	} else {
 		s->state = TB_ST_RUNNABLE;
 	}
@@ -203,7 +250,11 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 
 static __always_inline void switch_in(struct tb_slot *s, __u64 now)
 {
+	/* It resumes in the syscall it was in when it switched out. */
+	__u32 in_socket = s->state != TB_ST_UNKNOWN && s->wait == TB_W_SOCKET;
+
 	write_begin(s);
+	s->flags = in_socket ? s->flags | TB_SF_IN_SOCKET : s->flags & ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_BLOCKED)
 		close_blocked(s, now);	/* missed the wakeup */
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
@@ -345,6 +396,7 @@ static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
 	s->end_ns = 0;
 	s->state = TB_ST_RUNNABLE;
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), c->comm);
+	ckpt_init(s, now);
 	write_end(s);
 }
 

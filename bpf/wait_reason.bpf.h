@@ -97,11 +97,15 @@ enum { TB_HRTIMER, TB_TIMER_LIST, TB_SOFTIRQ, TB_NCTX };
  * none. A timestamp, not a depth counter, so that an exit we never saw
  * (the programs attach one by one) cannot leave a CPU marked forever.
  */
+struct tb_ctx_marks {
+	__u64 start[TB_NCTX];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TB_NCTX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct tb_ctx_marks);
 } in_ctx SEC(".maps");
 
 static __always_inline int on_task_stack(void)
@@ -114,33 +118,36 @@ static __always_inline int on_task_stack(void)
 	return sp >= base && sp < base + TB_THREAD_SIZE;
 }
 
-static __always_inline int ctx_running(__u32 kind, __u64 now)
+/* No callback or softirq run lasts longer: a mark older is stale. */
+static __always_inline int mark_live(__u64 start, __u64 now, __u64 max)
 {
-	__u64 *start = bpf_map_lookup_elem(&in_ctx, &kind);
-
-	/* No callback or softirq run lasts longer; a mark older is stale. */
-	__u64 max = kind == TB_SOFTIRQ ? 20000000 : 1000000;
-
-	return start && *start && now - *start < max;
+	return start && now - start < max;
 }
 
 static __always_inline __u32 irq_context(void)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	struct tb_ctx_marks *m = bpf_map_lookup_elem(&in_ctx, &zero);
+	__u64 now;
 
-	if (ctx_running(TB_HRTIMER, now) || ctx_running(TB_TIMER_LIST, now))
-		return TB_WK_TIMER;
-	if (ctx_running(TB_SOFTIRQ, now) || !on_task_stack())
-		return TB_WK_IRQ;
-	return TB_WK_NONE;
+	if (m && (m->start[TB_HRTIMER] | m->start[TB_TIMER_LIST] | m->start[TB_SOFTIRQ])) {
+		now = bpf_ktime_get_ns();
+		if (mark_live(m->start[TB_HRTIMER], now, 1000000) ||
+		    mark_live(m->start[TB_TIMER_LIST], now, 1000000))
+			return TB_WK_TIMER;
+		if (mark_live(m->start[TB_SOFTIRQ], now, 20000000))
+			return TB_WK_IRQ;
+	}
+	return on_task_stack() ? TB_WK_NONE : TB_WK_IRQ;
 }
 
 static __always_inline void ctx_mark(__u32 kind, int entering)
 {
-	__u64 *start = bpf_map_lookup_elem(&in_ctx, &kind);
+	__u32 zero = 0;
+	struct tb_ctx_marks *m = bpf_map_lookup_elem(&in_ctx, &zero);
 
-	if (start)
-		*start = entering ? bpf_ktime_get_ns() : 0;
+	if (m && kind < TB_NCTX)
+		m->start[kind] = entering ? bpf_ktime_get_ns() : 0;
 }
 
 #endif /* WAIT_REASON_BPF_H */

@@ -14,8 +14,9 @@
 #endif
 
 #define TB_COMM_LEN 16
-#define TB_HIST 8		/* recent intervals kept per thread for the critical path */
-#define TB_DEFAULT_SLOTS 16384	/* threads traced at once; --max-threads changes it */
+#define TB_NCKPT 12		/* critical-path checkpoints per thread... */
+#define TB_CKPT_BASE_NS 1000000ull	/* ...aged ~1 ms, 2 ms, 4 ms ... 4 s */
+#define TB_DEFAULT_SLOTS 8192	/* threads traced at once; --max-threads changes it */
 #define TB_PATH_LEN 96
 
 /* Where a thread's time goes. Every nanosecond lands in exactly one. */
@@ -62,6 +63,9 @@ enum tb_waker {
 	TB_WK_TRACED,	/* a traced thread: wk_slot says which */
 };
 
+/* Slot flags. */
+#define TB_SF_IN_SOCKET 0x1	/* switched in while inside an inet-socket syscall */
+
 /* Process roles. BPF only needs WORKER (it makes waits data_wait). */
 enum tb_role {
 	TB_ROLE_OTHER = 0,
@@ -73,10 +77,19 @@ enum tb_role {
 #define TB_PF_FORKED	0x1	/* created by fork of a traced process */
 #define TB_PF_EXECED	0x2	/* has exec'd since it was traced */
 
-struct tb_hist {
-	__u64 start;		/* the interval runs from here to the next entry */
-	__u32 cat;		/* its critical-path category */
-	__u32 pad;
+/* A thread's cumulative critical-path times as they were at ts. */
+struct tb_ckpt {
+	__u64 ts;
+	__u64 cp[TB_NCAT];
+};
+
+#define TB_NRECENT 4	/* recent wakers whose counters a blocking thread snapshots */
+
+/* A recent waker, and its critical-path counters when this thread blocked. */
+struct tb_waker_snap {
+	__u32 slot;
+	__u32 tid;	/* 0: empty; else must match the slot's tid (slots are reused) */
+	__u64 cp[TB_NCAT];
 };
 
 /*
@@ -89,8 +102,8 @@ struct tb_slot {
 	__u32 tid;
 	__u32 tgid;
 	__u8 state;		/* enum tb_state */
-	__u8 wait;		/* enum tb_wait of the current blocked interval */
-	__u8 flags;		/* reserved */
+	__u8 wait;		/* enum tb_wait at the last switch-out */
+	__u8 flags;		/* TB_SF_* */
 	__u8 region;		/* reserved for CUDA/NCCL regions: 0 = none */
 	__u64 start_ns;		/* first seen: fork, or registration at attach */
 	__u64 end_ns;		/* exit; 0 while alive */
@@ -107,12 +120,13 @@ struct tb_slot {
 	__u64 io_wbase;
 	__u64 nswitch;		/* context switches out */
 	__u64 last_in;		/* last switch-in: a waking before it is stale */
-	__u64 blk_ns;		/* time blocked, idle waits excepted */
-	__u64 net_ns;		/* time blocked directly on the network */
-	__u32 hist_head;	/* index of the newest entry in hist */
+	__u64 blk_ns;		/* blocked, except idle and waits for the main thread */
+	__u64 net_ns;		/* blocked on communication (see tb_is_net_thread) */
 	__u32 net_waits;	/* waits counted in net_ns */
-	struct tb_hist hist[TB_HIST];
+	__u32 pad2;
 	char comm[TB_COMM_LEN];
+	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */
+	struct tb_waker_snap recent[TB_NRECENT];	/* most recent first */
 };
 
 /* The value of the task-local storage: which slot a task owns. */
@@ -188,23 +202,25 @@ static inline __u32 tb_wait_category(__u32 wait, __u32 wk_kind,
 }
 
 /*
- * A communication thread is one whose waits, idle ones aside, are mostly
- * on the network itself (sockets, polls woken by packets), such as gloo's
- * or a TCP store's I/O loop: those often poll with timeouts and idle most
- * of the time, so idle waits do not count against them. It takes a number
- * of network waits, so that a training thread whose only waits so far
- * were the rendezvous does not qualify.
+ * A communication thread is one whose waits, idle ones and waits for work
+ * from its own process's main thread aside, are mostly communication:
+ * directly on the network (sockets, polls woken by packets: gloo's or a
+ * TCP store's I/O loop), or on another communication thread (gloo's
+ * worker threads, which run the collectives and wait on the I/O loop).
+ * It takes a number of such waits, so that one rendezvous does not make
+ * one. A process's main thread runs the training loop: never one.
  */
-#define TB_NET_MIN_WAITS 64
+#define TB_NET_MIN_WAITS 8
 
-static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns, __u32 net_waits)
+static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns, __u32 net_waits,
+				   int is_main)
 {
-	return net_waits >= TB_NET_MIN_WAITS && 2 * net_ns >= blk_ns;
+	return !is_main && net_waits >= TB_NET_MIN_WAITS && 2 * net_ns >= blk_ns;
 }
 
 /*
  * The critical-path category of a blocked interval when the waker's own
- * history cannot split it: a worker stands for data loading and a
+ * counters cannot split it: a worker stands for data loading and a
  * communication thread for communication, wholesale.
  */
 static inline int tb_waker_is_wholesale(__u32 waker_role, int waker_same_proc,

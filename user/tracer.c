@@ -211,6 +211,8 @@ static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
 	s->tgid = p->pid;
 	s->state = TB_ST_UNKNOWN;
 	s->start_ns = s->since = s->last_in = now;
+	for (int i = 0; i < TB_NCKPT; i++)
+		s->ckpt[i].ts = now;	/* counters at zero when tracing began */
 	{
 		uint64_t rb = 0, wb = 0;
 

@@ -31,6 +31,8 @@ static struct tb_slot slot(enum tb_state st, enum tb_wait wait)
 	s.state = st;
 	s.wait = wait;
 	s.since = 1000;
+	s.tgid = 100;
+	s.tid = 101;	/* not the main thread, unless a test says so */
 	return s;
 }
 
@@ -128,6 +130,33 @@ START_TEST(open_oncpu_comm_thread_is_own_cpu_cp_comm)
 }
 END_TEST
 
+START_TEST(open_oncpu_main_thread_is_never_comm)
+{
+	struct tb_slot s = slot(TB_ST_ONCPU, 0);
+
+	s.tid = s.tgid;
+	s.net_ns = 80;
+	s.blk_ns = 100;
+	s.net_waits = 10 * TB_NET_MIN_WAITS;
+	reset();
+	account_open_interval(&s, 1500, own, cp);
+	ck_assert_uint_eq(cp[TB_CPU], 500);
+	ck_assert_uint_eq(cp[TB_COMM], 0);
+}
+END_TEST
+
+START_TEST(open_oncpu_inside_socket_call_is_cp_comm)
+{
+	struct tb_slot s = slot(TB_ST_ONCPU, 0);
+
+	s.flags = TB_SF_IN_SOCKET;
+	reset();
+	account_open_interval(&s, 1500, own, cp);
+	ck_assert_uint_eq(own[TB_CPU], 500);
+	ck_assert_uint_eq(cp[TB_COMM], 500);
+}
+END_TEST
+
 START_TEST(open_runnable_is_runqueue)
 {
 	struct tb_slot s = slot(TB_ST_RUNNABLE, 0);
@@ -216,6 +245,8 @@ int main(void)
 	tcase_add_test(tc, unknown_adds_to_existing_totals);
 	tcase_add_test(tc, open_oncpu_is_cpu);
 	tcase_add_test(tc, open_oncpu_comm_thread_is_own_cpu_cp_comm);
+	tcase_add_test(tc, open_oncpu_main_thread_is_never_comm);
+	tcase_add_test(tc, open_oncpu_inside_socket_call_is_cp_comm);
 	tcase_add_test(tc, open_runnable_is_runqueue);
 	tcase_add_test(tc, open_blocked_uses_wait_category);
 	tcase_add_test(tc, open_blocked_comm_thread_cp_follows_wait);

@@ -128,14 +128,16 @@ END_TEST
 
 START_TEST(net_thread_thresholds)
 {
-	ck_assert(!tb_is_net_thread(0, 0, 0));		/* never blocked */
-	ck_assert(!tb_is_net_thread(0, 100, 0));	/* never on the net */
-	ck_assert(tb_is_net_thread(50, 100, 64));	/* exactly half */
-	ck_assert(!tb_is_net_thread(49, 100, 64));	/* just under half */
-	ck_assert(tb_is_net_thread(100, 100, 64));
-	ck_assert(tb_is_net_thread(1, 0, 64));
+	ck_assert(!tb_is_net_thread(0, 0, 0, 0));	/* never blocked */
+	ck_assert(!tb_is_net_thread(0, 100, 0, 0));	/* never on the net */
+	ck_assert(tb_is_net_thread(50, 100, 64, 0));	/* exactly half */
+	ck_assert(!tb_is_net_thread(49, 100, 64, 0));	/* just under half */
+	ck_assert(tb_is_net_thread(100, 100, 64, 0));
+	ck_assert(tb_is_net_thread(1, 0, 64, 0));
 	/* A rendezvous's few socket waits do not make a comm thread. */
-	ck_assert(!tb_is_net_thread(100, 100, TB_NET_MIN_WAITS - 1));
+	ck_assert(!tb_is_net_thread(100, 100, TB_NET_MIN_WAITS - 1, 0));
+	/* The main thread runs the training loop, whatever it waits on. */
+	ck_assert(!tb_is_net_thread(100, 100, 1000, 1));
 }
 END_TEST
 
