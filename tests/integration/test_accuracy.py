@@ -95,7 +95,9 @@ def test_known_composition_under_contention(tmp_path):
     report, truth = run_mixed(tmp_path, "-c", "3")
     check_composition(report, truth)
     hogs = [t for t in truth["threads"] if t["name"] == "tb_hog"]
-    assert hogs and all(h["rq_ns"] > 0.2 * (h["end_ns"] - h["start_ns"]) for h in hogs)
+    # The run really was contended (the kernel may leave one hog a core).
+    assert hogs and sum(h["rq_ns"] for h in hogs) > 0.2 * sum(
+        h["end_ns"] - h["start_ns"] for h in hogs)
 
 
 def test_io_bytes_are_exact(tmp_path):

@@ -7,8 +7,10 @@ It exercises what the profiler looks at in ML training:
   * per rank, a DataLoader whose --workers processes are fork()ed (no exec)
     afresh each epoch and read one small file per sample (real file I/O,
     optionally slowed down with --slow-data to make the job input-bound);
-  * a small MLP (compute-bound steps) or a ~25 M parameter MLP (--model large;
-    with a tiny batch, gradient allreduce is the largest part of a step).
+  * a small MLP (compute-bound steps) or, with --model large, a ~33 M
+    parameter model that is nearly all embedding table (little compute per
+    step, a ~128 MB gradient allreduce: with a tiny batch, communication
+    dominates).
 
 Rank 0 prints "Epoch e/E" at each epoch start and a final line
   RESULT {"steps":..., "step_time_median_s":..., "step_time_mean_s":...,
@@ -58,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--pin-memory", action="store_true")
     p.add_argument("--model", choices=["small", "large"], default="small")
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                   help="DDP gradient bucket size (PyTorch's default: 25)")
     p.add_argument("--max-steps-per-epoch", type=int, default=0, help="0 = whole epoch")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads per rank")
     p.add_argument("--timeout", type=float, default=900.0, help="kill the ranks after this many seconds")
@@ -113,11 +117,27 @@ class PrintWorkerPid:
 
 
 # ---------------------------------------------------------------- model
+class TableModel(nn.Module):
+    """~33 M parameters, nearly all in an embedding table, as in
+    recommendation models: a step looks up a few rows per sample (cheap),
+    but DDP allreduces the table's whole dense gradient (~128 MB)."""
+    ROWS, DIM, LOOKUPS = 131072, 256, 16
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.EmbeddingBag(self.ROWS, self.DIM, mode="mean")
+        self.head = nn.Linear(self.DIM, CLASSES)
+
+    def forward(self, x):
+        idx = (x[:, :self.LOOKUPS].abs() * 1e4).long() % self.ROWS
+        return self.head(self.table(idx))
+
+
 def build_model(kind):
-    if kind == "small":  # ~2.4 M parameters: compute-bound at batch 32
-        dims = [FEATURES, 1024, 1024, 256]
-    else:  # ~25 M parameters: ~100 MB of fp32 gradients to allreduce per step
-        dims = [FEATURES, 4096, 4096, 1024]
+    if kind == "large":  # communication-bound: a big table, little compute
+        return TableModel()
+    # small: ~2.4 M parameters, compute-bound at batch 32
+    dims = [FEATURES, 1024, 1024, 256]
     layers = [m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
     return nn.Sequential(*layers, nn.Linear(dims[-1], CLASSES))
 
@@ -166,7 +186,8 @@ def train(rank, args, data_dir, parent_pid, dev):
                         pin_memory=args.pin_memory, drop_last=True, **loader_kw)
 
     model = build_model(args.model).to(dev)
-    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+              bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=True)
     # Plain SGD (no momentum) keeps the optimizer cheap next to the allreduce.
     opt = torch.optim.SGD(ddp.parameters(), lr=0.2)
     loss_fn = nn.CrossEntropyLoss()
