@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the packages trainbpf needs to build, test and run its demo
+# (Debian 12). Idempotent: skips apt-get when everything is present.
+set -euo pipefail
+
+PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
+      libzstd-dev check python3 python3-pytest python3-torch util-linux
+      linux-perf bpftrace libbpf-tools)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing+=("$p")
+done
+if ((${#missing[@]})); then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
