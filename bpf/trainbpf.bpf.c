@@ -136,47 +136,58 @@ static __always_inline __u32 proc_role(__u32 tgid)
 	return p ? p->role : TB_ROLE_OTHER;
 }
 
+static const struct tb_waker_info no_waker;
+
 /* The open interval of a waker, as its waiters see it. */
 static __always_inline __u32 open_cp(struct tb_slot *b)
 {
 	if (b->state == TB_ST_RUNNABLE)
 		return TB_RUNQUEUE;
 	if (b->state == TB_ST_BLOCKED)
-		return tb_wait_category(b->wait, TB_WK_NONE, 0, 0, 0);
+		return tb_wait_category(b->wait, TB_WK_NONE, &no_waker);
 	return oncpu_cp(b);
 }
 
-/* End a blocked interval at now, deciding its category from the waker. */
-static __always_inline void close_blocked(struct tb_slot *s, __u64 now)
+#define TB_SIGNAL_GROUP_EXIT 0x4
+
+/* The process is being torn down (exit_group): wakes are kills, not work. */
+static __always_inline int group_exiting(struct task_struct *p)
 {
-	__u32 wk = s->wk_ts >= s->last_in ? s->wk_kind : TB_WK_NONE;
-	__u32 role = 0, own;
-	int same = 0, net = 0;
+	return p && (BPF_CORE_READ(p, signal, flags) & TB_SIGNAL_GROUP_EXIT);
+}
+
+/* End a blocked interval at now, deciding its category from the waker. */
+static __always_inline void close_blocked(struct tb_slot *s, struct task_struct *p,
+					  __u64 now)
+{
+	__u32 wk = s->wk_ts >= s->last_in && !group_exiting(p) ? s->wk_kind : TB_WK_NONE;
+	struct tb_waker_info info = {};
 	struct tb_slot *w = NULL;
 	__u64 d = now > s->since ? now - s->since : 0;
+	__u32 own;
 
 	if (wk == TB_WK_TRACED) {
 		w = slot_at(s->wk_slot);
 		if (w) {
-			same = w->tgid == s->tgid;
-			role = proc_role(w->tgid);
-			net = is_net(w);
+			info.same_proc = w->tgid == s->tgid;
+			info.is_main = w->tid == w->tgid;
+			info.role = proc_role(w->tgid);
+			info.net = is_net(w);
 		} else {
 			wk = TB_WK_UNTRACED;
 		}
 	}
-	own = tb_wait_category(s->wait, wk, role, same, net);
+	own = tb_wait_category(s->wait, wk, &info);
 	if (own == TB_COMM) {
 		s->net_ns += d;
 		s->net_waits++;
 	}
-	/* Waiting for work from the main thread is a pool thread's idling. */
-	if (own != TB_IDLE && !(same && w && w->tid == w->tgid))
+	if (own != TB_IDLE)
 		s->blk_ns += d;
-	if (w && own == TB_LOCK && !tb_waker_is_wholesale(role, same, net)) {
+	if (w && own == TB_LOCK && !tb_waker_is_wholesale(&info)) {
 		if (!cp_split_recent(s, w, open_cp(w), s->since, now))
 			cp_split(s, w, open_cp(w), s->since, now);
-		s->own[own & (TB_NCAT - 1)] += d;
+		s->own[TB_LOCK] += d;
 		s->since = now;
 		ckpt_update(s, now);
 	} else {
@@ -223,7 +234,7 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 
 	write_begin(s);
 	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, now);	/* missed the wakeup */
+		close_blocked(s, NULL, now);	/* missed the wakeup */
 	if (wait != TB_W_SOCKET)
 		s->flags &= ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_RUNNABLE)
@@ -256,7 +267,7 @@ static __always_inline void switch_in(struct tb_slot *s, __u64 now)
 	write_begin(s);
 	s->flags = in_socket ? s->flags | TB_SF_IN_SOCKET : s->flags & ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, now);	/* missed the wakeup */
+		close_blocked(s, NULL, now);	/* missed the wakeup */
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
 	s->state = TB_ST_ONCPU;
@@ -314,7 +325,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	if (s->state != TB_ST_BLOCKED)
 		return 0;	/* woken before it slept: no wait happened */
 	write_begin(s);
-	close_blocked(s, bpf_ktime_get_ns());
+	close_blocked(s, p, bpf_ktime_get_ns());
 	write_end(s);
 	return 0;
 }

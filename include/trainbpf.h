@@ -165,14 +165,21 @@ struct tb_counters {
 	__u64 storage_failed;	/* task storage could not be created */
 };
 
+/* What we know of a traced waker (TB_WK_TRACED). */
+struct tb_waker_info {
+	__u32 role;		/* enum tb_role of the waker's process */
+	int same_proc;		/* in the wakee's own process */
+	int is_main;		/* that process's main thread */
+	int net;		/* a communication thread */
+};
+
 /*
  * The own category of a blocked interval: what the thread waited for,
- * judged first by the syscall it blocked in, then by who woke it.
- * waker_role/waker_same_proc/waker_net describe a TB_WK_TRACED waker.
+ * judged first by the syscall it blocked in, then by who woke it (w
+ * describes a TB_WK_TRACED waker).
  */
 static inline __u32 tb_wait_category(__u32 wait, __u32 wk_kind,
-				     __u32 waker_role, int waker_same_proc,
-				     int waker_net)
+				     const struct tb_waker_info *w)
 {
 	switch (wait) {
 	case TB_W_IOWAIT:
@@ -188,22 +195,26 @@ static inline __u32 tb_wait_category(__u32 wait, __u32 wk_kind,
 		/* Network receive wakes pollers from softirq context. */
 		return wait == TB_W_POLL ? TB_COMM : TB_IDLE;
 	case TB_WK_TRACED:
-		if (waker_role == TB_ROLE_WORKER && !waker_same_proc)
+		if (w->role == TB_ROLE_WORKER && !w->same_proc)
 			return TB_DATA_WAIT;
-		if (waker_net)
+		if (w->net)
 			return TB_COMM;
+		/* A pool thread handed work by its main thread was idle. */
+		if (w->same_proc && w->is_main)
+			return TB_IDLE;
 		return TB_LOCK;
 	case TB_WK_UNTRACED:
-	case TB_WK_NONE:
 		return wait == TB_W_FUTEX ? TB_LOCK : TB_IDLE;
+	case TB_WK_NONE:	/* nobody (yet): a pool thread waiting for work */
+		return TB_IDLE;
 	default:		/* a timeout */
 		return TB_IDLE;
 	}
 }
 
 /*
- * A communication thread is one whose waits, idle ones and waits for work
- * from its own process's main thread aside, are mostly communication:
+ * A communication thread is one whose waits, idle ones (such as waiting for
+ * work from its own process's main thread) aside, are mostly communication:
  * directly on the network (sockets, polls woken by packets: gloo's or a
  * TCP store's I/O loop), or on another communication thread (gloo's
  * worker threads, which run the collectives and wait on the I/O loop).
@@ -223,10 +234,9 @@ static inline int tb_is_net_thread(__u64 net_ns, __u64 blk_ns, __u32 net_waits,
  * counters cannot split it: a worker stands for data loading and a
  * communication thread for communication, wholesale.
  */
-static inline int tb_waker_is_wholesale(__u32 waker_role, int waker_same_proc,
-					int waker_net)
+static inline int tb_waker_is_wholesale(const struct tb_waker_info *w)
 {
-	return (waker_role == TB_ROLE_WORKER && !waker_same_proc) || waker_net;
+	return (w->role == TB_ROLE_WORKER && !w->same_proc) || w->net;
 }
 
 #endif /* TRAINBPF_H */

@@ -18,7 +18,8 @@ void account_unknown(uint64_t elapsed, uint64_t dcpu, uint64_t drq,
 		     unsigned int wait, uint64_t own[TB_NCAT],
 		     uint64_t cp[TB_NCAT])
 {
-	unsigned int cat = tb_wait_category(wait, TB_WK_NONE, 0, 0, 0);
+	static const struct tb_waker_info none;
+	unsigned int cat = tb_wait_category(wait, TB_WK_NONE, &none);
 
 	/* Two clocks read microseconds apart: keep the sum exact. */
 	if (dcpu > elapsed)
@@ -47,7 +48,7 @@ void account_open_interval(const struct tb_slot *s, uint64_t now,
 		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);
 		break;
 	case TB_ST_BLOCKED:
-		cat = tb_wait_category(s->wait, TB_WK_NONE, 0, 0, 0);
+		cat = tb_wait_category(s->wait, TB_WK_NONE, &(struct tb_waker_info){ 0 });
 		add_both(own, cp, cat, cat, d);
 		break;
 	}

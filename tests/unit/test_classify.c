@@ -6,9 +6,25 @@
 #include "syscall_class.h"
 
 /* Shorthand: a waker that is not traced carries no role/proc/net data. */
+/* The classifier with a traced waker described field by field. */
+static __u32 wcat(__u32 wait, __u32 wk, __u32 role, int same, int is_main, int net)
+{
+	struct tb_waker_info w = { .role = role, .same_proc = same,
+				   .is_main = is_main, .net = net };
+
+	return tb_wait_category(wait, wk, &w);
+}
+
+static int wholesale(__u32 role, int same, int net)
+{
+	struct tb_waker_info w = { .role = role, .same_proc = same, .net = net };
+
+	return tb_waker_is_wholesale(&w);
+}
+
 static __u32 cat(__u32 wait, __u32 wk)
 {
-	return tb_wait_category(wait, wk, TB_ROLE_OTHER, 0, 0);
+	return wcat(wait, wk, TB_ROLE_OTHER, 0, 0, 0);
 }
 
 /*
@@ -24,7 +40,7 @@ START_TEST(every_wait_by_every_waker)
 		[TB_W_FILE]   = { TB_IO,   TB_IO,   TB_IO,   TB_IO,   TB_IO },
 		[TB_W_SOCKET] = { TB_COMM, TB_COMM, TB_COMM, TB_COMM, TB_COMM },
 		[TB_W_POLL]   = { TB_IDLE, TB_IDLE, TB_COMM, TB_IDLE, TB_LOCK },
-		[TB_W_FUTEX]  = { TB_LOCK, TB_IDLE, TB_IDLE, TB_LOCK, TB_LOCK },
+		[TB_W_FUTEX]  = { TB_IDLE, TB_IDLE, TB_IDLE, TB_LOCK, TB_LOCK },
 		[TB_W_SLEEP]  = { TB_IDLE, TB_IDLE, TB_IDLE, TB_IDLE, TB_IDLE },
 		[TB_W_PIPE]   = { TB_IDLE, TB_IDLE, TB_IDLE, TB_IDLE, TB_LOCK },
 	};
@@ -40,8 +56,8 @@ END_TEST
 START_TEST(file_and_iowait_are_io_whoever_woke)
 {
 	for (__u32 k = TB_WK_NONE; k <= TB_WK_TRACED; k++) {
-		ck_assert_uint_eq(tb_wait_category(TB_W_FILE, k, TB_ROLE_WORKER, 0, 1), TB_IO);
-		ck_assert_uint_eq(tb_wait_category(TB_W_IOWAIT, k, TB_ROLE_WORKER, 0, 1), TB_IO);
+		ck_assert_uint_eq(wcat(TB_W_FILE, k, TB_ROLE_WORKER, 0, 0, 1), TB_IO);
+		ck_assert_uint_eq(wcat(TB_W_IOWAIT, k, TB_ROLE_WORKER, 0, 0, 1), TB_IO);
 	}
 }
 END_TEST
@@ -49,7 +65,7 @@ END_TEST
 START_TEST(socket_is_comm_whoever_woke)
 {
 	for (__u32 k = TB_WK_NONE; k <= TB_WK_TRACED; k++)
-		ck_assert_uint_eq(tb_wait_category(TB_W_SOCKET, k, TB_ROLE_WORKER, 0, 0), TB_COMM);
+		ck_assert_uint_eq(wcat(TB_W_SOCKET, k, TB_ROLE_WORKER, 0, 0, 0), TB_COMM);
 }
 END_TEST
 
@@ -70,33 +86,45 @@ END_TEST
 
 START_TEST(traced_worker_of_other_process_is_data_wait)
 {
-	ck_assert_uint_eq(tb_wait_category(TB_W_PIPE, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0), TB_DATA_WAIT);
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0), TB_DATA_WAIT);
-	ck_assert_uint_eq(tb_wait_category(TB_W_POLL, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0), TB_DATA_WAIT);
+	ck_assert_uint_eq(wcat(TB_W_PIPE, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0, 0), TB_DATA_WAIT);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0, 0), TB_DATA_WAIT);
+	ck_assert_uint_eq(wcat(TB_W_POLL, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0, 0), TB_DATA_WAIT);
 	/* The worker wins over the network flag. */
-	ck_assert_uint_eq(tb_wait_category(TB_W_POLL, TB_WK_TRACED, TB_ROLE_WORKER, 0, 1), TB_DATA_WAIT);
+	ck_assert_uint_eq(wcat(TB_W_POLL, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0, 1), TB_DATA_WAIT);
 }
 END_TEST
 
 START_TEST(traced_worker_thread_of_same_process_is_lock)
 {
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 1, 0), TB_LOCK);
-	ck_assert_uint_eq(tb_wait_category(TB_W_PIPE, TB_WK_TRACED, TB_ROLE_WORKER, 1, 0), TB_LOCK);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 1, 0, 0), TB_LOCK);
+	ck_assert_uint_eq(wcat(TB_W_PIPE, TB_WK_TRACED, TB_ROLE_WORKER, 1, 0, 0), TB_LOCK);
 }
 END_TEST
 
 START_TEST(traced_comm_thread_is_comm)
 {
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 1), TB_COMM);
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_OTHER, 0, 1), TB_COMM);
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 1, 1), TB_COMM);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 0, 1), TB_COMM);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_OTHER, 0, 0, 1), TB_COMM);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_WORKER, 1, 0, 1), TB_COMM);
 }
 END_TEST
 
 START_TEST(traced_trainer_thread_is_lock)
 {
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 0), TB_LOCK);
-	ck_assert_uint_eq(tb_wait_category(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 0, 0), TB_LOCK);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 0, 0), TB_LOCK);
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 0, 0, 0), TB_LOCK);
+}
+END_TEST
+
+START_TEST(work_from_own_main_thread_is_idle)
+{
+	/* A pool thread handed work by its process's main thread was idle. */
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 1, 0), TB_IDLE);
+	ck_assert_uint_eq(wcat(TB_W_PIPE, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 1, 0), TB_IDLE);
+	/* Another process's main thread: still a wait on the job. */
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 0, 1, 0), TB_LOCK);
+	/* A non-main thread of the same process: lock. */
+	ck_assert_uint_eq(wcat(TB_W_FUTEX, TB_WK_TRACED, TB_ROLE_TRAINER, 1, 0, 0), TB_LOCK);
 }
 END_TEST
 
@@ -104,25 +132,26 @@ START_TEST(untraced_futex_is_lock_untraced_pipe_is_idle)
 {
 	ck_assert_uint_eq(cat(TB_W_FUTEX, TB_WK_UNTRACED), TB_LOCK);
 	ck_assert_uint_eq(cat(TB_W_PIPE, TB_WK_UNTRACED), TB_IDLE);
-	ck_assert_uint_eq(cat(TB_W_FUTEX, TB_WK_NONE), TB_LOCK);
+	/* Nobody woke it (yet): a pool thread waiting for work. */
+	ck_assert_uint_eq(cat(TB_W_FUTEX, TB_WK_NONE), TB_IDLE);
 	ck_assert_uint_eq(cat(TB_W_PIPE, TB_WK_NONE), TB_IDLE);
 }
 END_TEST
 
 START_TEST(sleep_is_idle_even_if_traced_woke)
 {
-	ck_assert_uint_eq(tb_wait_category(TB_W_SLEEP, TB_WK_TRACED, TB_ROLE_WORKER, 0, 1), TB_IDLE);
+	ck_assert_uint_eq(wcat(TB_W_SLEEP, TB_WK_TRACED, TB_ROLE_WORKER, 0, 0, 1), TB_IDLE);
 }
 END_TEST
 
 START_TEST(waker_wholesale_for_foreign_worker_or_net)
 {
-	ck_assert(tb_waker_is_wholesale(TB_ROLE_WORKER, 0, 0));
-	ck_assert(!tb_waker_is_wholesale(TB_ROLE_WORKER, 1, 0));
-	ck_assert(tb_waker_is_wholesale(TB_ROLE_WORKER, 1, 1));
-	ck_assert(tb_waker_is_wholesale(TB_ROLE_TRAINER, 0, 1));
-	ck_assert(!tb_waker_is_wholesale(TB_ROLE_TRAINER, 0, 0));
-	ck_assert(!tb_waker_is_wholesale(TB_ROLE_OTHER, 1, 0));
+	ck_assert(wholesale(TB_ROLE_WORKER, 0, 0));
+	ck_assert(!wholesale(TB_ROLE_WORKER, 1, 0));
+	ck_assert(wholesale(TB_ROLE_WORKER, 1, 1));
+	ck_assert(wholesale(TB_ROLE_TRAINER, 0, 1));
+	ck_assert(!wholesale(TB_ROLE_TRAINER, 0, 0));
+	ck_assert(!wholesale(TB_ROLE_OTHER, 1, 0));
 }
 END_TEST
 
@@ -184,6 +213,7 @@ int main(void)
 	tcase_add_test(tc, traced_worker_thread_of_same_process_is_lock);
 	tcase_add_test(tc, traced_comm_thread_is_comm);
 	tcase_add_test(tc, traced_trainer_thread_is_lock);
+	tcase_add_test(tc, work_from_own_main_thread_is_idle);
 	tcase_add_test(tc, untraced_futex_is_lock_untraced_pipe_is_idle);
 	tcase_add_test(tc, sleep_is_idle_even_if_traced_woke);
 	tcase_add_test(tc, waker_wholesale_for_foreign_worker_or_net);
