@@ -67,9 +67,16 @@ static __always_inline struct tb_slot *slot_at(__u32 idx)
 static __always_inline struct tb_slot *task_slot(struct task_struct *t,
 						 __u32 *idx)
 {
-	struct tb_task *tt = bpf_task_storage_get(&tasks, t, 0, 0);
+	struct tb_task *tt;
 	struct tb_slot *s;
 
+	/*
+	 * Nearly every task on the machine has no BPF local storage at all:
+	 * one load says so, without the helper's lock and RCU walk.
+	 */
+	if (!t->bpf_storage)
+		return NULL;
+	tt = bpf_task_storage_get(&tasks, t, 0, 0);
 	if (!tt)
 		return NULL;
 	s = slot_at(tt->slot);
