@@ -23,7 +23,9 @@ USER_SRCS := $(wildcard user/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/user/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration demo install clean
+.PHONY: all static check unit integration workloads demo install clean vmlinux
+# Keep the BPF object and skeleton: they are outputs, not scratch.
+.SECONDARY:
 all: $(OUTPUT)/trainbpf
 
 $(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
