@@ -36,7 +36,7 @@ static const struct argp_option opts[] = {
 	{ "format", OPT_FORMAT, "text|json", 0, "Final report format (default text)" },
 	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default 16384)" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default 8192)" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
