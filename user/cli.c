@@ -29,6 +29,9 @@ static const char doc[] =
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF };
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const struct argp_option opts[] = {
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
@@ -36,7 +39,7 @@ static const struct argp_option opts[] = {
 	{ "format", OPT_FORMAT, "text|json", 0, "Final report format (default text)" },
 	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default 8192)" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
