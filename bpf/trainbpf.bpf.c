@@ -103,11 +103,6 @@ static __always_inline void write_end(struct tb_slot *s)
 	__sync_fetch_and_add(&s->seq, 1);
 }
 
-static __always_inline __u32 oncpu_own(struct tb_slot *s)
-{
-	return TB_CPU;
-}
-
 static __always_inline int is_net(struct tb_slot *s)
 {
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits, s->tid == s->tgid);
@@ -247,7 +242,7 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	if (s->state == TB_ST_RUNNABLE)
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
 	else
-		close_interval(s, oncpu_own(s), oncpu_cp(s), now);
+		close_interval(s, TB_CPU, oncpu_cp(s), now);
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
 		s->io_wbytes = ioac.write_bytes - s->io_wbase;
@@ -493,7 +488,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	if (s->state == TB_ST_ONCPU || s->state == TB_ST_UNKNOWN)
-		close_interval(s, oncpu_own(s), oncpu_cp(s), now);
+		close_interval(s, TB_CPU, oncpu_cp(s), now);
 	s->io_rbytes = BPF_CORE_READ(p, ioac.read_bytes) - s->io_rbase;
 	s->io_wbytes = BPF_CORE_READ(p, ioac.write_bytes) - s->io_wbase;
 	s->end_ns = now;

@@ -104,7 +104,7 @@ struct tb_slot {
 	__u8 state;		/* enum tb_state */
 	__u8 wait;		/* enum tb_wait at the last switch-out */
 	__u8 flags;		/* TB_SF_* */
-	__u8 region;		/* reserved for CUDA/NCCL regions: 0 = none */
+	__u8 pad0;
 	__u64 start_ns;		/* first seen: fork, or registration at attach */
 	__u64 end_ns;		/* exit; 0 while alive */
 	__u64 since;		/* start of the current interval */

@@ -46,14 +46,6 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 	return p;
 }
 
-struct thread_rec *job_thread(struct proc_rec *p, pid_t tid, int slot)
-{
-	for (int i = p->nthreads - 1; i >= 0; i--)
-		if (p->threads[i].tid == tid && p->threads[i].slot == slot)
-			return &p->threads[i];
-	return NULL;
-}
-
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns)
 {

@@ -50,7 +50,6 @@ struct job {
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */
 struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 			      const char *comm, uint64_t start_ns);
-struct thread_rec *job_thread(struct proc_rec *p, pid_t tid, int slot);
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns);
 bool job_proc_alive(const struct proc_rec *p);

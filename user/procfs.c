@@ -197,10 +197,3 @@ int procfs_all(pid_t *pids, pid_t *ppids, int max)
 	return n;
 }
 
-bool procfs_alive(pid_t pid)
-{
-	struct proc_stat st;
-
-	/* A zombie has exited: its threads are gone. */
-	return !procfs_stat(pid, 0, &st) && st.state != 'Z' && st.state != 'X';
-}

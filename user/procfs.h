@@ -29,6 +29,5 @@ int procfs_tasks(pid_t pid, pid_t *tids, int max);
 int procfs_cmdline(pid_t pid, char *buf, size_t len);
 /* Every process on the machine with its parent, for descendant scans. */
 int procfs_all(pid_t *pids, pid_t *ppids, int max);
-bool procfs_alive(pid_t pid);
 
 #endif

@@ -36,8 +36,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "workload.h"
 
-#define NS_PER_S 1000000000LL
 #define ITEM_NS (20 * 1000000LL)
 
 struct stats {
@@ -63,42 +63,6 @@ static void die_msg(const char *msg)
 {
 	fprintf(stderr, "critpath: %s\n", msg);
 	exit(1);
-}
-
-static int64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
-static int64_t mono_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
-}
-
-/* Reads run time and run-queue wait (ns) of thread tid. */
-static void read_schedstat(long tid, int64_t *cpu, int64_t *rq)
-{
-	char path[64], buf[128];
-	long long a = 0, b = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		die(path);
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		die(path);
-	buf[n] = '\0';
-	if (sscanf(buf, "%lld %lld", &a, &b) != 2)
-		die_msg("cannot parse schedstat");
-	*cpu = a;
-	*rq = b;
 }
 
 /* Child: answers each request byte with one byte after 20 ms. */
@@ -195,7 +159,7 @@ static void *helper_main(void *arg)
 
 	(void)arg;
 	s->start_ns = mono_ns();
-	s->tid = syscall(SYS_gettid);
+	s->tid = gettid_();
 	read_schedstat(s->tid, &cpu0, &rq0);
 	prctl(PR_SET_NAME, "cp_helper", 0, 0, 0);
 	while (helper_take_request()) {
@@ -321,7 +285,7 @@ int main(int argc, char **argv)
 
 	parse_args(argc, argv, &dur, &out);
 	prctl(PR_SET_NAME, "cp_main", 0, 0, 0);
-	g_main.tid = syscall(SYS_gettid);
+	g_main.tid = gettid_();
 	if (g_data_mode)
 		worker = start_worker();
 	errno = pthread_create(&helper, NULL, helper_main, NULL);

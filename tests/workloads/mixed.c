@@ -55,11 +55,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "workload.h"
 
 #define MIB (1024L * 1024L)
 #define IO_FILE_SIZE (64 * MIB)
 #define IO_BLOCK MIB
-#define NS_PER_S 1000000000LL
 #define MS 1000000LL
 #define FEEDER_MARGIN_NS (5 * NS_PER_S)
 #define MAX_HOGS 1024
@@ -102,62 +102,13 @@ static void die_msg(const char *msg)
 	exit(1);
 }
 
-static int64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
-static int64_t mono_ns(void)
-{
-	return now_ns(CLOCK_MONOTONIC);
-}
-
-static void sleep_ns(int64_t ns)
-{
-	struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static long gettid_(void)
-{
-	return syscall(SYS_gettid);
-}
-
-/* Reads run time and run-queue wait (ns) of thread tid. */
-static void read_schedstat(long tid, int64_t *cpu, int64_t *rq)
-{
-	char path[64], buf[128];
-	long long a = 0, b = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		die(path);
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		die(path);
-	buf[n] = '\0';
-	if (sscanf(buf, "%lld %lld", &a, &b) != 2)
-		die_msg("cannot parse schedstat");
-	*cpu = a;
-	*rq = b;
-}
-
 /* First thing every thread does: timestamps, name, schedstat, barrier. */
 static void thr_begin(struct thr *t)
 {
 	t->start_ns = mono_ns();
 	t->tid = gettid_();
 	read_schedstat(t->tid, &t->cpu0, &t->rq0);
-	t->clk0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	t->clk0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	prctl(PR_SET_NAME, t->name, 0, 0, 0);
 	pthread_barrier_wait(&g_barrier);
 }
@@ -167,7 +118,7 @@ static void *thr_end(struct thr *t)
 {
 	int64_t cpu1, rq1;
 
-	t->cpu_clock_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - t->clk0;
+	t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->clk0;
 	read_schedstat(t->tid, &cpu1, &rq1);
 	t->cpu_ns = cpu1 - t->cpu0;
 	t->rq_ns = rq1 - t->rq0;
