@@ -19,9 +19,6 @@ static const char doc[] =
 "idle. The headline follows the trainers' main threads: time they spend\n"
 "waiting for another traced thread counts as what that thread was doing.\n"
 "\n"
-"USAGE: trainbpf [OPTION...] -p PID[,PID...]\n"
-"       trainbpf [OPTION...] -- COMMAND [ARG...]\n"
-"\n"
 "EXAMPLES:\n"
 "    sudo trainbpf -p 1234              # trace job 1234 until it exits\n"
 "    sudo trainbpf -p 1234 -i 2 -d 60   # live table every 2 s, stop after 60 s\n"
@@ -154,7 +151,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 
 void cli_parse(int argc, char **argv, struct env *env)
 {
-	static const struct argp argp = { opts, parse_arg, NULL, doc };
+	static const struct argp argp = { opts, parse_arg,
+		"-p PID[,PID...]\n-- COMMAND [ARG...]", doc };
 
 	memset(env, 0, sizeof(*env));
 	env->interval_s = 5;
