@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       libzstd-dev check python3 python3-pytest python3-torch util-linux
-      linux-perf bpftrace libbpf-tools)
+      linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2)
 
 missing=()
 for p in "${PKGS[@]}"; do
