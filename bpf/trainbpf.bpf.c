@@ -239,10 +239,13 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 		close_blocked(s, NULL, now);	/* missed the wakeup */
 	if (wait != TB_W_SOCKET)
 		s->flags &= ~TB_SF_IN_SOCKET;
-	if (s->state == TB_ST_RUNNABLE)
+	if (s->state == TB_ST_RUNNABLE) {
+		/* Switching out a thread we think is not running: missed its switch-in. */
+		__sync_fetch_and_add(&counters.sched_missed, 1);
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
-	else
+	} else {
 		close_interval(s, TB_CPU, oncpu_cp(s), now);
+	}
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
 		s->io_wbytes = ioac.write_bytes - s->io_wbase;
@@ -268,6 +271,8 @@ static __always_inline void switch_in(struct tb_slot *s, __u64 now)
 
 	write_begin(s);
 	s->flags = in_socket ? s->flags | TB_SF_IN_SOCKET : s->flags & ~TB_SF_IN_SOCKET;
+	if (s->state == TB_ST_ONCPU)	/* missed its switch-out */
+		__sync_fetch_and_add(&counters.sched_missed, 1);
 	if (s->state == TB_ST_BLOCKED)
 		close_blocked(s, NULL, now);	/* missed the wakeup */
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)

@@ -163,6 +163,7 @@ struct tb_counters {
 	__u64 events_lost;	/* ring buffer full */
 	__u64 slots_exhausted;	/* more live threads than slots */
 	__u64 storage_failed;	/* task storage could not be created */
+	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
 };
 
 /* What we know of a traced waker (TB_WK_TRACED). */

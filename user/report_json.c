@@ -110,9 +110,10 @@ void report_json(FILE *f, const struct job *job,
 		fprintf(f, "%s\"%s\":%.3f", r ? "," : "", tb_rollup_names[r], pct[r]);
 	fprintf(f, "}},\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
 		"\"io_bytes_written\":%llu,\"context_switches\":%llu,"
-		"\"threads_untraced\":%llu}}\n",
+		"\"threads_untraced\":%llu,\"sched_events_missed\":%llu}}\n",
 		(unsigned long long)c->bpf.events_lost,
 		(unsigned long long)c->io_rbytes, (unsigned long long)c->io_wbytes,
 		(unsigned long long)c->switches,
-		(unsigned long long)(c->bpf.slots_exhausted + c->bpf.storage_failed));
+		(unsigned long long)(c->bpf.slots_exhausted + c->bpf.storage_failed),
+		(unsigned long long)c->bpf.sched_missed);
 }

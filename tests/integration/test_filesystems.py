@@ -41,4 +41,5 @@ def test_fuse_reads_are_io(slowfs):
     io = t["time_s"]["io"]
     assert io >= 0.85 * t["lifetime_s"], t["time_s"]
     assert io >= 0.30, t["time_s"]  # 32 reads of 10 ms, at least
-    assert t["io_bytes_read"] == 0  # and indeed not a byte from a block device
+    # The 4 MiB came from no block device (cat may load its own binary).
+    assert t["io_bytes_read"] < (1 << 20), t["io_bytes_read"]

@@ -34,6 +34,25 @@ def ensure_tracefs():
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
 
 
+def wait_attached(bt, timeout=120):
+    """Until bpftrace holds its two programs (compiling can take a while
+    on a cold machine): its fds' fdinfo name them."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert bt.poll() is None, bt.stderr.read()
+        progs = 0
+        for fd in os.listdir(f"/proc/{bt.pid}/fdinfo"):
+            try:
+                with open(f"/proc/{bt.pid}/fdinfo/{fd}") as f:
+                    progs += any(l.startswith("prog_id:") for l in f)
+            except OSError:
+                pass
+        if progs >= 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError("bpftrace did not attach")
+
+
 @pytest.mark.parametrize("hogs", [0, 3])
 def test_oncpu_matches_bpftrace(tmp_path, hogs):
     ensure_tracefs()
@@ -42,14 +61,13 @@ def test_oncpu_matches_bpftrace(tmp_path, hogs):
     bt = subprocess.Popen(["bpftrace", str(script)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)  # bpftrace compiles and attaches
-        assert bt.poll() is None, bt.stderr.read()
+        wait_attached(bt)
         out = tmp_path / "truth.json"
         report, _ = trace_json([workload("mixed"), "-d", "3", "-o", str(out),
                                 "-D", disk_dir(), "-c", str(hogs)])
     finally:
         bt.send_signal(2)
-        stdout, _ = bt.communicate(timeout=30)
+        stdout, _ = bt.communicate(timeout=120)
     ref = {int(t): int(ns) for t, ns in re.findall(r"@cpu\[(\d+)\]: (\d+)", stdout)}
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
