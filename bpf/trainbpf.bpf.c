@@ -240,9 +240,20 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	if (wait != TB_W_SOCKET)
 		s->flags &= ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_RUNNABLE) {
-		/* Switching out a thread we think is not running: missed its switch-in. */
+		/*
+		 * Switching out a thread we think is waiting for a CPU: we
+		 * missed its switch-in. The kernel knows how long it has just
+		 * run (sum_exec_runtime restarts from prev_sum_exec_runtime at
+		 * each pick): runqueue until then, on-CPU since.
+		 */
+		__u64 ran = BPF_CORE_READ(p, se.sum_exec_runtime) -
+			    BPF_CORE_READ(p, se.prev_sum_exec_runtime);
+
 		__sync_fetch_and_add(&counters.sched_missed, 1);
-		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
+		if (ran > now - s->since)
+			ran = now - s->since;
+		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
+		close_interval(s, TB_CPU, oncpu_cp(s), now);
 	} else {
 		close_interval(s, TB_CPU, oncpu_cp(s), now);
 	}
@@ -286,14 +297,17 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
-	struct tb_slot *s;
+	struct tb_slot *out = task_slot(prev, NULL), *in = task_slot(next, NULL);
+	__u64 now;
 
-	s = task_slot(prev, NULL);
-	if (s && s->state != TB_ST_EXITED)
-		switch_out(s, prev, preempt, prev_state, bpf_ktime_get_ns());
-	s = task_slot(next, NULL);
-	if (s && s->state != TB_ST_EXITED)
-		switch_in(s, bpf_ktime_get_ns());
+	if (!out && !in)
+		return 0;
+	/* One instant: prev stops running exactly when next starts. */
+	now = bpf_ktime_get_ns();
+	if (out && out->state != TB_ST_EXITED)
+		switch_out(out, prev, preempt, prev_state, now);
+	if (in && in->state != TB_ST_EXITED)
+		switch_in(in, now);
 	return 0;
 }
 

@@ -53,9 +53,10 @@ static void json_thread(FILE *f, const struct job *job,
 	json_times(f, t->own);
 	fprintf(f, ",\"critical_path_s\":");
 	json_times(f, t->cp);
-	fprintf(f, ",\"start_s\":%.6f,\"lifetime_s\":%.9f,\"io_bytes_read\":%llu}",
+	fprintf(f, ",\"start_s\":%.6f,\"lifetime_s\":%.9f,\"io_bytes_read\":%llu,"
+		"\"context_switches\":%llu}",
 		rel_s(job, t->start_ns), thread_lifetime(t, now) / 1e9,
-		(unsigned long long)t->io_rbytes);
+		(unsigned long long)t->io_rbytes, (unsigned long long)t->nswitch);
 }
 
 static void json_process(FILE *f, const struct job *job,
