@@ -40,23 +40,45 @@ def ensure_tracefs():
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
 
 
-def wait_attached(bt, timeout=120):
-    """Until bpftrace holds its two programs (compiling can take a while
-    on a cold machine): its fds' fdinfo name them."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert bt.poll() is None, bt.stderr.read()
-        progs = 0
-        for fd in os.listdir(f"/proc/{bt.pid}/fdinfo"):
-            try:
-                with open(f"/proc/{bt.pid}/fdinfo/{fd}") as f:
-                    progs += any(l.startswith("prog_id:") for l in f)
-            except OSError:
-                pass
-        if progs >= 2:
-            return
-        time.sleep(0.1)
-    raise AssertionError("bpftrace did not attach")
+def attached(bt):
+    """bpftrace holds its two programs: its fds' fdinfo name them."""
+    progs = 0
+    try:
+        fds = os.listdir(f"/proc/{bt.pid}/fdinfo")
+    except OSError:
+        return False  # exited meanwhile
+    for fd in fds:
+        try:
+            with open(f"/proc/{bt.pid}/fdinfo/{fd}") as f:
+                progs += any(l.startswith("prog_id:") for l in f)
+        except OSError:
+            pass
+    return progs >= 2
+
+
+def kill_group(bt):
+    try:
+        os.killpg(bt.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    bt.wait()
+
+
+def start_bpftrace(script, tries=2, timeout=60):
+    """bpftrace, attached. It runs clang to find include paths, and that
+    child was seen to spin forever now and then: give it its own session
+    (no child may outlive the test and hold our pipes) and one more try."""
+    for _ in range(tries):
+        bt = subprocess.Popen(["bpftrace", str(script)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline and bt.poll() is None and not attached(bt):
+            time.sleep(0.1)
+        if bt.poll() is None and attached(bt):
+            return bt
+        kill_group(bt)
+    raise AssertionError("bpftrace did not attach (twice)")
 
 
 PROBE_ORDER = 3e-6
@@ -67,24 +89,15 @@ def test_oncpu_matches_bpftrace(tmp_path, hogs):
     ensure_tracefs()
     script = tmp_path / "oncpu.bt"
     script.write_text(SCRIPT)
-    # Its own session: bpftrace runs clang to find include paths, and no
-    # such child may outlive the test (an orphan would hold our pipes).
-    bt = subprocess.Popen(["bpftrace", str(script)], stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True)
+    bt = start_bpftrace(script)
     try:
-        wait_attached(bt)
         out = tmp_path / "truth.json"
         report, _ = trace_json([workload("mixed"), "-d", "3", "-o", str(out),
                                 "-D", disk_dir(), "-c", str(hogs)])
         bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
         stdout, _ = bt.communicate(timeout=60)
     finally:
-        try:
-            os.killpg(bt.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        bt.wait()
+        kill_group(bt)
     ref = {int(t): int(ns) for t, ns in re.findall(r"@cpu\[(\d+)\]: (\d+)", stdout)}
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
