@@ -218,10 +218,7 @@ static void write_json(const char *out, pid_t worker)
 	char tmp[4096];
 	FILE *f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-	f = fopen(tmp, "w");
-	if (!f)
-		die(tmp);
+	f = truth_open(out, tmp, sizeof(tmp));
 	fprintf(f, "{\"pid\":%d,\"mode\":\"%s\",\n \"main\":{\"tid\":%ld,"
 		"\"name\":\"cp_main\",\"start_ns\":%lld,\"end_ns\":%lld,"
 		"\"wait_ns\":%lld,\"items\":%lld,\"cpu_ns\":%lld,\"rq_ns\":%lld},\n",
@@ -235,12 +232,7 @@ static void write_json(const char *out, pid_t worker)
 		h->tid, (long long)h->start_ns, (long long)h->end_ns,
 		(long long)h->cpu_ns, (long long)h->rq_ns,
 		(long long)h->produce_ns, (long long)h->items, (int)worker);
-	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
-		die(tmp);
-	if (fclose(f) != 0)
-		die(tmp);
-	if (rename(tmp, out) != 0)
-		die("rename output");
+	truth_commit(f, tmp, out);
 }
 
 static void usage(void)

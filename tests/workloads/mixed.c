@@ -432,10 +432,7 @@ static void write_json(const char *out, pid_t feeder, double dur,
 	char tmp[4096];
 	FILE *f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-	f = fopen(tmp, "w");
-	if (!f)
-		die(tmp);
+	f = truth_open(out, tmp, sizeof(tmp));
 	fprintf(f, "{\"pid\":%d,\"feeder_pid\":%d,\"duration_s\":%.6f,\"threads\":[",
 		(int)getpid(), (int)feeder, dur);
 	for (int i = 0; i < n; i++)
@@ -449,12 +446,7 @@ static void write_json(const char *out, pid_t feeder, double dur,
 			(long long)t[i].cpu_clock_ns, (long long)t[i].call_ns,
 			(long long)t[i].calls, (long long)t[i].bytes);
 	fprintf(f, "\n]}\n");
-	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
-		die(tmp);
-	if (fclose(f) != 0)
-		die(tmp);
-	if (rename(tmp, out) != 0)
-		die("rename output");
+	truth_commit(f, tmp, out);
 }
 
 static void usage(void)

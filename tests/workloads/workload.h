@@ -68,4 +68,29 @@ static inline void read_schedstat(long tid, int64_t *cpu, int64_t *rq)
 	*rq = b;
 }
 
+/*
+ * Ground truth goes to OUT.tmp and is renamed to OUT once complete, so a
+ * test never reads half a file.
+ */
+static inline FILE *truth_open(const char *out, char *tmp, size_t len)
+{
+	FILE *f;
+
+	snprintf(tmp, len, "%s.tmp", out);
+	f = fopen(tmp, "w");
+	if (!f)
+		die(tmp);
+	return f;
+}
+
+static inline void truth_commit(FILE *f, const char *tmp, const char *out)
+{
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
+		die(tmp);
+	if (fclose(f) != 0)
+		die(tmp);
+	if (rename(tmp, out) != 0)
+		die("rename output");
+}
+
 #endif
