@@ -108,18 +108,6 @@ static __always_inline int is_net(struct tb_slot *s)
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits, s->tid == s->tgid);
 }
 
-/*
- * Running time is communication for the thread's waiters when the thread
- * is a communication thread, or when it ran inside a socket call from
- * start to end (copying through the network stack: gloo sends this way).
- */
-static __always_inline __u32 oncpu_cp(struct tb_slot *s)
-{
-	if (s->flags & TB_SF_IN_SOCKET)
-		return TB_COMM;
-	return is_net(s) ? TB_COMM : TB_CPU;
-}
-
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 					   __u32 cp, __u64 now)
 {
@@ -147,7 +135,7 @@ static __always_inline __u32 open_cp(struct tb_slot *b)
 		return TB_RUNQUEUE;
 	if (b->state == TB_ST_BLOCKED)
 		return tb_wait_category(b->wait, TB_WK_NONE, &no_waker);
-	return oncpu_cp(b);
+	return tb_oncpu_cp(b);
 }
 
 #define TB_SIGNAL_GROUP_EXIT 0x4
@@ -253,9 +241,9 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 		if (ran > now - s->since)
 			ran = now - s->since;
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
-		close_interval(s, TB_CPU, oncpu_cp(s), now);
+		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
 	} else {
-		close_interval(s, TB_CPU, oncpu_cp(s), now);
+		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
 	}
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
@@ -507,7 +495,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	if (s->state == TB_ST_ONCPU || s->state == TB_ST_UNKNOWN)
-		close_interval(s, TB_CPU, oncpu_cp(s), now);
+		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
 	s->io_rbytes = BPF_CORE_READ(p, ioac.read_bytes) - s->io_rbase;
 	s->io_wbytes = BPF_CORE_READ(p, ioac.write_bytes) - s->io_wbase;
 	s->end_ns = now;

@@ -240,4 +240,17 @@ static inline int tb_waker_is_wholesale(const struct tb_waker_info *w)
 	return (w->role == TB_ROLE_WORKER && !w->same_proc) || w->net;
 }
 
+/*
+ * The critical-path category of a thread's running time: communication
+ * while it runs inside a socket call from switch-in on, or when it is a
+ * communication thread (its reductions are part of the collective).
+ */
+static inline __u32 tb_oncpu_cp(const struct tb_slot *s)
+{
+	if (s->flags & TB_SF_IN_SOCKET)
+		return TB_COMM;
+	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits,
+				s->tid == s->tgid) ? TB_COMM : TB_CPU;
+}
+
 #endif /* TRAINBPF_H */

@@ -39,10 +39,7 @@ void account_open_interval(const struct tb_slot *s, uint64_t now,
 
 	switch (s->state) {
 	case TB_ST_ONCPU:
-		add_both(own, cp, TB_CPU,
-			 (s->flags & TB_SF_IN_SOCKET) ||
-			 tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits,
-					  s->tid == s->tgid) ? TB_COMM : TB_CPU, d);
+		add_both(own, cp, TB_CPU, tb_oncpu_cp(s), d);
 		break;
 	case TB_ST_RUNNABLE:
 		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);
