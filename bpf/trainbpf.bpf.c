@@ -134,7 +134,8 @@ static __always_inline __u32 open_cp(struct tb_slot *b)
 	if (b->state == TB_ST_RUNNABLE)
 		return TB_RUNQUEUE;
 	if (b->state == TB_ST_BLOCKED)
-		return tb_wait_category(b->wait, TB_WK_NONE, &no_waker);
+		return b->depth ? b->region :
+			tb_wait_category(b->wait, TB_WK_NONE, &no_waker);
 	return tb_oncpu_cp(b);
 }
 
@@ -156,6 +157,17 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	__u64 d = now > s->since ? now - s->since : 0;
 	__u32 own;
 
+	if (s->depth) {
+		/* Blocked inside a probed CUDA/NCCL call: that is what it waited for. */
+		close_interval(s, s->region, s->region, now);
+		if (s->region == TB_COMM) {
+			s->net_ns += d;
+			s->net_waits++;
+		}
+		s->blk_ns += d;
+		s->state = TB_ST_RUNNABLE;
+		return;
+	}
 	if (wk == TB_WK_TRACED) {
 		w = slot_at(s->wk_slot);
 		if (w) {
@@ -222,6 +234,8 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	struct task_io_accounting ioac;
 	__u32 wait = task_wait_reason(p);
 
+	if (s->seq & 1)	/* a probe of this thread was updating the slot */
+		__sync_fetch_and_add(&counters.api_preempted, 1);
 	write_begin(s);
 	if (s->state == TB_ST_BLOCKED)
 		close_blocked(s, NULL, now);	/* missed the wakeup */
@@ -241,9 +255,9 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 		if (ran > now - s->since)
 			ran = now - s->since;
 		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
-		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
+		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 	} else {
-		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
+		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 	}
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
@@ -495,7 +509,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	if (s->state == TB_ST_ONCPU || s->state == TB_ST_UNKNOWN)
-		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
+		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 	s->io_rbytes = BPF_CORE_READ(p, ioac.read_bytes) - s->io_rbase;
 	s->io_wbytes = BPF_CORE_READ(p, ioac.write_bytes) - s->io_wbase;
 	s->end_ns = now;
@@ -505,3 +519,6 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		emit(TB_EV_EXIT, p, BPF_CORE_READ(p, exit_code), NULL);
 	return 0;
 }
+
+/* After the slot helpers it uses. */
+#include "gpu_api.bpf.h"

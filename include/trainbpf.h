@@ -104,7 +104,7 @@ struct tb_slot {
 	__u8 state;		/* enum tb_state */
 	__u8 wait;		/* enum tb_wait at the last switch-out */
 	__u8 flags;		/* TB_SF_* */
-	__u8 pad0;
+	__u8 depth;		/* nesting of probed CUDA/NCCL calls (gpu_api.bpf.h) */
 	__u64 start_ns;		/* first seen: fork, or registration at attach */
 	__u64 end_ns;		/* exit; 0 while alive */
 	__u64 since;		/* start of the current interval */
@@ -113,7 +113,9 @@ struct tb_slot {
 	__u64 wk_ts;		/* last sched_waking of this thread */
 	__u32 wk_slot;		/* waker's slot when wk_kind == TB_WK_TRACED */
 	__u8 wk_kind;		/* enum tb_waker */
-	__u8 pad[3];
+	__u8 region;		/* while depth > 0: TB_GPU_WAIT or TB_COMM */
+	__u16 api;		/* while depth > 0: the outermost call's enum tb_api */
+	__u64 api_ts;		/* entry of the outermost probed call */
 	__u64 io_rbytes;	/* task->ioac at the last switch-out, minus base */
 	__u64 io_wbytes;
 	__u64 io_rbase;
@@ -164,6 +166,8 @@ struct tb_counters {
 	__u64 slots_exhausted;	/* more live threads than slots */
 	__u64 storage_failed;	/* task storage could not be created */
 	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
+	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */
+	__u64 api_preempted;	/* a probe's slot update interrupted by a switch */
 };
 
 /* What we know of a traced waker (TB_WK_TRACED). */
@@ -241,12 +245,25 @@ static inline int tb_waker_is_wholesale(const struct tb_waker_info *w)
 }
 
 /*
- * The critical-path category of a thread's running time: communication
- * while it runs inside a socket call from switch-in on, or when it is a
- * communication thread (its reductions are part of the collective).
+ * A thread's running time inside a probed CUDA synchronisation or NCCL call
+ * is that call's category (the CUDA runtime spins while it waits for the
+ * GPU); elsewhere it is computation.
+ */
+static inline __u32 tb_oncpu_own(const struct tb_slot *s)
+{
+	return s->depth ? s->region : TB_CPU;
+}
+
+/*
+ * The critical-path category of a thread's running time: the probed call
+ * it is inside of; communication while it runs inside a socket call from
+ * switch-in on, or when it is a communication thread (its reductions are
+ * part of the collective).
  */
 static inline __u32 tb_oncpu_cp(const struct tb_slot *s)
 {
+	if (s->depth)
+		return s->region;
 	if (s->flags & TB_SF_IN_SOCKET)
 		return TB_COMM;
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits,

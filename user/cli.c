@@ -19,12 +19,17 @@ static const char doc[] =
 "idle. The headline follows the trainers' main threads: time they spend\n"
 "waiting for another traced thread counts as what that thread was doing.\n"
 "\n"
+"CUDA and NCCL are found in each process's own memory map (pip wheels,\n"
+"hashed or static builds, containers, dlopen) and probed: time inside\n"
+"synchronisation calls and blocking copies is gpu_wait, inside NCCL calls\n"
+"comm, with call counts and bytes per collective.\n"
+"\n"
 "EXAMPLES:\n"
 "    sudo trainbpf -p 1234              # trace job 1234 until it exits\n"
 "    sudo trainbpf -p 1234 -i 2 -d 60   # live table every 2 s, stop after 60 s\n"
 "    sudo trainbpf --format json -- python3 train.py   # launch and trace\n";
 
-enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF };
+enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -38,6 +43,7 @@ static const struct argp_option opts[] = {
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
+	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
 };
@@ -106,6 +112,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case 'v':
 		env->verbose = true;
+		break;
+	case OPT_LAUNCHES:
+		env->launches = true;
 		break;
 	case 'o':
 		env->output = arg;

@@ -39,12 +39,15 @@ struct proc_rec {
 	int nthreads, cap;
 };
 
+struct gpu;
+
 struct job {
 	struct proc_rec *procs;
 	int nprocs, cap;
 	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
 	double window_start_unix;
 	uint64_t headline_shown[TB_NCAT];
+	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */

@@ -118,11 +118,12 @@ void report_live(FILE *f, struct job *job, uint64_t now)
 	delta(hl, job->headline_shown, d);
 	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
 	rollup_line(f, d);
+	report_gpu_live(f, job->gpu, now);
 	fputc('\n', f);
 	fflush(f);
 }
 
-static void fmt_bytes(char *buf, size_t len, uint64_t b)
+void fmt_bytes(char *buf, size_t len, uint64_t b)
 {
 	if (b >= 1ull << 30)
 		snprintf(buf, len, "%.2f GiB", b / (double)(1ull << 30));
@@ -221,6 +222,7 @@ void report_text(FILE *f, const struct job *job,
 	headline_block(f, job);
 	process_table(f, job);
 	thread_table(f, job, now);
+	report_gpu_text(f, job, now);
 	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
 	fmt_bytes(wb, sizeof(wb), c->io_wbytes);
 	fprintf(f, "Counters: storage read %s, written %s; %llu context switches; "

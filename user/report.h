@@ -5,7 +5,10 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include "job.h"
+
+struct gpu;
 
 struct report_counters {
 	struct tb_counters bpf;
@@ -21,6 +24,17 @@ extern const char *const tb_rollup_names[TB_NROLLUP];
 void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP]);
 void job_counters(const struct job *job, const struct tb_counters *bpf,
 		  struct report_counters *out);
+
+/* A JSON string literal of s (bytes outside printable ASCII escaped). */
+void json_str(FILE *f, const char *s);
+/* "1.2 MB" */
+void fmt_bytes(char *buf, size_t len, uint64_t b);
+
+/* The CUDA/NCCL parts (report_gpu.c). */
+void report_gpu_live(FILE *f, struct gpu *g, uint64_t now);
+void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_json(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid);
 
 /* One table of the interval since the previous call; 80 columns. */
 void report_live(FILE *f, struct job *job, uint64_t now);

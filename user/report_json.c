@@ -3,7 +3,7 @@
 #include <string.h>
 #include "report.h"
 
-static void json_str(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -75,6 +75,8 @@ static void json_process(FILE *f, const struct job *job,
 		fprintf(f, "null");
 	fprintf(f, ",\"time_s\":");
 	json_times(f, tot);
+	fputc(',', f);
+	report_gpu_json_proc(f, job, p->pid);
 	fprintf(f, ",\"threads\":[");
 	for (int j = 0; j < p->nthreads; j++) {
 		if (j)
@@ -109,12 +111,17 @@ void report_json(FILE *f, const struct job *job,
 	fprintf(f, ",\"rollup_pct\":{");
 	for (int r = 0; r < TB_NROLLUP; r++)
 		fprintf(f, "%s\"%s\":%.3f", r ? "," : "", tb_rollup_names[r], pct[r]);
-	fprintf(f, "}},\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
+	fprintf(f, "}},");
+	report_gpu_json(f, job, now);
+	fprintf(f, ",\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
 		"\"io_bytes_written\":%llu,\"context_switches\":%llu,"
-		"\"threads_untraced\":%llu,\"sched_events_missed\":%llu}}\n",
+		"\"threads_untraced\":%llu,\"sched_events_missed\":%llu,"
+		"\"gpu_stats_full\":%llu,\"gpu_probe_preempted\":%llu}}\n",
 		(unsigned long long)c->bpf.events_lost,
 		(unsigned long long)c->io_rbytes, (unsigned long long)c->io_wbytes,
 		(unsigned long long)c->switches,
 		(unsigned long long)(c->bpf.slots_exhausted + c->bpf.storage_failed),
-		(unsigned long long)c->bpf.sched_missed);
+		(unsigned long long)c->bpf.sched_missed,
+		(unsigned long long)c->bpf.api_stats_full,
+		(unsigned long long)c->bpf.api_preempted);
 }

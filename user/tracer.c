@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
+#include "gpu.h"
 #include "procfs.h"
 #include "tracer.h"
 
@@ -338,6 +339,11 @@ static int handle_event(void *ctx, void *data, size_t len)
 	const struct tb_event *e = data;
 	struct proc_rec *p;
 
+	if (len >= sizeof(__u32) && *(const __u32 *)data >= TB_EV_NCCL_COMM) {
+		if (tr->gpu)
+			gpu_on_event(tr->gpu, data, len);
+		return 0;
+	}
 	if (len < sizeof(*e))
 		return 0;
 	tr->events_seen++;
@@ -355,6 +361,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 	if (e->type == TB_EV_EXEC) {
 		p->flags |= TB_PF_EXECED;
 		memcpy(p->comm, e->comm, sizeof(p->comm));
+		if (tr->gpu)
+			gpu_on_exec(tr->gpu, p->pid);
 		snprintf(p->exe, sizeof(p->exe), "%s", e->path);
 	} else if (e->type == TB_EV_EXIT) {
 		p->end_ns = e->ts;

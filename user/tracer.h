@@ -15,6 +15,7 @@
 
 struct trainbpf_bpf;
 struct ring_buffer;
+struct gpu;
 
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
@@ -29,6 +30,7 @@ struct tracer {
 	unsigned int scan_end;	/* slots at or past it have never been used */
 	struct slot_owner *owner;
 	struct job *job;
+	struct gpu *gpu;	/* NULL until the GPU side is set up */
 	uint64_t events_seen;
 };
 

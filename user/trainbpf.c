@@ -13,6 +13,7 @@
 #include <time.h>
 #include "account.h"
 #include "cli.h"
+#include "gpu.h"
 #include "job.h"
 #include "launch.h"
 #include "procfs.h"
@@ -99,6 +100,7 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	tracer_drain_events(tr);
 	account_refresh(tr, now);
 	sync_roles(tr, job);
+	gpu_tick(job->gpu, job, now);
 }
 
 static void sleep_tick(void)
@@ -177,6 +179,7 @@ int main(int argc, char **argv)
 	struct env env;
 	struct job job = {};
 	struct tracer tr = {};
+	struct gpu gpu = {};
 	struct launch l = { .pid = 0 };
 	FILE *out = NULL;
 	int err = 1;
@@ -191,16 +194,20 @@ int main(int argc, char **argv)
 	install_signals();
 	if (tracer_open(&tr, &env, &job))
 		goto cleanup;
+	gpu_init(&gpu, &tr, env.launches);
+	tr.gpu = job.gpu = &gpu;
 	start_window(&job);
 	if (start_targets(&tr, &env, &l)) {
 		err = env.command ? 127 : 1;
 		goto cleanup;
 	}
+	gpu_tick(&gpu, &job, now_ns());	/* -p: the libraries are there already */
 	trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout);
 	final_report(&tr, &job, &env, out);
 	launch_reap(&l);
 	err = env.command ? launch_exit_code(&l) : 0;
 cleanup:
+	gpu_free(&gpu);	/* its probes before the programs they run */
 	tracer_close(&tr);
 	job_free(&job);
 	if (out && out != stdout)

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * The protocol of the CUDA/NCCL uprobes, shared by BPF and user space.
+ * User space finds the functions (user/gpu_api.c lists them) and attaches
+ * one BPF program to many of them; the attach cookie tells the program
+ * which function fired and how to read its arguments.
+ */
+#ifndef TB_GPU_API_H
+#define TB_GPU_API_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* What a probed function is; decides its category and what is counted. */
+enum tb_api_kind {
+	TB_AK_SYNC = 0,		/* stream/event/device/context synchronize */
+	TB_AK_MEMCPY,		/* blocking copy: returns when the GPU is done */
+	TB_AK_COLL,		/* NCCL collective */
+	TB_AK_P2P,		/* ncclSend / ncclRecv */
+	TB_AK_GROUP,		/* ncclGroupStart / End: grouped ops run in End */
+	TB_AK_COMM_INIT,	/* communicator creation */
+	TB_AK_COMM_DESTROY,
+	TB_AK_LAUNCH,		/* kernel or graph launch: entry only, opt-in */
+	TB_AK_NKINDS,
+};
+
+/* How a communicator-creating call passes its arguments (x86-64 SysV). */
+enum tb_init_layout {
+	TB_IL_RANK = 0,		/* (comm*, nranks, ncclUniqueId by value, rank, ...) */
+	TB_IL_ALL,		/* (comm*, ndev, devlist) */
+	TB_IL_SCALABLE,		/* (comm*, nranks, rank, nId, ncclUniqueId *ids, config) */
+	TB_IL_SPLIT,		/* (comm, color, key, newcomm*, config) */
+	TB_IL_SHRINK,		/* (comm, exclude*, nexclude, newcomm*, config, flags) */
+};
+
+/*
+ * The attach cookie: api index (bits 0-7), kind (8-11), 1-based argument
+ * holding the element count (12-14) and the ncclDataType_t (15-17), 0 if
+ * none, and the init layout (18-21).
+ */
+#define TB_COOKIE(api, kind, cnt, dt, il) \
+	((__u64)(api) | (__u64)(kind) << 8 | (__u64)(cnt) << 12 | \
+	 (__u64)(dt) << 15 | (__u64)(il) << 18)
+#define TB_COOKIE_API(c)	((c) & 0xff)
+#define TB_COOKIE_KIND(c)	(((c) >> 8) & 0xf)
+#define TB_COOKIE_CNT(c)	(((c) >> 12) & 0x7)
+#define TB_COOKIE_DT(c)		(((c) >> 15) & 0x7)
+#define TB_COOKIE_IL(c)		(((c) >> 18) & 0xf)
+
+#define TB_MAX_APIS 256
+#define TB_NCCL_NTYPES 12	/* ncclInt8 .. ncclFloat8e5m2 */
+
+/* Per process and function: what its calls did. */
+struct tb_api_key {
+	__u32 tgid;
+	__u32 api;
+};
+
+struct tb_api_stat {
+	__u64 calls;		/* outermost calls */
+	__u64 nested;		/* calls made inside another probed call */
+	__u64 bytes;		/* count x datatype size, NCCL data calls */
+	__u64 ns;		/* wall time of the outermost calls, entry to return */
+};
+
+/*
+ * Address ranges of CUDA runtime code in a process (user space fills them):
+ * a driver launch called from there is the runtime's own, already counted.
+ * Launch probes have no return probe, so nesting depth cannot tell.
+ */
+#define TB_MAX_RT_RANGES 4
+struct tb_rt_ranges {
+	__u64 lo[TB_MAX_RT_RANGES];
+	__u64 hi[TB_MAX_RT_RANGES];
+};
+
+/* A communicator call seen between entry and return (keyed by tid). */
+struct tb_comm_pending {
+	__u64 out;		/* where the new ncclComm_t is written */
+	__u64 parent;		/* split/shrink: the parent communicator */
+	__s32 rank, nranks;
+	__u8 id[16];		/* first bytes of the ncclUniqueId */
+};
+
+/* Ring-buffer event type values continue enum tb_ev_type. */
+#define TB_EV_NCCL_COMM		16	/* a communicator was created */
+#define TB_EV_NCCL_DESTROY	17
+
+struct tb_comm_event {
+	__u32 type;
+	__u32 pid;
+	__u32 tid;
+	__u32 api;
+	__s32 rank;		/* -1: unknown (split, shrink, init-all) */
+	__s32 nranks;
+	__u64 ts;
+	__u64 comm;		/* the ncclComm_t handle */
+	__u64 parent;
+	__u8 id[16];
+};
+
+#endif /* TB_GPU_API_H */

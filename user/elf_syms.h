@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Finding functions in an ELF file by name, for uprobes: in the dynamic
+ * symbol table (shared libraries) and the full one (static executables and
+ * libraries that keep it), as file offsets.
+ */
+#ifndef TB_ELF_SYMS_H
+#define TB_ELF_SYMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct elf_info {
+	char soname[64];	/* DT_SONAME, "" if none */
+	bool has_symbols;	/* any symbol table with defined functions */
+};
+
+/*
+ * Looks up names[0..n) in the ELF file open as fd; offs[i] gets the file
+ * offset of names[i], or 0 when it is not defined there. Returns how many
+ * were found, or -1 if fd is not a readable ELF file.
+ */
+int elf_find_functions(int fd, const char *const names[], int n,
+		       uint64_t offs[], struct elf_info *info);
+
+/*
+ * Copies into out the text that follows the first occurrence of prefix in
+ * the file's read-only data, up to a space or '+' ("NCCL version 2.28.9+cuda13.0"
+ * gives "2.28.9"). Returns false if there is none.
+ */
+bool elf_find_string(int fd, const char *prefix, char *out, int len);
+
+#endif

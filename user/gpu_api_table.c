@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The probe set. Synchronisation points and NCCL calls are probed by
+ * default: tens to hundreds of calls per second in a training loop. Launches
+ * (thousands per second) are opt-in: see --launches.
+ */
+#include <stdint.h>
+#include <string.h>
+#include "gpu_api_table.h"
+
+#define SYNC(n, f, core)	{ n, f, TB_AK_SYNC, 0, 0, 0, core }
+#define COPY(n, f, core)	{ n, f, TB_AK_MEMCPY, 0, 0, 0, core }
+#define COLL(n, cnt, dt, core)	{ n, GF_NCCL, TB_AK_COLL, cnt, dt, 0, core }
+#define P2P(n)			{ n, GF_NCCL, TB_AK_P2P, 2, 3, 0, true }
+#define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core }
+#define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false }
+
+const struct gpu_api gpu_apis[] = {
+	SYNC("cudaDeviceSynchronize", GF_CUDART, true),
+	SYNC("cudaStreamSynchronize", GF_CUDART, true),
+	SYNC("cudaStreamSynchronize_ptsz", GF_CUDART, false),
+	SYNC("cudaEventSynchronize", GF_CUDART, true),
+	COPY("cudaMemcpy", GF_CUDART, true),
+	COPY("cudaMemcpy_ptds", GF_CUDART, false),
+	COPY("cudaMemcpy2D", GF_CUDART, false),
+	COPY("cudaMemcpy2D_ptds", GF_CUDART, false),
+	COPY("cudaMemcpy3D", GF_CUDART, false),
+	COPY("cudaMemcpy3D_ptds", GF_CUDART, false),
+	COPY("cudaMemcpyFromSymbol", GF_CUDART, false),
+	COPY("cudaMemcpyFromSymbol_ptds", GF_CUDART, false),
+	COPY("cudaMemcpyPeer", GF_CUDART, false),
+
+	SYNC("cuCtxSynchronize", GF_CUDA, true),
+	SYNC("cuCtxSynchronize_v2", GF_CUDA, false),
+	SYNC("cuStreamSynchronize", GF_CUDA, true),
+	SYNC("cuStreamSynchronize_ptsz", GF_CUDA, false),
+	SYNC("cuEventSynchronize", GF_CUDA, true),
+	COPY("cuMemcpy", GF_CUDA, false),
+	COPY("cuMemcpy_ptds", GF_CUDA, false),
+	COPY("cuMemcpyDtoH_v2", GF_CUDA, true),
+	COPY("cuMemcpyDtoH_v2_ptds", GF_CUDA, false),
+
+	/* (sendbuff, recvbuff, count, datatype, ...) unless noted */
+	COLL("ncclAllReduce", 3, 4, true),
+	COLL("ncclBroadcast", 3, 4, true),
+	COLL("ncclBcast", 2, 3, false),	/* (buff, count, datatype, ...) */
+	COLL("ncclReduce", 3, 4, true),
+	COLL("ncclAllGather", 3, 4, true),
+	COLL("ncclReduceScatter", 3, 4, true),
+	COLL("ncclAlltoAll", 3, 4, false),
+	COLL("ncclGather", 3, 4, false),
+	COLL("ncclScatter", 3, 4, false),
+	P2P("ncclSend"),		/* (buff, count, datatype, peer, ...) */
+	P2P("ncclRecv"),
+	{ "ncclGroupStart", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
+	{ "ncclGroupEnd", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
+	INIT("ncclCommInitRank", TB_IL_RANK, true),
+	INIT("ncclCommInitRankConfig", TB_IL_RANK, false),
+	INIT("ncclCommInitAll", TB_IL_ALL, false),
+	INIT("ncclCommInitRankScalable", TB_IL_SCALABLE, false),
+	INIT("ncclCommSplit", TB_IL_SPLIT, false),
+	INIT("ncclCommShrink", TB_IL_SHRINK, false),
+	{ "ncclCommFinalize", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
+	{ "ncclCommDestroy", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, true },
+	{ "ncclCommAbort", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
+
+	/* --launches: every way a kernel reaches the GPU */
+	LAUNCH("cudaLaunchKernel", GF_CUDART),
+	LAUNCH("cudaLaunchKernel_ptsz", GF_CUDART),
+	LAUNCH("cudaLaunchKernelExC", GF_CUDART),
+	LAUNCH("cudaLaunchKernelExC_ptsz", GF_CUDART),
+	LAUNCH("cudaLaunchCooperativeKernel", GF_CUDART),
+	LAUNCH("cudaLaunchCooperativeKernel_ptsz", GF_CUDART),
+	LAUNCH("cudaGraphLaunch", GF_CUDART),
+	LAUNCH("cudaGraphLaunch_ptsz", GF_CUDART),
+	LAUNCH("cuLaunchKernel", GF_CUDA),
+	LAUNCH("cuLaunchKernel_ptsz", GF_CUDA),
+	LAUNCH("cuLaunchKernelEx", GF_CUDA),
+	LAUNCH("cuLaunchKernelEx_ptsz", GF_CUDA),
+	LAUNCH("cuLaunchCooperativeKernel", GF_CUDA),
+	LAUNCH("cuLaunchCooperativeKernel_ptsz", GF_CUDA),
+	LAUNCH("cuGraphLaunch", GF_CUDA),
+	LAUNCH("cuGraphLaunch_ptsz", GF_CUDA),
+};
+
+const int gpu_napis = sizeof(gpu_apis) / sizeof(gpu_apis[0]);
+_Static_assert(sizeof(gpu_apis) / sizeof(gpu_apis[0]) <= TB_MAX_APIS,
+	       "the api id is 8 bits of the cookie");
+
+const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl" };
+const char *const gpu_kind_names[TB_AK_NKINDS] = {
+	"sync", "memcpy", "collective", "p2p", "group", "comm_init",
+	"comm_destroy", "launch",
+};
+
+int gpu_api_find(const char *name)
+{
+	for (int i = 0; i < gpu_napis; i++)
+		if (!strcmp(gpu_apis[i].name, name))
+			return i;
+	return -1;
+}
+
+uint64_t gpu_api_cookie(int api)
+{
+	const struct gpu_api *a = &gpu_apis[api];
+
+	return TB_COOKIE(api, a->kind, a->cnt, a->dt, a->il);
+}
+
+bool gpu_kind_is_sync(enum tb_api_kind k)
+{
+	return k == TB_AK_SYNC || k == TB_AK_MEMCPY;
+}
+
+bool gpu_kind_is_op(enum tb_api_kind k)
+{
+	return k == TB_AK_COLL || k == TB_AK_P2P;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The CUDA runtime, CUDA driver and NCCL functions trainbpf probes, and
+ * what each one is. The index in the table is the api id BPF counts by.
+ */
+#ifndef TB_GPU_API_TABLE_H
+#define TB_GPU_API_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gpu_api.h"
+
+enum gpu_family {
+	GF_CUDART = 0,	/* the CUDA runtime, libcudart.so.* or linked statically */
+	GF_CUDA,	/* the CUDA driver API, libcuda.so.* */
+	GF_NCCL,
+	GF_NFAMILIES,
+};
+
+struct gpu_api {
+	const char *name;
+	enum gpu_family family;
+	enum tb_api_kind kind;
+	unsigned char cnt, dt;	/* 1-based argument of count, datatype; 0 none */
+	unsigned char il;	/* comm init: enum tb_init_layout; launch: 1 = driver */
+	bool core;		/* every build has it: warn when it is missing */
+};
+
+extern const struct gpu_api gpu_apis[];
+extern const int gpu_napis;
+extern const char *const gpu_family_names[GF_NFAMILIES];
+extern const char *const gpu_kind_names[TB_AK_NKINDS];
+
+/* Index of name in gpu_apis, or -1. */
+int gpu_api_find(const char *name);
+uint64_t gpu_api_cookie(int api);
+/* Kinds counted as "syncs" and as "NCCL ops" in the reports. */
+bool gpu_kind_is_sync(enum tb_api_kind k);
+bool gpu_kind_is_op(enum tb_api_kind k);
+
+#endif
