@@ -148,14 +148,20 @@ bool elf_find_string(int fd, const char *prefix, char *out, int len)
 		if (!data || !data->d_buf)
 			continue;
 		end = (const char *)data->d_buf + data->d_size;
-		hit = memmem(data->d_buf, data->d_size, prefix, strlen(prefix));
-		if (!hit)
-			continue;
-		for (v = hit + strlen(prefix); v < end && i < len - 1 &&
-		     *v && *v != ' ' && *v != '+' && *v != '\n'; v++)
-			out[i++] = *v;
-		out[i] = '\0';
-		ok = i > 0;
+		/* The first hit may be a format string ("NCCL version %s"): want digits. */
+		for (hit = data->d_buf; !ok && hit < end; hit++) {
+			hit = memmem(hit, end - hit, prefix, strlen(prefix));
+			if (!hit)
+				break;
+			v = hit + strlen(prefix);
+			if (v >= end || *v < '0' || *v > '9')
+				continue;
+			for (i = 0; v < end && i < len - 1 && *v && *v != ' ' &&
+			     *v != '+' && *v != '\n'; v++)
+				out[i++] = *v;
+			out[i] = '\0';
+			ok = true;
+		}
 	}
 cleanup:
 	if (elf)

@@ -24,9 +24,9 @@ int elf_find_functions(int fd, const char *const names[], int n,
 		       uint64_t offs[], struct elf_info *info);
 
 /*
- * Copies into out the text that follows the first occurrence of prefix in
- * the file's read-only data, up to a space or '+' ("NCCL version 2.28.9+cuda13.0"
- * gives "2.28.9"). Returns false if there is none.
+ * Copies into out the version that follows prefix in the file's read-only
+ * data: the first occurrence followed by a digit, up to a space or '+'
+ * ("NCCL version 2.28.9+cuda13.0" gives "2.28.9"). False if there is none.
  */
 bool elf_find_string(int fd, const char *prefix, char *out, int len);
 

@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 #include "elf_syms.h"
 #include "gpu.h"
+#include "procfs.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
 
@@ -101,8 +102,7 @@ static bool named_like(const char *path, enum gpu_family f)
 	       !strncmp(b, family_prefix[f][1], strlen(family_prefix[f][1]));
 }
 
-/* "libcuda.so.580.95.05" -> "580.95.05"; "" when the name has none. */
-static void so_version(const char *name, char *out, size_t len)
+void gpu_so_version(const char *name, char *out, size_t len)
 {
 	const char *v = strstr(base_name(name), ".so.");
 
@@ -190,21 +190,15 @@ static int object_get(struct gpu *g, uint64_t dev, uint64_t ino, int fd,
 			continue;
 		if (o->is_static[f])
 			continue;	/* the file's version is its host's, not ours */
-		so_version(path, o->version[f], sizeof(o->version[f]));
+		gpu_so_version(path, o->version[f], sizeof(o->version[f]));
 		if (!o->version[f][0] && info.soname[0])
-			so_version(info.soname, o->version[f], sizeof(o->version[f]));
+			gpu_so_version(info.soname, o->version[f], sizeof(o->version[f]));
 	}
 	warn_object(o, &info, found, pid);
 	return g->nobjs++;
 }
 
-struct map_line {
-	uint64_t lo, hi, dev, ino;
-	char path[512];
-};
-
-/* An executable mapping of a file, from one line of /proc/PID/maps. */
-static bool parse_map_line(const char *line, struct map_line *m)
+bool gpu_parse_map_line(const char *line, struct map_line *m)
 {
 	char perms[8];
 	unsigned int major, minor;
@@ -377,7 +371,7 @@ static void scan_process(struct gpu *g, struct gpu_proc *p)
 	while (fgets(line, sizeof(line), f)) {
 		struct gpu_mapping *gm;
 
-		if (!parse_map_line(line, &m))
+		if (!gpu_parse_map_line(line, &m))
 			continue;
 		gm = mapping_find(p, g, &m);
 		if (gm) {
@@ -418,6 +412,7 @@ void gpu_tick(struct gpu *g, const struct job *job, uint64_t now)
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *r = &job->procs[i];
 		struct gpu_proc *p;
+		uint64_t code;
 
 		if (!job_proc_alive(r)) {
 			for (int j = 0; j < g->nprocs; j++)
@@ -431,7 +426,12 @@ void gpu_tick(struct gpu *g, const struct job *job, uint64_t now)
 		p = proc_get(g, r->pid, now);
 		if (!p || now < p->next_scan_ns)
 			continue;
-		scan_process(g, p);
+		/* Read maps (milliseconds for a PyTorch process) only when code changed. */
+		code = procfs_code_kb(p->pid);
+		if (code && code != p->code_kb) {
+			p->code_kb = code;
+			scan_process(g, p);
+		}
 		p->next_scan_ns = now + (now - p->first_ns < SCAN_FAST_FOR_NS ?
 					 SCAN_FAST_NS : SCAN_SLOW_NS);
 	}
@@ -445,6 +445,7 @@ void gpu_on_exec(struct gpu *g, pid_t pid)
 		if (p->pid != pid || p->detached)
 			continue;
 		detach(p, true);
+		p->code_kb = 0;
 		p->first_ns = now_ns();
 		p->next_scan_ns = 0;
 	}
@@ -495,11 +496,14 @@ void gpu_on_event(struct gpu *g, const void *data, size_t len)
 
 void gpu_refresh(struct gpu *g)
 {
-	int fd = bpf_map__fd(g->tr->skel->maps.api_stats);
 	struct tb_api_key key, next;
 	struct tb_api_stat st;
 	void *prev = NULL;
+	int fd;
 
+	if (!g->tr)
+		return;
+	fd = bpf_map__fd(g->tr->skel->maps.api_stats);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;

@@ -48,6 +48,7 @@ struct gpu_comm {
 struct gpu_proc {
 	pid_t pid;
 	uint64_t first_ns, next_scan_ns;
+	uint64_t code_kb;	/* procfs_code_kb at the last maps scan */
 	bool detached;		/* exited: probes gone, counts final */
 	struct gpu_mapping *maps;
 	int nmaps;
@@ -88,5 +89,15 @@ void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */
 int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len);
 bool gpu_any_library(const struct gpu *g);
+
+struct map_line {
+	uint64_t lo, hi, dev, ino;
+	char path[512];
+};
+
+/* An executable mapping of a file, from one line of /proc/PID/maps. */
+bool gpu_parse_map_line(const char *line, struct map_line *m);
+/* "libcuda.so.580.95.05" -> "580.95.05"; "" when the name has none. */
+void gpu_so_version(const char *name, char *out, size_t len);
 
 #endif

@@ -197,3 +197,22 @@ int procfs_all(pid_t *pids, pid_t *ppids, int max)
 	return n;
 }
 
+
+uint64_t procfs_code_kb(pid_t pid)
+{
+	char path[64], line[128];
+	unsigned long long kb;
+	uint64_t sum = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmExe: %llu", &kb) == 1 ||
+		    sscanf(line, "VmLib: %llu", &kb) == 1)
+			sum += kb;
+	fclose(f);
+	return sum;
+}

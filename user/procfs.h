@@ -27,6 +27,12 @@ unsigned int procfs_fd_wait(pid_t pid, long fd);
 /* The thread ids of pid; returns the count, -1 if pid is gone. */
 int procfs_tasks(pid_t pid, pid_t *tids, int max);
 int procfs_cmdline(pid_t pid, char *buf, size_t len);
+/*
+ * VmExe + VmLib of /proc/PID/status, in kB: the size of its executable
+ * mappings. It changes when code is mapped or unmapped (dlopen), and costs
+ * a hundredth of reading /proc/PID/maps. 0 if pid is gone.
+ */
+uint64_t procfs_code_kb(pid_t pid);
 /* Every process on the machine with its parent, for descendant scans. */
 int procfs_all(pid_t *pids, pid_t *ppids, int max);
 

@@ -25,6 +25,9 @@ static void sums(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
 	}
 }
 
+/* A job read without tracing (unit tests, recordings) has no GPU side. */
+static struct gpu no_gpu;
+
 static double per_s(uint64_t n, uint64_t ns)
 {
 	return ns ? n * 1e9 / ns : 0.0;
@@ -37,7 +40,7 @@ void report_gpu_live(FILE *f, struct gpu *g, uint64_t now)
 	uint64_t dt = now - g->live_ns;
 	char b[32];
 
-	if (!gpu_any_library(g))
+	if (!g || !gpu_any_library(g))
 		return;
 	gpu_refresh(g);
 	gpu_totals(g, tot);
@@ -69,7 +72,7 @@ static void text_libraries(FILE *f, const struct gpu *g)
 				if (!(o->families & (1u << fam)))
 					continue;
 				fprintf(f, "  %-6s %-12s %s pid %-7d %s\n", gpu_family_names[fam],
-					o->version[fam][0] ? o->version[fam] : "?",
+					o->version[fam][0] ? o->version[fam] : "-",
 					o->is_static[fam] ? "static in" : "        ", p->pid, o->path);
 			}
 		}
@@ -98,7 +101,7 @@ static void text_comms(FILE *f, const struct gpu *g)
 
 void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
 {
-	struct gpu *g = job->gpu;
+	struct gpu *g = job->gpu ? job->gpu : &no_gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
@@ -195,7 +198,7 @@ static void json_libraries(FILE *f, const struct gpu *g)
 
 void report_gpu_json(FILE *f, const struct job *job, uint64_t now)
 {
-	struct gpu *g = job->gpu;
+	struct gpu *g = job->gpu ? job->gpu : &no_gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
@@ -216,7 +219,7 @@ void report_gpu_json(FILE *f, const struct job *job, uint64_t now)
 
 void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid)
 {
-	const struct gpu_proc *p = gpu_proc_find(job->gpu, pid);
+	const struct gpu_proc *p = gpu_proc_find(job->gpu ? job->gpu : &no_gpu, pid);
 	static const struct tb_api_stat none[TB_MAX_APIS];
 
 	fprintf(f, "\"gpu\":{");

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The CUDA/NCCL discovery pieces that need no BPF: the probe table and its
+ * cookies, finding functions and strings in an ELF file, /proc parsing.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include "elf_syms.h"
+#include "gpu.h"
+#include "procfs.h"
+
+/* Functions named like NCCL's, so that the test binary defines them. */
+__attribute__((noinline, used)) int ncclAllReduce(const void *s, void *r, unsigned long n,
+						  int dt, int op, void *comm, void *stream)
+{
+	return (int)n + dt + op + (s == r) + (comm == stream);
+}
+
+__attribute__((noinline, used)) int cudaStreamSynchronize(void *stream)
+{
+	return stream != NULL;
+}
+
+const char nccl_banner[] = "NCCL version 9.8.7+cuda1.0";
+
+START_TEST(cookie_round_trip)
+{
+	for (int i = 0; i < gpu_napis; i++) {
+		const struct gpu_api *a = &gpu_apis[i];
+		uint64_t c = gpu_api_cookie(i);
+
+		ck_assert_int_eq(TB_COOKIE_API(c), i);
+		ck_assert_int_eq(TB_COOKIE_KIND(c), a->kind);
+		ck_assert_int_eq(TB_COOKIE_CNT(c), a->cnt);
+		ck_assert_int_eq(TB_COOKIE_DT(c), a->dt);
+		ck_assert_int_eq(TB_COOKIE_IL(c), a->il);
+		/* names are unique: gpu_api_find gives back the same index */
+		ck_assert_int_eq(gpu_api_find(a->name), i);
+	}
+	ck_assert_int_eq(gpu_api_find("cudaNoSuchThing"), -1);
+}
+END_TEST
+
+START_TEST(nccl_argument_positions)
+{
+	/* (sendbuff, recvbuff, count, datatype, ...), send/recv (buff, count, datatype, ...) */
+	const struct gpu_api *ar = &gpu_apis[gpu_api_find("ncclAllReduce")];
+	const struct gpu_api *sd = &gpu_apis[gpu_api_find("ncclSend")];
+	const struct gpu_api *bc = &gpu_apis[gpu_api_find("ncclBcast")];
+
+	ck_assert_int_eq(ar->cnt, 3);
+	ck_assert_int_eq(ar->dt, 4);
+	ck_assert_int_eq(sd->cnt, 2);
+	ck_assert_int_eq(sd->dt, 3);
+	ck_assert_int_eq(bc->cnt, 2);
+	ck_assert_int_eq(bc->dt, 3);
+	ck_assert(gpu_kind_is_sync(gpu_apis[gpu_api_find("cudaMemcpy")].kind));
+	ck_assert(!gpu_kind_is_sync(gpu_apis[gpu_api_find("cudaLaunchKernel")].kind));
+	ck_assert(gpu_kind_is_op(sd->kind));
+	ck_assert(!gpu_kind_is_op(gpu_apis[gpu_api_find("ncclGroupEnd")].kind));
+}
+END_TEST
+
+/* The file offset elf_find_functions gives holds the function's code. */
+START_TEST(finds_functions_by_symbol)
+{
+	const char *names[] = { "ncclAllReduce", "cudaStreamSynchronize", "cuNotHere" };
+	unsigned char file[16], mem[16];
+	uint64_t offs[3];
+	struct elf_info info;
+	int fd = open("/proc/self/exe", O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(elf_find_functions(fd, names, 3, offs, &info), 2);
+	ck_assert(info.has_symbols);
+	ck_assert_uint_ne(offs[0], 0);
+	ck_assert_uint_ne(offs[1], 0);
+	ck_assert_uint_eq(offs[2], 0);
+	ck_assert_int_eq(pread(fd, file, sizeof(file), offs[0]), sizeof(file));
+	memcpy(mem, (const void *)ncclAllReduce, sizeof(mem));
+	ck_assert_mem_eq(file, mem, sizeof(mem));
+	close(fd);
+}
+END_TEST
+
+START_TEST(finds_version_string)
+{
+	char v[32];
+	int fd = open("/proc/self/exe", O_RDONLY);
+
+	ck_assert(nccl_banner[0]);
+	ck_assert(elf_find_string(fd, "NCCL version ", v, sizeof(v)));
+	ck_assert_str_eq(v, "9.8.7");
+	ck_assert(!elf_find_string(fd, "No such banner at all ", v, sizeof(v)));
+	close(fd);
+}
+END_TEST
+
+START_TEST(not_elf)
+{
+	const char *names[] = { "ncclAllReduce" };
+	uint64_t offs[1];
+	struct elf_info info;
+	int fd = open("/proc/self/status", O_RDONLY);
+
+	ck_assert_int_eq(elf_find_functions(fd, names, 1, offs, &info), -1);
+	close(fd);
+}
+END_TEST
+
+START_TEST(maps_lines)
+{
+	struct map_line m;
+
+	ck_assert(gpu_parse_map_line("7f0a1c000000-7f0a1c0a0000 r-xp 00002000 fd:01 1234567                    /usr/lib/x86_64-linux-gnu/libcudart.so.13\n", &m));
+	ck_assert_uint_eq(m.lo, 0x7f0a1c000000ull);
+	ck_assert_uint_eq(m.hi, 0x7f0a1c0a0000ull);
+	ck_assert_uint_eq(m.dev, makedev(0xfd, 1));
+	ck_assert_uint_eq(m.ino, 1234567);
+	ck_assert_str_eq(m.path, "/usr/lib/x86_64-linux-gnu/libcudart.so.13");
+	/* spaces in a path are kept; not executable, anonymous, [vdso]: skipped */
+	ck_assert(gpu_parse_map_line("1000-2000 r-xp 00000000 08:01 42 /opt/my env/libnccl.so.2\n", &m));
+	ck_assert_str_eq(m.path, "/opt/my env/libnccl.so.2");
+	ck_assert(!gpu_parse_map_line("1000-2000 r--p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	ck_assert(!gpu_parse_map_line("1000-2000 r-xp 00000000 00:00 0 \n", &m));
+	ck_assert(!gpu_parse_map_line("7ffd-7ffe r-xp 00000000 00:00 0                  [vdso]\n", &m));
+	ck_assert(!gpu_parse_map_line("garbage\n", &m));
+}
+END_TEST
+
+START_TEST(so_versions)
+{
+	char v[32];
+
+	gpu_so_version("/usr/lib/libcuda.so.580.95.05", v, sizeof(v));
+	ck_assert_str_eq(v, "580.95.05");
+	gpu_so_version("/x/site-packages/nvidia/cu13/lib/libcudart.so.13", v, sizeof(v));
+	ck_assert_str_eq(v, "13");
+	gpu_so_version("/x/libcudart-1a2b3c4d.so.11.0", v, sizeof(v));
+	ck_assert_str_eq(v, "11.0");
+	gpu_so_version("/usr/bin/train", v, sizeof(v));
+	ck_assert_str_eq(v, "");
+}
+END_TEST
+
+START_TEST(code_size)
+{
+	ck_assert_uint_gt(procfs_code_kb(getpid()), 0);
+	ck_assert_uint_eq(procfs_code_kb(0x7ffffff0), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("gpu");
+	TCase *tc = tcase_create("discovery");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, cookie_round_trip);
+	tcase_add_test(tc, nccl_argument_positions);
+	tcase_add_test(tc, finds_functions_by_symbol);
+	tcase_add_test(tc, finds_version_string);
+	tcase_add_test(tc, not_elf);
+	tcase_add_test(tc, maps_lines);
+	tcase_add_test(tc, so_versions);
+	tcase_add_test(tc, code_size);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
