@@ -39,13 +39,15 @@ void account_open_interval(const struct tb_slot *s, uint64_t now,
 
 	switch (s->state) {
 	case TB_ST_ONCPU:
-		add_both(own, cp, TB_CPU, tb_oncpu_cp(s), d);
+		add_both(own, cp, tb_oncpu_own(s), tb_oncpu_cp(s), d);
 		break;
 	case TB_ST_RUNNABLE:
 		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);
 		break;
 	case TB_ST_BLOCKED:
-		cat = tb_wait_category(s->wait, TB_WK_NONE, &(struct tb_waker_info){ 0 });
+		/* Inside a probed CUDA/NCCL call, that call is what it waits for. */
+		cat = s->depth ? s->region :
+			tb_wait_category(s->wait, TB_WK_NONE, &(struct tb_waker_info){ 0 });
 		add_both(own, cp, cat, cat, d);
 		break;
 	}

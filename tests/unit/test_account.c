@@ -158,6 +158,37 @@ START_TEST(open_oncpu_inside_socket_call_is_cp_comm)
 }
 END_TEST
 
+/* The CUDA runtime spins while it waits for the GPU: that is not compute. */
+START_TEST(open_oncpu_inside_cuda_sync_is_gpu_wait)
+{
+	struct tb_slot s = slot(TB_ST_ONCPU, 0);
+
+	s.depth = 1;
+	s.region = TB_GPU_WAIT;
+	s.flags = TB_SF_IN_SOCKET;	/* the probed call wins */
+	reset();
+	account_open_interval(&s, 1500, own, cp);
+	ck_assert_uint_eq(own[TB_GPU_WAIT], 500);
+	ck_assert_uint_eq(cp[TB_GPU_WAIT], 500);
+	ck_assert_uint_eq(total(own), 500);
+}
+END_TEST
+
+START_TEST(open_blocked_inside_nccl_call_is_comm)
+{
+	struct tb_slot s = slot(TB_ST_BLOCKED, 0);
+
+	s.wait = TB_W_FUTEX;	/* would be lock or idle outside the call */
+	s.depth = 2;
+	s.region = TB_COMM;
+	reset();
+	account_open_interval(&s, 1500, own, cp);
+	ck_assert_uint_eq(own[TB_COMM], 500);
+	ck_assert_uint_eq(cp[TB_COMM], 500);
+	ck_assert_uint_eq(total(cp), 500);
+}
+END_TEST
+
 START_TEST(open_runnable_is_runqueue)
 {
 	struct tb_slot s = slot(TB_ST_RUNNABLE, 0);
@@ -248,6 +279,8 @@ int main(void)
 	tcase_add_test(tc, open_oncpu_comm_thread_is_own_cpu_cp_comm);
 	tcase_add_test(tc, open_oncpu_main_thread_is_never_comm);
 	tcase_add_test(tc, open_oncpu_inside_socket_call_is_cp_comm);
+	tcase_add_test(tc, open_oncpu_inside_cuda_sync_is_gpu_wait);
+	tcase_add_test(tc, open_blocked_inside_nccl_call_is_comm);
 	tcase_add_test(tc, open_runnable_is_runqueue);
 	tcase_add_test(tc, open_blocked_uses_wait_category);
 	tcase_add_test(tc, open_blocked_comm_thread_cp_follows_wait);

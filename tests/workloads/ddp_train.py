@@ -19,6 +19,7 @@ With --print-pids the parent, rank 0 and every DataLoader worker print PIDS line
 Runs unchanged on CPU (torch 1.13, gloo) and GPU (torch 2.x, --backend nccl).
 """
 import argparse
+import contextlib
 import array
 import datetime
 import json
@@ -66,6 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads per rank")
     p.add_argument("--timeout", type=float, default=900.0, help="kill the ranks after this many seconds")
     p.add_argument("--print-pids", action="store_true")
+    p.add_argument("--torch-profiler", action="store_true",
+                   help="train under torch.profiler (CPU+CUDA activities), to compare overheads")
     args = p.parse_args(argv)
     if args.backend == "nccl":
         args.device = "cuda"
@@ -197,6 +200,28 @@ def train(rank, args, data_dir, parent_pid, dev):
             torch.cuda.synchronize(dev)
 
     step_times, epoch_times = [], []
+    prof = contextlib.nullcontext()
+    if args.torch_profiler:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if dev.type == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts)
+    with prof:
+        run_epochs(rank, args, ddp, opt, loss_fn, loader, sampler, sync,
+                   step_times, epoch_times)
+
+    if rank == 0:
+        st = step_times or [0.0]
+        result = {"steps": len(step_times), "step_time_median_s": statistics.median(st),
+                  "step_time_mean_s": statistics.mean(st),
+                  "epoch_times_s": [round(t, 4) for t in epoch_times], "world_size": world}
+        print("RESULT " + json.dumps(result, separators=(",", ":")), flush=True)
+    dist.barrier(device_ids=[dev.index] if args.backend == "nccl" else None)
+
+
+def run_epochs(rank, args, ddp, opt, loss_fn, loader, sampler, sync,
+               step_times, epoch_times):
+    dev = next(ddp.parameters()).device
     for epoch in range(1, args.epochs + 1):
         if rank == 0:
             print("Epoch %d/%d" % (epoch, args.epochs), flush=True)
@@ -223,14 +248,6 @@ def train(rank, args, data_dir, parent_pid, dev):
         epoch_times.append(time.perf_counter() - e0)
         if rank == 0 and loss is not None:
             print("  loss %.4f" % loss.item(), flush=True)  # of the last step
-
-    if rank == 0:
-        st = step_times or [0.0]
-        result = {"steps": len(step_times), "step_time_median_s": statistics.median(st),
-                  "step_time_mean_s": statistics.mean(st),
-                  "epoch_times_s": [round(t, 4) for t in epoch_times], "world_size": world}
-        print("RESULT " + json.dumps(result, separators=(",", ":")), flush=True)
-    dist.barrier(device_ids=[dev.index] if args.backend == "nccl" else None)
 
 
 # ---------------------------------------------------------------- parent
