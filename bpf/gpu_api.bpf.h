@@ -196,7 +196,12 @@ int gpu_enter(struct pt_regs *ctx)
 		__sync_fetch_and_add(&st->bytes, data_bytes(ctx, cookie));
 	}
 	write_begin(s);
-	/* Not on-CPU in our books (registered at attach): nothing to close. */
+	/*
+	 * It runs: a thread registered at attach with no switch seen yet is
+	 * on-CPU from now on, and (as at its first switch-out) since then.
+	 */
+	if (s->state == TB_ST_UNKNOWN)
+		s->state = TB_ST_ONCPU;
 	if (s->state == TB_ST_ONCPU)
 		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
 	s->region = region_of(kind);

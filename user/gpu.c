@@ -26,11 +26,13 @@ static const char *const family_prefix[GF_NFAMILIES][2] = {
 	[GF_NCCL] = { "libnccl.", "libnccl-" },
 };
 
-void gpu_init(struct gpu *g, struct tracer *tr, bool launches)
+void gpu_init(struct gpu *g, struct tracer *tr, bool launches, bool verbose)
 {
 	memset(g, 0, sizeof(*g));
 	g->tr = tr;
 	g->launches = launches;
+	g->verbose = verbose;
+	g->t0 = now_ns();
 }
 
 /* Removes a process's probes; forget: its mappings too (exec replaced them). */
@@ -313,6 +315,9 @@ static void attach_object(struct gpu *g, struct gpu_proc *p, struct gpu_mapping 
 	if (failed)
 		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
 			failed, o->path, p->pid, strerror(err));
+	if (g->verbose)
+		fprintf(stderr, "trainbpf: %.3f s: %d uprobes on %s (pid %d)\n",
+			(now_ns() - g->t0) / 1e9, gm->nlinks, o->path, p->pid);
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */

@@ -60,6 +60,8 @@ struct gpu_proc {
 struct gpu {
 	struct tracer *tr;
 	bool launches;		/* --launches: probe every launch path too */
+	bool verbose;		/* say what is probed, and when */
+	uint64_t t0;
 	struct gpu_object *objs;
 	int nobjs;
 	struct gpu_proc *procs;
@@ -68,7 +70,7 @@ struct gpu {
 	uint64_t live_ns, live_syncs, live_ops, live_bytes, live_launches;
 };
 
-void gpu_init(struct gpu *g, struct tracer *tr, bool launches);
+void gpu_init(struct gpu *g, struct tracer *tr, bool launches, bool verbose);
 void gpu_free(struct gpu *g);
 /*
  * Finds new CUDA/NCCL code in the job's processes and probes it: each new

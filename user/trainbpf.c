@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 	install_signals();
 	if (tracer_open(&tr, &env, &job))
 		goto cleanup;
-	gpu_init(&gpu, &tr, env.launches);
+	gpu_init(&gpu, &tr, env.launches, env.verbose);
 	tr.gpu = job.gpu = &gpu;
 	start_window(&job);
 	if (start_targets(&tr, &env, &l)) {
