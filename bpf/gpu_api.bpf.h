@@ -196,14 +196,8 @@ int gpu_enter(struct pt_regs *ctx)
 		__sync_fetch_and_add(&st->bytes, data_bytes(ctx, cookie));
 	}
 	write_begin(s);
-	/*
-	 * It runs: a thread registered at attach with no switch seen yet is
-	 * on-CPU from now on, and (as at its first switch-out) since then.
-	 */
-	if (s->state == TB_ST_UNKNOWN)
-		s->state = TB_ST_ONCPU;
-	if (s->state == TB_ST_ONCPU)
-		close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
+	catch_up_running(s, bpf_get_current_task_btf(), now);
+	close_interval(s, TB_CPU, tb_oncpu_cp(s), now);
 	s->region = region_of(kind);
 	s->api = api;
 	s->api_ts = now;
@@ -236,8 +230,8 @@ int gpu_exit(struct pt_regs *ctx)
 	}
 	now = bpf_ktime_get_ns();
 	write_begin(s);
-	if (s->state == TB_ST_ONCPU)
-		close_interval(s, s->region, s->region, now);
+	catch_up_running(s, bpf_get_current_task_btf(), now);
+	close_interval(s, s->region, s->region, now);
 	s->depth = 0;
 	write_end(s);
 	st = api_stat(s->tgid, s->api);

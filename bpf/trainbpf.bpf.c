@@ -227,6 +227,34 @@ __noinline int recent_snapshot(struct tb_slot *s, __u64 now)
 	return 0;
 }
 
+/*
+ * p is running now (it is switching out, or a probe of it fired), but our
+ * books may say otherwise: registered at attach with no switch seen
+ * (UNKNOWN: on-CPU since), or a missed wakeup or switch-in. The kernel
+ * knows how long it has just run (sum_exec_runtime restarts from
+ * prev_sum_exec_runtime at each pick): runqueue until then, on-CPU since.
+ */
+static __always_inline void catch_up_running(struct tb_slot *s, struct task_struct *p,
+					     __u64 now)
+{
+	__u64 ran;
+
+	if (s->state == TB_ST_ONCPU)
+		return;
+	if (s->state == TB_ST_BLOCKED)
+		close_blocked(s, NULL, now);	/* missed the wakeup */
+	if (s->state == TB_ST_RUNNABLE) {
+		ran = BPF_CORE_READ(p, se.sum_exec_runtime) -
+		      BPF_CORE_READ(p, se.prev_sum_exec_runtime);
+		__sync_fetch_and_add(&counters.sched_missed, 1);
+		if (ran > now - s->since)
+			ran = now - s->since;
+		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
+		s->last_in = now - ran;
+	}
+	s->state = TB_ST_ONCPU;
+}
+
 static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 				       bool preempt, unsigned int prev_state,
 				       __u64 now)
@@ -237,28 +265,10 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	if (s->seq & 1)	/* a probe of this thread was updating the slot */
 		__sync_fetch_and_add(&counters.api_preempted, 1);
 	write_begin(s);
-	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, NULL, now);	/* missed the wakeup */
+	catch_up_running(s, p, now);
 	if (wait != TB_W_SOCKET)
 		s->flags &= ~TB_SF_IN_SOCKET;
-	if (s->state == TB_ST_RUNNABLE) {
-		/*
-		 * Switching out a thread we think is waiting for a CPU: we
-		 * missed its switch-in. The kernel knows how long it has just
-		 * run (sum_exec_runtime restarts from prev_sum_exec_runtime at
-		 * each pick): runqueue until then, on-CPU since.
-		 */
-		__u64 ran = BPF_CORE_READ(p, se.sum_exec_runtime) -
-			    BPF_CORE_READ(p, se.prev_sum_exec_runtime);
-
-		__sync_fetch_and_add(&counters.sched_missed, 1);
-		if (ran > now - s->since)
-			ran = now - s->since;
-		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
-		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
-	} else {
-		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
-	}
+	close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
 		s->io_wbytes = ioac.write_bytes - s->io_wbase;
@@ -485,6 +495,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
 		return 0;
 	write_begin(s);
 	s->tid = p->pid;	/* a non-leader exec takes over the leader's tid */
+	s->depth = 0;		/* no call of the old program returns */
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), p->comm);
 	write_end(s);
 	cur = bpf_map_lookup_elem(&procs, &tgid);

@@ -432,6 +432,7 @@ void gpu_tick(struct gpu *g, const struct job *job, uint64_t now)
 		if (!p || now < p->next_scan_ns)
 			continue;
 		/* Read maps (milliseconds for a PyTorch process) only when code changed. */
+		p->scan_ns = now_ns();
 		code = procfs_code_kb(p->pid);
 		if (code && code != p->code_kb) {
 			p->code_kb = code;
@@ -442,12 +443,12 @@ void gpu_tick(struct gpu *g, const struct job *job, uint64_t now)
 	}
 }
 
-void gpu_on_exec(struct gpu *g, pid_t pid)
+void gpu_on_exec(struct gpu *g, pid_t pid, uint64_t ts)
 {
 	for (int i = 0; i < g->nprocs; i++) {
 		struct gpu_proc *p = &g->procs[i];
 
-		if (p->pid != pid || p->detached)
+		if (p->pid != pid || p->detached || p->scan_ns > ts)
 			continue;
 		detach(p, true);
 		p->code_kb = 0;

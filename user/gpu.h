@@ -49,6 +49,7 @@ struct gpu_proc {
 	pid_t pid;
 	uint64_t first_ns, next_scan_ns;
 	uint64_t code_kb;	/* procfs_code_kb at the last maps scan */
+	uint64_t scan_ns;	/* when that scan began */
 	bool detached;		/* exited: probes gone, counts final */
 	struct gpu_mapping *maps;
 	int nmaps;
@@ -78,8 +79,13 @@ void gpu_free(struct gpu *g);
  * is still at work), then once a second (dlopen). Detaches from exited ones.
  */
 void gpu_tick(struct gpu *g, const struct job *job, uint64_t now);
-/* A process exec'd: its old probes went with its old address space. */
-void gpu_on_exec(struct gpu *g, pid_t pid);
+/*
+ * A process exec'd at ts: its old probes went with its old address space.
+ * A scan that began after ts saw the new one already: its probes stay
+ * (removing a return probe while a call is in progress would lose the
+ * return, and leave the thread inside the call).
+ */
+void gpu_on_exec(struct gpu *g, pid_t pid, uint64_t ts);
 /* A communicator event from the ring buffer. */
 void gpu_on_event(struct gpu *g, const void *data, size_t len);
 /* Reads the per-process call counts from BPF. */

@@ -362,7 +362,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		p->flags |= TB_PF_EXECED;
 		memcpy(p->comm, e->comm, sizeof(p->comm));
 		if (tr->gpu)
-			gpu_on_exec(tr->gpu, p->pid);
+			gpu_on_exec(tr->gpu, p->pid, e->ts);
 		snprintf(p->exe, sizeof(p->exe), "%s", e->path);
 	} else if (e->type == TB_EV_EXIT) {
 		p->end_ns = e->ts;
