@@ -132,7 +132,7 @@ static const struct tb_waker_info no_waker;
 static __always_inline __u32 open_cp(struct tb_slot *b)
 {
 	if (b->state == TB_ST_RUNNABLE)
-		return TB_RUNQUEUE;
+		return tb_runnable_cat(b);
 	if (b->state == TB_ST_BLOCKED)
 		return b->depth ? b->region :
 			tb_wait_category(b->wait, TB_WK_NONE, &no_waker);
@@ -249,7 +249,7 @@ static __always_inline void catch_up_running(struct tb_slot *s, struct task_stru
 		__sync_fetch_and_add(&counters.sched_missed, 1);
 		if (ran > now - s->since)
 			ran = now - s->since;
-		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now - ran);
+		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now - ran);
 		s->last_in = now - ran;
 	}
 	s->state = TB_ST_ONCPU;
@@ -299,7 +299,7 @@ static __always_inline void switch_in(struct tb_slot *s, __u64 now)
 	if (s->state == TB_ST_BLOCKED)
 		close_blocked(s, NULL, now);	/* missed the wakeup */
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
-		close_interval(s, TB_RUNQUEUE, TB_RUNQUEUE, now);
+		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now);
 	s->state = TB_ST_ONCPU;
 	s->last_in = now;
 	write_end(s);

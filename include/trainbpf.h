@@ -255,6 +255,16 @@ static inline __u32 tb_oncpu_own(const struct tb_slot *s)
 }
 
 /*
+ * Waiting for a CPU is contention, except inside a probed call: there it
+ * is part of the call (a thread preempted while it spins for the GPU
+ * still waits for the GPU), so the call's category is its wall time.
+ */
+static inline __u32 tb_runnable_cat(const struct tb_slot *s)
+{
+	return s->depth ? s->region : TB_RUNQUEUE;
+}
+
+/*
  * The critical-path category of a thread's running time: the probed call
  * it is inside of; communication while it runs inside a socket call from
  * switch-in on, or when it is a communication thread (its reductions are

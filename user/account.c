@@ -42,7 +42,7 @@ void account_open_interval(const struct tb_slot *s, uint64_t now,
 		add_both(own, cp, tb_oncpu_own(s), tb_oncpu_cp(s), d);
 		break;
 	case TB_ST_RUNNABLE:
-		add_both(own, cp, TB_RUNQUEUE, TB_RUNQUEUE, d);
+		add_both(own, cp, tb_runnable_cat(s), tb_runnable_cat(s), d);
 		break;
 	case TB_ST_BLOCKED:
 		/* Inside a probed CUDA/NCCL call, that call is what it waits for. */

@@ -174,6 +174,21 @@ START_TEST(open_oncpu_inside_cuda_sync_is_gpu_wait)
 }
 END_TEST
 
+/* Preempted while it spins for the GPU: still waiting for the GPU. */
+START_TEST(open_runnable_inside_cuda_sync_is_gpu_wait)
+{
+	struct tb_slot s = slot(TB_ST_RUNNABLE, 0);
+
+	s.depth = 1;
+	s.region = TB_GPU_WAIT;
+	reset();
+	account_open_interval(&s, 1500, own, cp);
+	ck_assert_uint_eq(own[TB_GPU_WAIT], 500);
+	ck_assert_uint_eq(own[TB_RUNQUEUE], 0);
+	ck_assert_uint_eq(cp[TB_GPU_WAIT], 500);
+}
+END_TEST
+
 START_TEST(open_blocked_inside_nccl_call_is_comm)
 {
 	struct tb_slot s = slot(TB_ST_BLOCKED, 0);
@@ -281,6 +296,7 @@ int main(void)
 	tcase_add_test(tc, open_oncpu_inside_socket_call_is_cp_comm);
 	tcase_add_test(tc, open_oncpu_inside_cuda_sync_is_gpu_wait);
 	tcase_add_test(tc, open_blocked_inside_nccl_call_is_comm);
+	tcase_add_test(tc, open_runnable_inside_cuda_sync_is_gpu_wait);
 	tcase_add_test(tc, open_runnable_is_runqueue);
 	tcase_add_test(tc, open_blocked_uses_wait_category);
 	tcase_add_test(tc, open_blocked_comm_thread_cp_follows_wait);
