@@ -1,12 +1,17 @@
 #!/bin/bash
-# run_all.sh: runs the three trainbpf benchmarks one after the other and
+# run_all.sh: runs the trainbpf benchmarks one after the other and
 # collects their summaries in bench/out/<timestamp>/summary.md.
+#   self_cost, step_overhead, sched_pipe: the scheduler side;
+#   probe_cost, gpu_overhead: the CUDA/NCCL probes (on stand-in libraries).
 #
 #   sudo bench/run_all.sh
 #   sudo BENCH_REV=HEAD bench/run_all.sh     # measure a commit, not the tree
 #
 # The benchmarks' own knobs pass through the environment (REPS, DURATION,
-# PAIRS, JOB_ARGS, ROUNDS, LOOPS, TARGET_S; see each script's header).
+# PAIRS, JOB_ARGS, ROUNDS, LOOPS, TARGET_S, N, N_XOL, REF, STEPS, STEP_MS,
+# XOL; see each script's header): a knob goes to every script that has it
+# (ROUNDS: sched_pipe, probe_cost, gpu_overhead). ONLY="probe_cost
+# gpu_overhead" runs a subset, in that order.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -17,6 +22,7 @@ if [ -n "${BENCH_REV:-}" ]; then
 		die "BENCH_REV is not a commit"
 	export BENCH_REV
 fi
+BENCHES=${ONLY:-self_cost step_overhead sched_pipe probe_cost gpu_overhead}
 build_all	# once here; the scripts then find everything up to date
 BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out/$(date +%Y%m%d-%H%M%S)}
 export BENCH_OUT
@@ -24,7 +30,8 @@ mkdir -p "$BENCH_OUT"
 log "results in $BENCH_OUT"
 
 t0=$(date +%s)
-for b in self_cost step_overhead sched_pipe; do
+for b in $BENCHES; do
+	[ -x "$BENCH_DIR/$b.sh" ] || die "no benchmark $b"
 	log "=== $b"
 	run_wait "$BENCH_DIR/$b.sh" || die "$b failed"
 done
@@ -32,9 +39,9 @@ done
 	echo "# trainbpf benchmarks, $(date -u +%Y-%m-%d)"
 	echo
 	echo '```'
-	cat "$BENCH_OUT/self_cost/setup.txt"
+	for b in $BENCHES; do cat "$BENCH_OUT/$b/setup.txt"; break; done
 	echo '```'
-	for b in self_cost step_overhead sched_pipe; do
+	for b in $BENCHES; do
 		echo
 		cat "$BENCH_OUT/$b/summary.md"
 	done
