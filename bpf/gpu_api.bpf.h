@@ -172,8 +172,7 @@ static __always_inline __u32 region_of(__u32 kind)
 	return kind == TB_AK_SYNC || kind == TB_AK_MEMCPY ? TB_GPU_WAIT : TB_COMM;
 }
 
-SEC("uprobe")
-int gpu_enter(struct pt_regs *ctx)
+static __always_inline int enter(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), now;
 	__u32 api = TB_COOKIE_API(cookie), kind = TB_COOKIE_KIND(cookie);
@@ -215,8 +214,7 @@ int gpu_enter(struct pt_regs *ctx)
  * depth to 0 is the outermost call's, and the cookie is its own. A return
  * whose entry we did not see (attached mid-call) finds depth 0: ignored.
  */
-SEC("uretprobe")
-int gpu_exit(struct pt_regs *ctx)
+static __always_inline int leave(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), now;
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
@@ -258,8 +256,7 @@ static __always_inline int from_runtime(struct pt_regs *ctx, __u32 tgid)
 }
 
 /* Launches: counted at entry, no region (they return at once). */
-SEC("uprobe")
-int gpu_launch(struct pt_regs *ctx)
+static __always_inline int launch(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
@@ -275,4 +272,45 @@ int gpu_launch(struct pt_regs *ctx)
 	else
 		__sync_fetch_and_add(&st->calls, 1);
 	return 0;
+}
+
+/*
+ * Each program twice: attached one function at a time (perf-event uprobes,
+ * any kernel), or many at once with one uprobe_multi link (Linux 6.6+;
+ * user space sets the attach type), which detaches in one grace period.
+ */
+SEC("uprobe")
+int gpu_enter(struct pt_regs *ctx)
+{
+	return enter(ctx);
+}
+
+SEC("uretprobe")
+int gpu_exit(struct pt_regs *ctx)
+{
+	return leave(ctx);
+}
+
+SEC("uprobe")
+int gpu_launch(struct pt_regs *ctx)
+{
+	return launch(ctx);
+}
+
+SEC("uprobe")
+int gpu_enter_multi(struct pt_regs *ctx)
+{
+	return enter(ctx);
+}
+
+SEC("uprobe")
+int gpu_exit_multi(struct pt_regs *ctx)
+{
+	return leave(ctx);
+}
+
+SEC("uprobe")
+int gpu_launch_multi(struct pt_regs *ctx)
+{
+	return launch(ctx);
 }

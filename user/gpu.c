@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "procfs.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
+#include "uprobe_multi.h"
 
 #define SCAN_FAST_NS 200000000ull	/* while the loader maps libraries */
 #define SCAN_FAST_FOR_NS 3000000000ull
@@ -35,16 +37,74 @@ void gpu_init(struct gpu *g, struct tracer *tr, bool launches, bool verbose)
 	g->t0 = now_ns();
 }
 
+#define DETACH_THREADS 32
+
+struct detach_job {
+	struct bpf_link **links;
+	int n, stride;
+};
+
+static void *detach_some(void *arg)
+{
+	struct detach_job *j = arg;
+
+	for (int i = 0; i < j->n; i += j->stride)
+		bpf_link__destroy(j->links[i]);
+	return NULL;
+}
+
+/*
+ * Removing a uprobe waits for an RCU grace period (~0.2 s here): one at a
+ * time, a process's 66 probes took 13 s. Threads let the waits overlap.
+ */
+static void destroy_links(struct bpf_link **links, int n)
+{
+	pthread_t tid[DETACH_THREADS];
+	struct detach_job jobs[DETACH_THREADS];
+	bool started[DETACH_THREADS];
+	int nt = n < DETACH_THREADS ? n : DETACH_THREADS;
+
+	for (int t = 0; t < nt; t++) {
+		jobs[t] = (struct detach_job){ links + t, n - t, nt };
+		started[t] = !pthread_create(&tid[t], NULL, detach_some, &jobs[t]);
+		if (!started[t])
+			detach_some(&jobs[t]);	/* no thread: do it here */
+	}
+	for (int t = 0; t < nt; t++)
+		if (started[t])
+			pthread_join(tid[t], NULL);
+}
+
 /* Removes a process's probes; forget: its mappings too (exec replaced them). */
 static void detach(struct gpu_proc *p, bool forget)
 {
+	struct bpf_link **all = NULL;
+	int n = 0;
+
 	for (int i = 0; i < p->nmaps; i++) {
-		for (int j = 0; j < p->maps[i].nlinks; j++)
-			bpf_link__destroy(p->maps[i].links[j]);
+		struct bpf_link **grown;
+
+		for (int k = 0; k < 3; k++) {
+			if (p->maps[i].multi_fds[k] >= 0)
+				close(p->maps[i].multi_fds[k]);
+			p->maps[i].multi_fds[k] = -1;
+		}
+		if (!p->maps[i].nlinks)
+			continue;
+		grown = realloc(all, (n + p->maps[i].nlinks) * sizeof(*all));
+		if (grown) {
+			all = grown;
+			memcpy(all + n, p->maps[i].links, p->maps[i].nlinks * sizeof(*all));
+			n += p->maps[i].nlinks;
+		} else {
+			destroy_links(p->maps[i].links, p->maps[i].nlinks);
+		}
 		free(p->maps[i].links);
 		p->maps[i].links = NULL;
 		p->maps[i].nlinks = 0;
 	}
+	destroy_links(all, n);
+	free(all);
 	if (!forget)
 		return;
 	free(p->maps);
@@ -273,6 +333,64 @@ static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid,
 	return bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
 }
 
+/* The functions of o to probe with one kind of program. */
+static int select_apis(const struct gpu *g, const struct gpu_object *o, bool launch,
+		       uint64_t *offs, uint64_t *cookies, int *probes)
+{
+	int n = 0;
+
+	for (int i = 0; i < gpu_napis; i++) {
+		const struct gpu_api *a = &gpu_apis[i];
+
+		if (!o->offs[i] || o->alias[i] || (a->kind == TB_AK_LAUNCH) != launch)
+			continue;
+		offs[n] = o->offs[i];
+		cookies[n++] = gpu_api_cookie(i);
+		probes[a->family]++;
+	}
+	return n;
+}
+
+/*
+ * One uprobe_multi link per program: returns, then entries (see below),
+ * then launches. Returns -errno when the kernel refuses: the caller falls
+ * back to one perf-event uprobe per function.
+ */
+static int attach_multi(struct gpu *g, struct gpu_proc *p, struct gpu_mapping *gm,
+			const char *path)
+{
+	const struct gpu_object *o = &g->objs[gm->obj];
+	struct trainbpf_bpf *skel = g->tr->skel;
+	struct bpf_program *progs[3] = { skel->progs.gpu_exit_multi,
+		skel->progs.gpu_enter_multi, skel->progs.gpu_launch_multi };
+	uint64_t offs[TB_MAX_APIS], cookies[TB_MAX_APIS];
+	int probes[GF_NFAMILIES] = {};
+
+	for (int k = 0; k < 3; k++) {
+		int junk[GF_NFAMILIES] = {}, n;
+
+		if (k == 2 && !g->launches)
+			continue;
+		/* entry and return probe the same functions: count them once */
+		n = select_apis(g, o, k == 2, offs, cookies, k == 0 ? junk : probes);
+		if (!n)
+			continue;
+		gm->multi_fds[k] = uprobe_multi_attach(bpf_program__fd(progs[k]), p->pid,
+						       path, offs, cookies, n, k == 0);
+		if (gm->multi_fds[k] < 0) {
+			int err = gm->multi_fds[k];
+
+			for (int j = 0; j < k; j++)
+				if (gm->multi_fds[j] >= 0)
+					close(gm->multi_fds[j]);
+			gm->multi_fds[0] = gm->multi_fds[1] = gm->multi_fds[2] = -1;
+			return err;
+		}
+	}
+	memcpy(gm->probes, probes, sizeof(probes));
+	return 0;
+}
+
 /*
  * A return probe goes in before its entry probe: a return with no entry
  * seen is ignored, an entry with no return would leave the thread inside
@@ -284,6 +402,16 @@ static void attach_object(struct gpu *g, struct gpu_proc *p, struct gpu_mapping 
 	const struct gpu_object *o = &g->objs[gm->obj];
 	struct trainbpf_bpf *skel = g->tr->skel;
 	int failed = 0, err = 0;
+
+	if (g->tr->uprobe_multi) {
+		err = attach_multi(g, p, gm, path);
+		if (!err)
+			goto done;
+		if (g->verbose)
+			fprintf(stderr, "trainbpf: uprobe_multi on %s: %s; one probe per function\n",
+				o->path, strerror(-err));
+		err = 0;
+	}
 
 	for (int i = 0; i < gpu_napis; i++) {
 		const struct gpu_api *a = &gpu_apis[i];
@@ -315,9 +443,12 @@ static void attach_object(struct gpu *g, struct gpu_proc *p, struct gpu_mapping 
 	if (failed)
 		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
 			failed, o->path, p->pid, strerror(err));
+done:
 	if (g->verbose)
-		fprintf(stderr, "trainbpf: %.3f s: %d uprobes on %s (pid %d)\n",
-			(now_ns() - g->t0) / 1e9, gm->nlinks, o->path, p->pid);
+		fprintf(stderr, "trainbpf: %.3f s: %d functions probed in %s (pid %d)%s\n",
+			(now_ns() - g->t0) / 1e9,
+			gm->probes[GF_CUDART] + gm->probes[GF_CUDA] + gm->probes[GF_NCCL],
+			o->path, p->pid, gm->nlinks ? "" : " (uprobe_multi)");
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */
@@ -356,6 +487,7 @@ static void new_mapping(struct gpu *g, struct gpu_proc *p, const struct map_line
 	gm = &p->maps[p->nmaps++];
 	memset(gm, 0, sizeof(*gm));
 	gm->obj = obj;
+	gm->multi_fds[0] = gm->multi_fds[1] = gm->multi_fds[2] = -1;
 	gm->lo = m->lo;
 	gm->hi = m->hi;
 	if (g->objs[obj].families)

@@ -32,8 +32,9 @@ struct gpu_object {
 struct gpu_mapping {
 	int obj;		/* index into gpu.objs */
 	uint64_t lo, hi;	/* its executable addresses in the process */
-	struct bpf_link **links;
+	struct bpf_link **links;	/* perf-event uprobes, one per function */
 	int nlinks;
+	int multi_fds[3];	/* or uprobe_multi links: return, entry, launch; -1 none */
 	int probes[GF_NFAMILIES];	/* functions probed per family */
 };
 

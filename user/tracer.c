@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "procfs.h"
 #include "tracer.h"
+#include "uprobe_multi.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -113,6 +114,21 @@ static int map_slots(struct tracer *tr)
 	return 0;
 }
 
+/* CUDA/NCCL probes: one uprobe_multi link per file where the kernel has them. */
+static void select_uprobe_programs(struct tracer *tr, const struct env *env)
+{
+	struct bpf_program *multi[] = { tr->skel->progs.gpu_enter_multi,
+		tr->skel->progs.gpu_exit_multi, tr->skel->progs.gpu_launch_multi };
+
+	tr->uprobe_multi = uprobe_multi_supported(env->btf_path);
+	for (size_t i = 0; i < sizeof(multi) / sizeof(multi[0]); i++) {
+		if (tr->uprobe_multi)
+			bpf_program__set_expected_attach_type(multi[i], TB_BPF_TRACE_UPROBE_MULTI);
+		else
+			bpf_program__set_autoload(multi[i], false);
+	}
+}
+
 static int load(struct tracer *tr, const struct env *env)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = env->btf_path);
@@ -129,6 +145,7 @@ static int load(struct tracer *tr, const struct env *env)
 	bpf_map__set_max_entries(skel->maps.slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.free_slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.events, env->ringbuf_kb * 1024);
+	select_uprobe_programs(tr, env);
 	err = trainbpf_bpf__load(skel);
 	if (err) {
 		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),

@@ -31,6 +31,7 @@ struct tracer {
 	struct slot_owner *owner;
 	struct job *job;
 	struct gpu *gpu;	/* NULL until the GPU side is set up */
+	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
 	uint64_t events_seen;
 };
 
