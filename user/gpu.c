@@ -171,6 +171,12 @@ void gpu_so_version(const char *name, char *out, size_t len)
 	snprintf(out, len, "%s", v ? v + 4 : "");
 }
 
+bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f)
+{
+	return gpu_apis[api].family == f && gpu_apis[api].core && !o->offs[api] &&
+	       !o->alias[api];
+}
+
 int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len)
 {
 	int n = 0;
@@ -179,7 +185,7 @@ int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size
 	if (len)
 		out[0] = '\0';
 	for (int i = 0; i < gpu_napis; i++) {
-		if (gpu_apis[i].family != f || !gpu_apis[i].core || obj->offs[i] || obj->alias[i])
+		if (!gpu_lacks(obj, i, f))
 			continue;
 		if (used < len)
 			used += snprintf(out + used, len - used, "%s%s", n ? ", " : "",
@@ -333,6 +339,13 @@ static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid,
 	return bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
 }
 
+/* Is api probed in o: defined there, not an alias, and asked for? */
+static bool probed(const struct gpu *g, const struct gpu_object *o, int api)
+{
+	return o->offs[api] && !o->alias[api] &&
+	       (gpu_apis[api].kind != TB_AK_LAUNCH || g->launches);
+}
+
 /* The functions of o to probe with one kind of program. */
 static int select_apis(const struct gpu *g, const struct gpu_object *o, bool launch,
 		       uint64_t *offs, uint64_t *cookies, int *probes)
@@ -342,7 +355,7 @@ static int select_apis(const struct gpu *g, const struct gpu_object *o, bool lau
 	for (int i = 0; i < gpu_napis; i++) {
 		const struct gpu_api *a = &gpu_apis[i];
 
-		if (!o->offs[i] || o->alias[i] || (a->kind == TB_AK_LAUNCH) != launch)
+		if (!probed(g, o, i) || (a->kind == TB_AK_LAUNCH) != launch)
 			continue;
 		offs[n] = o->offs[i];
 		cookies[n++] = gpu_api_cookie(i);
@@ -369,8 +382,6 @@ static int attach_multi(struct gpu *g, struct gpu_proc *p, struct gpu_mapping *g
 	for (int k = 0; k < 3; k++) {
 		int junk[GF_NFAMILIES] = {}, n;
 
-		if (k == 2 && !g->launches)
-			continue;
 		/* entry and return probe the same functions: count them once */
 		n = select_apis(g, o, k == 2, offs, cookies, k == 0 ? junk : probes);
 		if (!n)
@@ -417,7 +428,7 @@ static void attach_object(struct gpu *g, struct gpu_proc *p, struct gpu_mapping 
 		const struct gpu_api *a = &gpu_apis[i];
 		struct bpf_link *ret, *ent;
 
-		if (!o->offs[i] || o->alias[i] || (a->kind == TB_AK_LAUNCH && !g->launches))
+		if (!probed(g, o, i))
 			continue;
 		if (a->kind == TB_AK_LAUNCH) {
 			ent = attach_one(skel->progs.gpu_launch, p->pid, path, o->offs[i], i, false);

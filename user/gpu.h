@@ -95,6 +95,8 @@ void gpu_refresh(struct gpu *g);
 const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid);
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);
+/* A core function of family f that o does not define. */
+bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */
 int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len);
 bool gpu_any_library(const struct gpu *g);

@@ -158,7 +158,7 @@ static void json_missing(FILE *f, const struct gpu_object *o, enum gpu_family fa
 
 	fputc('[', f);
 	for (int a = 0; a < gpu_napis; a++) {
-		if (gpu_apis[a].family != fam || !gpu_apis[a].core || o->offs[a] || o->alias[a])
+		if (!gpu_lacks(o, a, fam))
 			continue;
 		fprintf(f, "%s\"%s\"", first ? "" : ",", gpu_apis[a].name);
 		first = false;
