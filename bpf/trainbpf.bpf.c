@@ -139,6 +139,17 @@ static __always_inline __u32 open_cp(struct tb_slot *b)
 	return tb_oncpu_cp(b);
 }
 
+/*
+ * p is waiting for a CPU from now on. The kernel adds each wait to
+ * sched_info.run_delay when it picks the task, so the wait can be
+ * measured later even if that pick's sched_switch never reaches us.
+ */
+static __always_inline void mark_runnable(struct tb_slot *s, struct task_struct *p)
+{
+	s->state = TB_ST_RUNNABLE;
+	s->rq_delay0 = p ? BPF_CORE_READ(p, sched_info.run_delay) : TB_RQD_UNKNOWN;
+}
+
 #define TB_SIGNAL_GROUP_EXIT 0x4
 
 /* The process is being torn down (exit_group): wakes are kills, not work. */
@@ -165,7 +176,7 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			s->net_waits++;
 		}
 		s->blk_ns += d;
-		s->state = TB_ST_RUNNABLE;
+		mark_runnable(s, p);
 		return;
 	}
 	if (wk == TB_WK_TRACED) {
@@ -197,7 +208,7 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	}
 	if (w)
 		recent_note(s, s->wk_slot, w->tid);
-	s->state = TB_ST_RUNNABLE;
+	mark_runnable(s, p);
 }
 
 /*
@@ -228,29 +239,50 @@ __noinline int recent_snapshot(struct tb_slot *s, __u64 now)
 }
 
 /*
- * p is running now (it is switching out, or a probe of it fired), but our
- * books may say otherwise: registered at attach with no switch seen
- * (UNKNOWN: on-CPU since), or a missed wakeup or switch-in. The kernel
- * knows how long it has just run (sum_exec_runtime restarts from
- * prev_sum_exec_runtime at each pick): runqueue until then, on-CPU since.
+ * When p, running now, was picked: its wait for a CPU since it went
+ * RUNNABLE is what run_delay grew by, and a pick with no sched_switch
+ * seen still updates it. After a missed wakeup that start is unknown;
+ * then sum_exec_runtime, which restarts from prev_sum_exec_runtime at each
+ * pick, gives the time run since, exact at a switch-out and up to a tick
+ * short in a probe or at exit.
+ */
+static __always_inline __u64 picked_at(struct tb_slot *s, struct task_struct *p,
+				       __u64 now)
+{
+	__u64 span = now > s->since ? now - s->since : 0, d;
+
+	if (s->state == TB_ST_RUNNABLE && s->rq_delay0 != TB_RQD_UNKNOWN) {
+		d = BPF_CORE_READ(p, sched_info.run_delay);
+		d = d > s->rq_delay0 ? d - s->rq_delay0 : 0;
+		return s->since + (d < span ? d : span);
+	}
+	d = BPF_CORE_READ(p, se.sum_exec_runtime) -
+	    BPF_CORE_READ(p, se.prev_sum_exec_runtime);
+	return now - (d < span ? d : span);
+}
+
+/*
+ * p is running now (it is switching out, a probe of it fired, or it is
+ * exiting), but our books may say otherwise: registered at attach with no
+ * switch seen (UNKNOWN: on-CPU since), or a missed wakeup or switch-in
+ * (this kernel now and then starts a task with no sched_switch naming it;
+ * ftrace and bpftrace miss those too). Waiting until it was picked,
+ * on-CPU since.
  */
 static __always_inline void catch_up_running(struct tb_slot *s, struct task_struct *p,
 					     __u64 now)
 {
-	__u64 ran;
+	__u64 picked;
 
 	if (s->state == TB_ST_ONCPU)
 		return;
-	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, NULL, now);	/* missed the wakeup */
-	if (s->state == TB_ST_RUNNABLE) {
-		ran = BPF_CORE_READ(p, se.sum_exec_runtime) -
-		      BPF_CORE_READ(p, se.prev_sum_exec_runtime);
+	if (s->state == TB_ST_BLOCKED || s->state == TB_ST_RUNNABLE) {
 		__sync_fetch_and_add(&counters.sched_missed, 1);
-		if (ran > now - s->since)
-			ran = now - s->since;
-		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now - ran);
-		s->last_in = now - ran;
+		picked = picked_at(s, p, now);
+		if (s->state == TB_ST_BLOCKED)
+			close_blocked(s, NULL, picked);	/* missed the wakeup */
+		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), picked);
+		s->last_in = picked;
 	}
 	s->state = TB_ST_ONCPU;
 }
@@ -282,7 +314,7 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 		s->state = TB_ST_BLOCKED;
 		recent_snapshot(s, now);
 	} else {
-		s->state = TB_ST_RUNNABLE;
+		mark_runnable(s, p);
 	}
 	write_end(s);
 }
@@ -438,7 +470,7 @@ static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
 	s->since = now;
 	s->last_in = now;
 	s->end_ns = 0;
-	s->state = TB_ST_RUNNABLE;
+	mark_runnable(s, c);	/* run_delay is 0: sched_fork cleared it */
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), c->comm);
 	ckpt_init(s, now);
 	write_end(s);
@@ -519,8 +551,9 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		return 0;
 	now = bpf_ktime_get_ns();
 	write_begin(s);
-	if (s->state == TB_ST_ONCPU || s->state == TB_ST_UNKNOWN)
-		close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
+	/* It runs its own exit, whatever our books say. */
+	catch_up_running(s, p, now);
+	close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 	s->io_rbytes = BPF_CORE_READ(p, ioac.read_bytes) - s->io_rbase;
 	s->io_wbytes = BPF_CORE_READ(p, ioac.write_bytes) - s->io_wbase;
 	s->end_ns = now;

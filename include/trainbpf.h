@@ -126,10 +126,14 @@ struct tb_slot {
 	__u64 net_ns;		/* blocked on communication (see tb_is_net_thread) */
 	__u32 net_waits;	/* waits counted in net_ns */
 	__u32 pad2;
+	__u64 rq_delay0;	/* sched_info.run_delay on becoming RUNNABLE; TB_RQD_UNKNOWN */
 	char comm[TB_COMM_LEN];
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */
 	struct tb_waker_snap recent[TB_NRECENT];	/* most recent first */
 };
+
+/* rq_delay0 when the thread went RUNNABLE unseen (a missed wakeup). */
+#define TB_RQD_UNKNOWN (~0ULL)
 
 /* The value of the task-local storage: which slot a task owns. */
 struct tb_task {
