@@ -61,7 +61,11 @@
  * stand-ins make inside another probed call: cudaStreamSynchronize ->
  * cuStreamSynchronize, ncclBcast -> ncclBroadcast...), bytes (NCCL data
  * calls: count x datatype size; memcpy: the bytes copied), ns (time
- * around the outermost calls)}} summed over the loop threads;
+ * around the outermost calls), rq_ns (how much longer the thread's
+ * schedstat run_delay got across those calls: an upper bound on the
+ * preemptions between a clock read and the probe inside)}} summed over
+ * the loop threads; threads[] also have gpu_wait_rq_ns and comm_rq_ns,
+ * the same bound for gpu_wait_ns and comm_ns;
  * launches{NAME: calls}; comm{comm, rank, nranks, id (first 16 bytes,
  * hex), id_full (128 bytes)}; comms[] every communicator made; versions;
  * load_unix_ns (CLOCK_REALTIME just before the first dlopen, or at start);
@@ -146,14 +150,19 @@ static struct {
 } F;
 
 struct api_stat {
-	int64_t calls, nested, bytes, ns;
+	int64_t calls, nested, bytes, ns, rq_ns;
+};
+
+/* One call: its time, and the run-queue wait (schedstat) around it. */
+struct timing {
+	int64_t ns, rq_ns;
 };
 
 struct thr {
 	pthread_t handle;
 	int index;
 	long tid;
-	int64_t start_ns, end_ns, gpu_wait_ns, comm_ns;
+	int64_t start_ns, end_ns, gpu_wait_ns, comm_ns, gpu_wait_rq_ns, comm_rq_ns;
 	struct api_stat st[N_APIS];
 	unsigned launch_seq;
 };
@@ -201,9 +210,13 @@ static const size_t dtype_size[ncclNumTypes] = {
  */
 #define CALL(t, api, nested, bytes, ...) \
 	account(t, A_##api, nested, bytes, \
-		({ int64_t t0_ = mono_ns(); \
+		({ int64_t c0_, r0_, c1_, r1_, t0_, ns_; \
+		   read_schedstat(gettid_(), &c0_, &r0_); \
+		   t0_ = mono_ns(); \
 		   int rc_ = F.api(__VA_ARGS__); \
-		   check(rc_, #api); mono_ns() - t0_; }))
+		   ns_ = mono_ns() - t0_; \
+		   read_schedstat(gettid_(), &c1_, &r1_); \
+		   check(rc_, #api); (struct timing){ ns_, r1_ - r0_ }; }))
 
 static void check(int rc, const char *api)
 {
@@ -215,19 +228,24 @@ static void check(int rc, const char *api)
 	}
 }
 
-static void account(struct thr *t, enum api a, enum api nested, size_t bytes, int64_t ns)
+static void account(struct thr *t, enum api a, enum api nested, size_t bytes,
+		    struct timing c)
 {
 	struct api_stat *s = &t->st[a];
 
 	s->calls++;
 	s->bytes += bytes;
-	s->ns += ns;
+	s->ns += c.ns;
+	s->rq_ns += c.rq_ns;
 	if (nested != A_NONE)
 		t->st[nested].nested++;
-	if (api_kinds[a] == SYNC || api_kinds[a] == MEMCPY)
-		t->gpu_wait_ns += ns;
-	else if (api_kinds[a] != LAUNCH)
-		t->comm_ns += ns;
+	if (api_kinds[a] == SYNC || api_kinds[a] == MEMCPY) {
+		t->gpu_wait_ns += c.ns;
+		t->gpu_wait_rq_ns += c.rq_ns;
+	} else if (api_kinds[a] != LAUNCH) {
+		t->comm_ns += c.ns;
+		t->comm_rq_ns += c.rq_ns;
+	}
 }
 
 static void spin_ns(int64_t ns)
@@ -489,15 +507,17 @@ static void write_apis(FILE *f)
 			sum[a].nested += g_thr[i].st[a].nested;
 			sum[a].bytes += g_thr[i].st[a].bytes;
 			sum[a].ns += g_thr[i].st[a].ns;
+			sum[a].rq_ns += g_thr[i].st[a].rq_ns;
 		}
 	fputs(" \"apis\":{", f);
 	for (int a = 0; a < N_APIS; a++) {
 		if (!sum[a].calls && !sum[a].nested)
 			continue;
 		fprintf(f, "%s\n  \"%s\":{\"kind\":\"%s\",\"calls\":%lld,\"nested\":%lld,"
-			"\"bytes\":%lld,\"ns\":%lld}", first ? "" : ",", api_names[a],
-			kind_names[api_kinds[a]], (long long)sum[a].calls,
-			(long long)sum[a].nested, (long long)sum[a].bytes, (long long)sum[a].ns);
+			"\"bytes\":%lld,\"ns\":%lld,\"rq_ns\":%lld}", first ? "" : ",",
+			api_names[a], kind_names[api_kinds[a]], (long long)sum[a].calls,
+			(long long)sum[a].nested, (long long)sum[a].bytes, (long long)sum[a].ns,
+			(long long)sum[a].rq_ns);
 		first = 0;
 	}
 	fputs("},\n \"launches\":{", f);
@@ -540,9 +560,11 @@ static void write_truth(void)
 		const struct thr *t = &g_thr[i];
 
 		fprintf(f, "%s{\"tid\":%ld,\"start_ns\":%lld,\"end_ns\":%lld,"
-			"\"gpu_wait_ns\":%lld,\"comm_ns\":%lld}", i ? "," : "", t->tid,
+			"\"gpu_wait_ns\":%lld,\"comm_ns\":%lld,\"gpu_wait_rq_ns\":%lld,"
+			"\"comm_rq_ns\":%lld}", i ? "," : "", t->tid,
 			(long long)t->start_ns, (long long)t->end_ns,
-			(long long)t->gpu_wait_ns, (long long)t->comm_ns);
+			(long long)t->gpu_wait_ns, (long long)t->comm_ns,
+			(long long)t->gpu_wait_rq_ns, (long long)t->comm_rq_ns);
 	}
 	fputs("],\n", f);
 	write_apis(f);
