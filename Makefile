@@ -13,7 +13,7 @@ VERSION := 0.1.0
 INCLUDES := -Iinclude -Ivmlinux -I$(OUTPUT) -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
 CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
-LDLIBS := -lbpf -lelf -lz
+LDLIBS := -lbpf -lelf -lz -lm
 STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

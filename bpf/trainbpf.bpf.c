@@ -566,3 +566,4 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 
 /* After the slot helpers it uses. */
 #include "gpu_api.bpf.h"
+#include "output.bpf.h"

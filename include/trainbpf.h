@@ -151,6 +151,22 @@ enum tb_ev_type {
 	TB_EV_FORK = 1,	/* a traced process created a new process */
 	TB_EV_EXEC,
 	TB_EV_EXIT,	/* the last thread of a process exited */
+	TB_EV_MARK,	/* a "TRAINBPF epoch|step N" write (trainbpf_mark.h) */
+	TB_EV_TEXT,	/* the start of a write to stdout or stderr */
+};
+
+/* The head of a write(2) by a traced thread (bpf/output.bpf.h). */
+#define TB_TEXT_LEN 256	/* a power of two: the verifier bounds the copy by a mask */
+#define TB_MARK_PREFIX "TRAINBPF "
+struct tb_text_event {
+	__u32 type;		/* TB_EV_MARK or TB_EV_TEXT */
+	__u32 pid;
+	__u32 tid;
+	__u32 fd;
+	__u64 ts;
+	__u32 len;		/* bytes in text: the write's first TB_TEXT_LEN - 1 at most */
+	__u32 pad;
+	char text[TB_TEXT_LEN];
 };
 
 /* Rare lifecycle events, through the ring buffer. Losses are counted. */

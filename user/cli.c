@@ -2,10 +2,12 @@
 #include <argp.h>
 #include <errno.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "epochs.h"
 #include "trainbpf.h"
 
 const char *argp_program_version = "trainbpf " TB_VERSION;
@@ -29,7 +31,8 @@ static const char doc[] =
 "    sudo trainbpf -p 1234 -i 2 -d 60   # live table every 2 s, stop after 60 s\n"
 "    sudo trainbpf --format json -- python3 train.py   # launch and trace\n";
 
-enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES };
+enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
+       OPT_EPOCH_REGEX };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -44,6 +47,8 @@ static const struct argp_option opts[] = {
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
+	{ "epochs", OPT_EPOCHS, "auto|marker|regex|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else 60 s windows). Markers: include/trainbpf_mark.h" },
+	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
 };
@@ -141,6 +146,27 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		env->ringbuf_kb = kb;
 		break;
 	}
+	case OPT_EPOCHS: {
+		enum ep_source src;
+
+		if (epochs_parse_source(arg, &src, &env->epoch_interval_s))
+			argp_error(state, "invalid epoch source: '%s' (auto, marker, regex or interval:SEC)", arg);
+		env->epochs = src;
+		break;
+	}
+	case OPT_EPOCH_REGEX: {
+		regex_t re;
+		char why[128];
+		int rc = regcomp(&re, arg, REG_EXTENDED | REG_ICASE);
+
+		if (rc) {
+			regerror(rc, &re, why, sizeof(why));
+			argp_error(state, "invalid epoch regex '%s': %s", arg, why);
+		}
+		regfree(&re);
+		env->epoch_regex = arg;
+		break;
+	}
 	case ARGP_KEY_ARG:
 		/* argp stops at "--"; everything after it is the command. */
 		env->command = &state->argv[state->next - 1];
@@ -167,6 +193,7 @@ void cli_parse(int argc, char **argv, struct env *env)
 	env->interval_s = 5;
 	env->max_threads = TB_DEFAULT_SLOTS;
 	env->ringbuf_kb = 256;
+	env->epochs = EP_AUTO;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
 }

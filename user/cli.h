@@ -25,6 +25,9 @@ struct env {
 	unsigned int max_threads;
 	unsigned int ringbuf_kb;
 	bool launches;		/* probe launches too (costly: opt-in) */
+	int epochs;		/* enum ep_source (epochs.h) */
+	double epoch_interval_s;	/* --epochs interval:SEC */
+	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */
 };
 
 /* Parses argv into env. Exits with status 2 and one line on bad input. */

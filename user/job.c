@@ -125,7 +125,7 @@ const char *role_name(enum tb_role role)
 	}
 }
 
-static const struct thread_rec *main_thread(const struct proc_rec *p)
+const struct thread_rec *job_main_thread(const struct proc_rec *p)
 {
 	for (int i = p->nthreads - 1; i >= 0; i--)
 		if (p->threads[i].tid == p->pid)
@@ -163,7 +163,7 @@ static bool has_child_with_role(const struct job *job, pid_t pid,
  */
 static bool main_thread_busy(const struct proc_rec *p)
 {
-	const struct thread_rec *t = main_thread(p);
+	const struct thread_rec *t = job_main_thread(p);
 	uint64_t total, work;
 
 	if (!t)
@@ -253,7 +253,7 @@ int job_headline(const struct job *job, uint64_t cp[TB_NCAT])
 
 		if (job->procs[i].role != TB_ROLE_TRAINER)
 			continue;
-		t = main_thread(&job->procs[i]);
+		t = job_main_thread(&job->procs[i]);
 		if (!t)
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)

@@ -48,6 +48,7 @@ struct job {
 	double window_start_unix;
 	uint64_t headline_shown[TB_NCAT];
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
+	struct epochs *epochs;	/* epoch and step boundaries */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */
@@ -56,6 +57,8 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns);
 bool job_proc_alive(const struct proc_rec *p);
+/* Its main thread (tid == pid), the latest if exec'd; NULL if unknown. */
+const struct thread_rec *job_main_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
 void job_free(struct job *job);
 

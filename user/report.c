@@ -220,6 +220,8 @@ void report_text(FILE *f, const struct job *job,
 		TB_VERSION, (now - job->window_start_ns) / 1e9, job->nprocs,
 		nthreads, all / 1e9);
 	headline_block(f, job);
+	if (job->epochs)
+		report_epochs_text(f, job, job->epochs);
 	process_table(f, job);
 	thread_table(f, job, now);
 	report_gpu_text(f, job, now);

@@ -36,6 +36,15 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_json(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid);
 
+/* Epochs (report_epochs.c): blocks as epochs end, the final list, JSON. */
+struct epochs;
+struct epoch;
+void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
+			const char *source);
+void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep);
+void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
+void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep);
+
 /* One table of the interval since the previous call; 80 columns. */
 void report_live(FILE *f, struct job *job, uint64_t now);
 void report_text(FILE *f, const struct job *job,

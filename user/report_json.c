@@ -112,6 +112,10 @@ void report_json(FILE *f, const struct job *job,
 	for (int r = 0; r < TB_NROLLUP; r++)
 		fprintf(f, "%s\"%s\":%.3f", r ? "," : "", tb_rollup_names[r], pct[r]);
 	fprintf(f, "}},");
+	if (job->epochs) {
+		report_epochs_json(f, job, job->epochs);
+		fputc(',', f);
+	}
 	report_gpu_json(f, job, now);
 	fprintf(f, ",\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
 		"\"io_bytes_written\":%llu,\"context_switches\":%llu,"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
+#include "epochs.h"
 #include "gpu.h"
 #include "procfs.h"
 #include "tracer.h"
@@ -129,6 +131,38 @@ static void select_uprobe_programs(struct tracer *tr, const struct env *env)
 	}
 }
 
+/*
+ * The write probe is a syscall tracepoint: libbpf finds its id in tracefs,
+ * which this VM does not mount at boot. Without it, no epoch markers or
+ * lines; the rest works.
+ */
+static bool tracefs_ready(void)
+{
+	static const char *const ids[] = {
+		"/sys/kernel/tracing/events/syscalls/sys_enter_write/id",
+		"/sys/kernel/debug/tracing/events/syscalls/sys_enter_write/id",
+	};
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (!access(ids[i], R_OK))
+			return true;
+	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
+		return false;
+	return !access(ids[0], R_OK);
+}
+
+static void select_write_probe(struct tracer *tr, const struct env *env)
+{
+	struct trainbpf_bpf *skel = tr->skel;
+
+	if (env->epochs == EP_AUTO || env->epochs == EP_REGEX)
+		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
+	if (!tracefs_ready()) {
+		fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen\n");
+		bpf_program__set_autoload(skel->progs.on_write, false);
+	}
+}
+
 static int load(struct tracer *tr, const struct env *env)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = env->btf_path);
@@ -146,6 +180,7 @@ static int load(struct tracer *tr, const struct env *env)
 	bpf_map__set_max_entries(skel->maps.free_slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.events, env->ringbuf_kb * 1024);
 	select_uprobe_programs(tr, env);
+	select_write_probe(tr, env);
 	err = trainbpf_bpf__load(skel);
 	if (err) {
 		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),
@@ -361,6 +396,12 @@ static int handle_event(void *ctx, void *data, size_t len)
 			gpu_on_event(tr->gpu, data, len);
 		return 0;
 	}
+	if (len >= sizeof(struct tb_text_event) &&
+	    (e->type == TB_EV_MARK || e->type == TB_EV_TEXT)) {
+		if (tr->job->epochs)
+			epochs_on_event(tr->job->epochs, data);
+		return 0;
+	}
 	if (len < sizeof(*e))
 		return 0;
 	tr->events_seen++;
@@ -387,6 +428,12 @@ static int handle_event(void *ctx, void *data, size_t len)
 		bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &p->pid);
 	}
 	return 0;
+}
+
+void tracer_wait(struct tracer *tr, int ms)
+{
+	/* Drains what is there too; EINTR on a signal is what we want. */
+	ring_buffer__poll(tr->rb, ms);
 }
 
 int tracer_drain_events(struct tracer *tr)

@@ -48,6 +48,8 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root);
 void tracer_add_descendants(struct tracer *tr);
 
 int tracer_drain_events(struct tracer *tr);
+/* Sleeps until ms pass, a signal, or an event that asks for a wakeup. */
+void tracer_wait(struct tracer *tr, int ms);
 /* Copies slot idx consistently; false if free or never stable. */
 bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
 		      struct tb_slot *out);

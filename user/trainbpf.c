@@ -13,6 +13,7 @@
 #include <time.h>
 #include "account.h"
 #include "cli.h"
+#include "epochs.h"
 #include "gpu.h"
 #include "job.h"
 #include "launch.h"
@@ -66,6 +67,18 @@ static void start_window(struct job *job)
 	job->window_start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
 }
 
+static int start_epochs(struct epochs *ep, const struct env *env, struct job *job)
+{
+	char why[128];
+
+	if (epochs_init(ep, env->epochs, env->epoch_interval_s, env->epoch_regex,
+			job->window_start_ns, why, sizeof(why))) {
+		fprintf(stderr, "trainbpf: invalid epoch regex: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
 static int start_targets(struct tracer *tr, const struct env *env,
 			 struct launch *l)
 {
@@ -101,13 +114,24 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	account_refresh(tr, now);
 	sync_roles(tr, job);
 	gpu_tick(job->gpu, job, now);
+	epochs_tick(job->epochs, job, now);
 }
 
-static void sleep_tick(void)
+/*
+ * Sleeps until the next tick, or less: an epoch boundary wakes us so that
+ * the totals it splits are read at once. Returns the time.
+ */
+static uint64_t wait_tick(struct tracer *tr, struct job *job, uint64_t *next_tick)
 {
-	struct timespec ts = { 0, TICK_NS };
+	uint64_t now = now_ns();
 
-	nanosleep(&ts, NULL);	/* EINTR on a signal is what we want */
+	while (!stop_signal && now < *next_tick && !epochs_pending(job->epochs)) {
+		tracer_wait(tr, (*next_tick - now + 999999) / 1000000);
+		now = now_ns();
+	}
+	if (now >= *next_tick)
+		*next_tick = now + TICK_NS;
+	return now;
 }
 
 /* Ticks until the job is gone, time is up, or a signal. */
@@ -118,13 +142,15 @@ static void trace_loop(struct tracer *tr, struct job *job,
 	uint64_t next_live = start + interval;
 	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
 
-	while (!stop_signal) {
-		uint64_t now;
+	uint64_t next_tick = start + TICK_NS;
 
-		sleep_tick();
-		now = now_ns();
+	while (!stop_signal) {
+		uint64_t now = wait_tick(tr, job, &next_tick);
+
 		refresh(tr, job, now);
 		launch_reap(l);
+		if (interval)
+			report_epochs_live(live, job, job->epochs);
 		if (interval && now >= next_live) {
 			report_live(live, job, now);
 			next_live += interval;
@@ -159,6 +185,7 @@ static void final_report(struct tracer *tr, struct job *job,
 	uint64_t now = now_ns();
 
 	refresh(tr, job, now);
+	epochs_finish(job->epochs, job, now);
 	tracer_counters(tr, &bpf);
 	job_counters(job, &bpf, &c);
 	if (bpf.events_lost)
@@ -180,6 +207,7 @@ int main(int argc, char **argv)
 	struct job job = {};
 	struct tracer tr = {};
 	struct gpu gpu = {};
+	struct epochs ep = {};
 	struct launch l = { .pid = 0 };
 	FILE *out = NULL;
 	int err = 1;
@@ -197,6 +225,9 @@ int main(int argc, char **argv)
 	gpu_init(&gpu, &tr, env.launches, env.verbose);
 	tr.gpu = job.gpu = &gpu;
 	start_window(&job);
+	if (start_epochs(&ep, &env, &job))
+		goto cleanup;
+	job.epochs = &ep;
 	if (start_targets(&tr, &env, &l)) {
 		err = env.command ? 127 : 1;
 		goto cleanup;
@@ -208,6 +239,7 @@ int main(int argc, char **argv)
 	err = env.command ? launch_exit_code(&l) : 0;
 cleanup:
 	gpu_free(&gpu);	/* its probes before the programs they run */
+	epochs_free(&ep);
 	tracer_close(&tr);
 	job_free(&job);
 	if (out && out != stdout)

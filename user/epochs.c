@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "epochs.h"
+#include "job.h"
+
+#define NS_PER_S 1000000000.0
+#define MAX_GROUPS 10
+
+static const char *const source_names[EP_NSRC + 1] = {
+	"marker", "regex", "interval", "auto",
+};
+
+const char *epochs_source_name(enum ep_source s)
+{
+	return s <= EP_NSRC ? source_names[s] : "none";
+}
+
+int epochs_parse_source(const char *arg, enum ep_source *src, double *interval_s)
+{
+	char *end;
+
+	for (int s = 0; s <= EP_NSRC; s++)
+		if (s != EP_INTERVAL && !strcmp(arg, source_names[s])) {
+			*src = s;
+			return 0;
+		}
+	if (strncmp(arg, "interval:", 9))
+		return -1;
+	*interval_s = strtod(arg + 9, &end);
+	if (end == arg + 9 || *end || !(*interval_s >= 0.01 && *interval_s <= 1e7))
+		return -1;
+	*src = EP_INTERVAL;
+	return 0;
+}
+
+int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
+		const char *re, uint64_t window_start, char *err, size_t errlen)
+{
+	int rc;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->want = want;
+	ep->interval_s = want == EP_INTERVAL ? interval_s : EP_AUTO_INTERVAL_S;
+	ep->window_start = window_start;
+	ep->prev.ts = window_start;
+	rc = regcomp(&ep->re, re ? re : EP_DEFAULT_REGEX, REG_EXTENDED | REG_ICASE);
+	if (rc) {
+		regerror(rc, &ep->re, err, errlen);
+		return -1;
+	}
+	ep->re_ok = true;
+	return 0;
+}
+
+static bool tracks(const struct epochs *ep, enum ep_source s)
+{
+	return ep->want == EP_AUTO || ep->want == s;
+}
+
+bool epochs_want_text(const struct epochs *ep)
+{
+	return tracks(ep, EP_REGEX);
+}
+
+static void *grow(void *p, int *cap, int need, size_t size)
+{
+	int ncap = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return p;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(p, ncap * size);
+	if (!np)
+		return NULL;
+	*cap = ncap;
+	return np;
+}
+
+static void add_pending(struct ep_stream *st, uint64_t ts, long label)
+{
+	struct ep_pending *p = grow(st->pend, &st->cappend, st->npend + 1, sizeof(*p));
+	int i;
+
+	if (!p)
+		return;
+	st->pend = p;
+	/* Marks of two threads can reach the ring buffer out of order. */
+	for (i = st->npend; i > 0 && p[i - 1].ts > ts; i--)
+		p[i] = p[i - 1];
+	p[i] = (struct ep_pending){ ts, label };
+	st->npend++;
+}
+
+static void add_step(struct epochs *ep, uint64_t ts)
+{
+	uint64_t *s = grow(ep->steps, &ep->capsteps, ep->nsteps + 1, sizeof(*s));
+	int i;
+
+	if (!s)
+		return;
+	ep->steps = s;
+	for (i = ep->nsteps; i > 0 && s[i - 1] > ts; i--)
+		s[i] = s[i - 1];
+	s[i] = ts;
+	ep->nsteps++;
+}
+
+static void on_mark(struct epochs *ep, const char *text, uint64_t ts)
+{
+	char what[8];
+	long n;
+
+	if (sscanf(text + strlen(TB_MARK_PREFIX), "%7s %ld", what, &n) != 2)
+		return;
+	if (!strcmp(what, "epoch") && tracks(ep, EP_MARKER))
+		add_pending(&ep->src[EP_MARKER], ts, n);
+	else if (!strcmp(what, "step"))
+		add_step(ep, ts);
+}
+
+/* The epoch number in a matching line: its first all-digit group. */
+static bool match_label(const char *line, const regmatch_t *m, long *label)
+{
+	for (int g = 1; g < MAX_GROUPS && m[g].rm_so >= 0; g++) {
+		int len = m[g].rm_eo - m[g].rm_so;
+		bool digits = len > 0 && len < 10;
+
+		for (int i = 0; digits && i < len; i++)
+			digits = isdigit((unsigned char)line[m[g].rm_so + i]);
+		if (digits) {
+			*label = strtol(line + m[g].rm_so, NULL, 10);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* tqdm redraws with \r: every piece between \n and \r is a line. */
+static void on_text(struct epochs *ep, const struct tb_text_event *e)
+{
+	struct ep_stream *st = &ep->src[EP_REGEX];
+	char buf[TB_TEXT_LEN + 1], *save = NULL;
+	regmatch_t m[MAX_GROUPS];
+	size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
+
+	memcpy(buf, e->text, len);
+	buf[len] = '\0';
+	for (char *line = strtok_r(buf, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save)) {
+		long label;
+
+		if (regexec(&ep->re, line, MAX_GROUPS, m, 0))
+			continue;
+		if (!match_label(line, m, &label))
+			label = st->has_label ? st->last_label + 1 : 1;
+		if (!st->has_label || label != st->last_label)
+			add_pending(st, e->ts, label);
+		st->last_label = label;
+		st->has_label = true;
+	}
+}
+
+void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
+{
+	if (e->type == TB_EV_MARK) {
+		char buf[TB_TEXT_LEN + 1];
+		size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
+
+		memcpy(buf, e->text, len);
+		buf[len] = '\0';
+		on_mark(ep, buf, e->ts);
+	} else if (e->type == TB_EV_TEXT && tracks(ep, EP_REGEX)) {
+		on_text(ep, e);
+	}
+}
+
+static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
+{
+	s->ts = now;
+	s->n = job->nprocs;
+	s->p = calloc(s->n ? s->n : 1, sizeof(*s->p));
+	if (!s->p)
+		return -1;
+	for (int i = 0; i < s->n; i++) {
+		const struct proc_rec *pr = &job->procs[i];
+		const struct thread_rec *mt = job_main_thread(pr);
+		struct ep_proc *p = &s->p[i];
+
+		p->pid = pr->pid;
+		for (int j = 0; j < pr->nthreads; j++)
+			for (int c = 0; c < TB_NCAT; c++)
+				p->own[c] += pr->threads[j].own[c];
+		for (int c = 0; mt && c < TB_NCAT; c++)
+			p->main_cp[c] = mt->cp[c];
+	}
+	return 0;
+}
+
+/* Totals at ts, between the ticks a (earlier) and b; job->procs only grows. */
+static int interp(struct ep_snap *out, const struct ep_snap *a,
+		  const struct ep_snap *b, uint64_t ts)
+{
+	double f = b->ts > a->ts ? (double)(ts - a->ts) / (b->ts - a->ts) : 1.0;
+
+	if (ts <= a->ts)
+		f = 0;
+	else if (ts >= b->ts)
+		f = 1;
+	out->ts = ts;
+	out->n = b->n;
+	out->p = calloc(b->n ? b->n : 1, sizeof(*out->p));
+	if (!out->p)
+		return -1;
+	for (int i = 0; i < b->n; i++) {
+		const struct ep_proc *pa = i < a->n ? &a->p[i] : NULL;
+		const struct ep_proc *pb = &b->p[i];
+
+		out->p[i].pid = pb->pid;
+		for (int c = 0; c < TB_NCAT; c++) {
+			int64_t oa = pa ? pa->own[c] : 0, ca = pa ? pa->main_cp[c] : 0;
+
+			out->p[i].own[c] = oa + (int64_t)((pb->own[c] - oa) * f);
+			out->p[i].main_cp[c] = ca + (int64_t)((pb->main_cp[c] - ca) * f);
+		}
+	}
+	return 0;
+}
+
+static bool changed(const struct ep_proc *d)
+{
+	for (int c = 0; c < TB_NCAT; c++)
+		if (d->own[c] || d->main_cp[c])
+			return true;
+	return false;
+}
+
+static void step_stats(const struct epochs *ep, struct epoch *e)
+{
+	struct ep_steps *s = &e->steps;
+
+	for (int i = 0; i < ep->nsteps; i++) {
+		uint64_t t = ep->steps[i], next;
+		double ms;
+
+		if (t < e->start || t >= e->end)
+			continue;
+		next = i + 1 < ep->nsteps && ep->steps[i + 1] < e->end ? ep->steps[i + 1] : e->end;
+		ms = (next - t) / 1e6;
+		if (!s->count || ms < s->min_ms)
+			s->min_ms = ms;
+		if (!s->count || ms > s->max_ms)
+			s->max_ms = ms;
+		s->total_ms += ms;
+		s->sum_sq += ms * ms;
+		s->count++;
+	}
+}
+
+static void close_epoch(struct epochs *ep, struct ep_stream *st,
+			const struct ep_snap *end, bool complete)
+{
+	struct epoch *list = grow(st->list, &st->cap, st->n + 1, sizeof(*list));
+	struct epoch *e;
+
+	if (!list)
+		return;
+	st->list = list;
+	e = &list[st->n];
+	memset(e, 0, sizeof(*e));
+	e->label = st->open_label;
+	e->start = st->open.ts;
+	e->end = end->ts;
+	e->complete = complete;
+	e->d = calloc(end->n ? end->n : 1, sizeof(*e->d));
+	if (!e->d)
+		return;
+	for (int i = 0; i < end->n; i++) {
+		const struct ep_proc *a = i < st->open.n ? &st->open.p[i] : NULL;
+		struct ep_proc d = { .pid = end->p[i].pid };
+
+		for (int c = 0; c < TB_NCAT; c++) {
+			d.own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
+			d.main_cp[c] = end->p[i].main_cp[c] - (a ? a->main_cp[c] : 0);
+		}
+		if (changed(&d))
+			e->d[e->n++] = d;
+	}
+	step_stats(ep, e);
+	st->n++;
+}
+
+static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap *cur)
+{
+	for (int i = 0; i < st->npend; i++) {
+		struct ep_snap at;
+
+		if (interp(&at, &ep->prev, cur, st->pend[i].ts))
+			break;
+		if (st->is_open) {
+			close_epoch(ep, st, &at, true);
+			free(st->open.p);
+		}
+		st->open = at;
+		st->open_label = st->pend[i].label;
+		st->is_open = true;
+	}
+	st->npend = 0;
+}
+
+bool epochs_pending(const struct epochs *ep)
+{
+	for (int s = 0; s < EP_NSRC; s++)
+		if (ep->src[s].npend)
+			return true;
+	return false;
+}
+
+void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
+{
+	struct ep_snap cur;
+
+	if (tracks(ep, EP_INTERVAL)) {
+		uint64_t step = ep->interval_s * NS_PER_S;
+
+		if (!ep->windows)
+			ep->next_window = ep->window_start;
+		while (ep->next_window <= now) {
+			add_pending(&ep->src[EP_INTERVAL], ep->next_window, ++ep->windows);
+			ep->next_window += step;
+		}
+	}
+	if (take_snap(&cur, job, now))
+		return;
+	for (int s = 0; s < EP_NSRC; s++)
+		place(ep, &ep->src[s], &cur);
+	free(ep->prev.p);
+	ep->prev = cur;
+}
+
+void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
+{
+	epochs_tick(ep, job, now);
+	for (int s = 0; s < EP_NSRC; s++) {
+		struct ep_stream *st = &ep->src[s];
+
+		/* A window that has just begun is no epoch. */
+		if (st->is_open && ep->prev.ts > st->open.ts)
+			close_epoch(ep, st, &ep->prev, false);
+		free(st->open.p);
+		st->open.p = NULL;
+		st->is_open = false;
+	}
+}
+
+enum ep_source epochs_source(const struct epochs *ep)
+{
+	if (ep->want != EP_AUTO)
+		return ep->want;
+	for (int s = 0; s < EP_NSRC; s++)
+		if (ep->src[s].n || ep->src[s].is_open)
+			return s;
+	return EP_NSRC;
+}
+
+void epochs_free(struct epochs *ep)
+{
+	for (int s = 0; s < EP_NSRC; s++) {
+		struct ep_stream *st = &ep->src[s];
+
+		for (int i = 0; i < st->n; i++)
+			free(st->list[i].d);
+		free(st->list);
+		free(st->open.p);
+		free(st->pend);
+	}
+	free(ep->prev.p);
+	free(ep->steps);
+	if (ep->re_ok)
+		regfree(&ep->re);
+	memset(ep, 0, sizeof(*ep));
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Epochs and steps, found from outside the job: markers the job writes
+ * (trainbpf_mark.h), lines it prints ("Epoch 3/10"), or fixed windows.
+ * Each source keeps its own list of boundaries; the report uses the one
+ * asked for, or under auto the first that fired (marker, then regex, then
+ * 60 s windows).
+ *
+ * An epoch's times are the job's category totals at its end minus those at
+ * its start. A marker or an epoch line wakes trainbpf, which refreshes the
+ * totals at once (within a millisecond or so) and interpolates them back
+ * to the write linearly from the refresh before; fixed windows are placed
+ * the same way between two 200 ms ticks. Durations and boundaries are
+ * exact: the kernel timestamps the write.
+ */
+#ifndef TB_EPOCHS_H
+#define TB_EPOCHS_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "trainbpf.h"
+
+struct job;
+
+enum ep_source { EP_MARKER, EP_REGEX, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
+
+#define EP_AUTO_INTERVAL_S 60.0
+#define EP_DEFAULT_REGEX \
+	"(^|[^[:alnum:]_])epoch['\"]?[[:space:]]*[:=]?[[:space:]]*\\[?([0-9]+)"
+
+/* Category totals of one process at one instant. */
+struct ep_proc {
+	pid_t pid;
+	int64_t own[TB_NCAT];		/* all its threads */
+	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
+};
+
+struct ep_snap {
+	uint64_t ts;
+	int n;				/* job->procs[0..n) */
+	struct ep_proc *p;
+};
+
+struct ep_steps {
+	int count;
+	double total_ms, min_ms, max_ms, sum_sq;
+};
+
+struct epoch {
+	long label;		/* the number the job gave; windows count from 1 */
+	uint64_t start, end;
+	bool complete;		/* ended by the next boundary, not the window */
+	int n;
+	struct ep_proc *d;	/* per process: totals at end minus at start */
+	struct ep_steps steps;
+};
+
+struct ep_pending {
+	uint64_t ts;
+	long label;
+};
+
+struct ep_stream {
+	struct epoch *list;
+	int n, cap;
+	struct ep_snap open;	/* totals where the running epoch started */
+	long open_label;
+	bool is_open;
+	struct ep_pending *pend;
+	int npend, cappend;
+	long last_label;	/* regex: the epoch number seen last */
+	bool has_label;
+	int shown;		/* epochs already printed live */
+};
+
+struct epochs {
+	enum ep_source want;	/* EP_AUTO or one source */
+	double interval_s;
+	regex_t re;
+	bool re_ok;
+	struct ep_stream src[EP_NSRC];
+	uint64_t next_window;	/* interval source: the next boundary */
+	long windows;
+	uint64_t *steps;	/* step marker times */
+	int nsteps, capsteps;
+	struct ep_snap prev;	/* totals at the last tick */
+	uint64_t window_start;
+};
+
+/* Parses "auto|marker|regex|interval:SEC"; -1 if bad. */
+int epochs_parse_source(const char *arg, enum ep_source *src, double *interval_s);
+/* Compiles re (NULL: the default); on error writes why into err. */
+int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
+		const char *re, uint64_t window_start, char *err, size_t errlen);
+void epochs_free(struct epochs *ep);
+/* Whether BPF must send the heads of writes to stdout/stderr. */
+bool epochs_want_text(const struct epochs *ep);
+/* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
+void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
+/* A boundary waits for its totals: refresh now rather than at the tick. */
+bool epochs_pending(const struct epochs *ep);
+/* After each refresh: places the boundaries seen since the last tick. */
+void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now);
+/* At the end: closes the running epoch of every source at now. */
+void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now);
+/* The source the reports use; EP_NSRC if none has a boundary. */
+enum ep_source epochs_source(const struct epochs *ep);
+const char *epochs_source_name(enum ep_source s);
+
+#endif

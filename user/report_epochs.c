@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/* Per-epoch blocks (live and final), the trend across epochs, and JSON. */
+#include <math.h>
+#include <string.h>
+#include "epochs.h"
+#include "report.h"
+
+static const int groups[TB_NROLLUP][4] = {
+	{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
+	{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
+};
+static const char *const labels[TB_NROLLUP] = {
+	"computation", "communication", "io & data", "other",
+};
+
+/*
+ * The headline of one epoch: the critical path of the trainers' main
+ * threads, by the roles as the job ended (roles settle after a while;
+ * the last word is the best one for every epoch).
+ */
+static int64_t epoch_headline(const struct job *job, const struct epoch *e,
+			      int64_t hl[TB_NCAT])
+{
+	int64_t total = 0;
+
+	memset(hl, 0, sizeof(int64_t) * TB_NCAT);
+	for (int i = 0; i < e->n; i++) {
+		struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+
+		if (!p || p->role != TB_ROLE_TRAINER)
+			continue;
+		for (int c = 0; c < TB_NCAT; c++)
+			hl[c] += e->d[i].main_cp[c];
+	}
+	for (int c = 0; c < TB_NCAT; c++)
+		total += hl[c];
+	return total;
+}
+
+static double pct_of(int64_t v, int64_t total)
+{
+	return total > 0 ? 100.0 * v / total : 0.0;
+}
+
+static double step_avg(const struct ep_steps *s)
+{
+	return s->count ? s->total_ms / s->count : 0.0;
+}
+
+static double step_std(const struct ep_steps *s)
+{
+	double avg = step_avg(s), var;
+
+	if (s->count < 2)
+		return 0.0;
+	var = (s->sum_sq - s->count * avg * avg) / (s->count - 1);
+	return var > 0 ? sqrt(var) : 0.0;
+}
+
+void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
+			const char *source)
+{
+	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
+
+	fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
+		(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
+	if (e->steps.count)
+		fprintf(f, ", %d steps, %.1f ms/step (min %.1f, max %.1f, std %.1f)",
+			e->steps.count, step_avg(&e->steps), e->steps.min_ms,
+			e->steps.max_ms, step_std(&e->steps));
+	fprintf(f, " ===\n");
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		int64_t sum = 0;
+
+		for (int k = 0; groups[r][k] >= 0; k++)
+			sum += hl[groups[r][k]];
+		fprintf(f, "  %-14s %5.1f%%", labels[r], pct_of(sum, total));
+		for (int k = 0; groups[r][k] >= 0 && groups[r][1] >= 0; k++)
+			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[groups[r][k]],
+				pct_of(hl[groups[r][k]], total));
+		fputc('\n', f);
+	}
+}
+
+/* Prints the blocks of epochs that ended since the last call. */
+void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep)
+{
+	enum ep_source s = epochs_source(ep);
+	struct ep_stream *st;
+
+	if (s == EP_NSRC)
+		return;
+	st = &ep->src[s];
+	for (; st->shown < st->n; st->shown++)
+		report_epoch_block(f, job, &st->list[st->shown], epochs_source_name(s));
+	fflush(f);
+}
+
+static void trend(FILE *f, const struct ep_stream *st)
+{
+	const struct epoch *first = NULL, *last = NULL;
+	int n = 0;
+
+	for (int i = 0; i < st->n; i++) {
+		if (!st->list[i].complete)
+			continue;
+		if (!first)
+			first = &st->list[i];
+		last = &st->list[i];
+		n++;
+	}
+	if (n < 2)
+		return;
+	fprintf(f, "Trend: epoch %ld took %.1f s, epoch %ld %.1f s (%+.1f%%) over %d complete epochs\n",
+		first->label, (first->end - first->start) / 1e9, last->label,
+		(last->end - last->start) / 1e9,
+		100.0 * ((double)(last->end - last->start) / (first->end - first->start) - 1), n);
+}
+
+void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
+{
+	enum ep_source s = epochs_source(ep);
+	const struct ep_stream *st;
+
+	if (s == EP_NSRC || !ep->src[s].n) {
+		fprintf(f, "Epochs: none seen (%s%s)\n\n", epochs_source_name(ep->want),
+			ep->want == EP_AUTO ? ": no marker, no epoch line" : "");
+		return;
+	}
+	st = &ep->src[s];
+	fprintf(f, "Epochs (%s): %d, the first from %.2f s into the window\n", epochs_source_name(s),
+		st->n, (st->list[0].start - job->window_start_ns) / 1e9);
+	for (int i = 0; i < st->n; i++)
+		report_epoch_block(f, job, &st->list[i], epochs_source_name(s));
+	trend(f, st);
+	fputc('\n', f);
+}
+
+static void json_signed_times(FILE *f, const int64_t c[TB_NCAT])
+{
+	fputc('{', f);
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, "%s\"%s\":%.9f", i ? "," : "", tb_cat_names[i], c[i] / 1e9);
+	fputc('}', f);
+}
+
+static void json_steps(FILE *f, const struct ep_steps *s)
+{
+	if (!s->count) {
+		fprintf(f, "null");
+		return;
+	}
+	fprintf(f, "{\"count\":%d,\"total_s\":%.6f,\"avg_ms\":%.4f,\"min_ms\":%.4f,"
+		"\"max_ms\":%.4f,\"std_ms\":%.4f}", s->count, s->total_ms / 1e3,
+		step_avg(s), s->min_ms, s->max_ms, step_std(s));
+}
+
+static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
+{
+	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
+	uint64_t w = job->window_start_ns;
+
+	fprintf(f, "{\"epoch\":%ld,\"start_s\":%.6f,\"end_s\":%.6f,\"duration_s\":%.6f,"
+		"\"complete\":%s,\"time_s\":", e->label, (e->start - w) / 1e9,
+		(e->end - w) / 1e9, (e->end - e->start) / 1e9, e->complete ? "true" : "false");
+	json_signed_times(f, hl);
+	fprintf(f, ",\"percent\":{");
+	for (int c = 0; c < TB_NCAT; c++)
+		fprintf(f, "%s\"%s\":%.3f", c ? "," : "", tb_cat_names[c], pct_of(hl[c], total));
+	fprintf(f, "},\"steps\":");
+	json_steps(f, &e->steps);
+	fprintf(f, ",\"processes\":[");
+	for (int i = 0; i < e->n; i++) {
+		fprintf(f, "%s{\"pid\":%d,\"time_s\":", i ? "," : "", e->d[i].pid);
+		json_signed_times(f, e->d[i].own);
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
+void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
+{
+	enum ep_source s = epochs_source(ep);
+	const struct ep_stream *st = s == EP_NSRC ? NULL : &ep->src[s];
+	uint64_t first = st && st->n ? st->list[0].start : 0;
+
+	fprintf(f, "\"epochs\":{\"source\":\"%s\",\"before_first_s\":%.6f,\"list\":[",
+		st && st->n ? epochs_source_name(s) : "none",
+		first > job->window_start_ns ? (first - job->window_start_ns) / 1e9 : 0.0);
+	for (int i = 0; st && i < st->n; i++) {
+		if (i)
+			fputc(',', f);
+		json_epoch(f, job, &st->list[i]);
+	}
+	fprintf(f, "]}");
+}
