@@ -22,6 +22,15 @@ static __always_inline int is_marker(const char *head)
 	return 1;
 }
 
+/* "TRAINBPF e..." : an epoch marker (the other kind is "step"). */
+static __always_inline int head_is_epoch(const char *buf)
+{
+	char c = 0;
+
+	bpf_probe_read_user(&c, 1, buf + sizeof(TB_MARK_PREFIX) - 1);
+	return c == 'e';
+}
+
 SEC("tracepoint/syscalls/sys_enter_write")
 int on_write(struct trace_event_raw_sys_enter *ctx)
 {
@@ -57,7 +66,12 @@ int on_write(struct trace_event_raw_sys_enter *ctx)
 	if (bpf_probe_read_user(e->text, n, buf))
 		n = 0;
 	e->len = n;
-	/* Wake user space: an epoch's totals are taken as it starts, not a tick later. */
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/*
+	 * An epoch marker wakes user space, so that the totals it splits are
+	 * read at once, not a tick later. A wakeup costs the writer ~8 us
+	 * (bench/write_cost.sh): lines and step markers wait for the tick.
+	 */
+	bpf_ringbuf_submit(e, type == TB_EV_MARK && head_is_epoch(buf) ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }

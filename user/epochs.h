@@ -7,11 +7,12 @@
  * 60 s windows).
  *
  * An epoch's times are the job's category totals at its end minus those at
- * its start. A marker or an epoch line wakes trainbpf, which refreshes the
- * totals at once (within a millisecond or so) and interpolates them back
- * to the write linearly from the refresh before; fixed windows are placed
- * the same way between two 200 ms ticks. Durations and boundaries are
- * exact: the kernel timestamps the write.
+ * its start. An epoch marker wakes trainbpf, which refreshes the totals at
+ * once (within a millisecond or so) and interpolates them back to the
+ * write linearly from the refresh before; epoch lines and fixed windows are
+ * placed the same way between two 200 ms ticks (waking for every line
+ * would cost the job ~8 us a write). Durations and boundaries are exact:
+ * the kernel timestamps the write.
  */
 #ifndef TB_EPOCHS_H
 #define TB_EPOCHS_H

@@ -189,7 +189,7 @@ static void final_report(struct tracer *tr, struct job *job,
 	tracer_counters(tr, &bpf);
 	job_counters(job, &bpf, &c);
 	if (bpf.events_lost)
-		fprintf(stderr, "trainbpf: warning: %llu lifecycle events lost (ring buffer full; try --ringbuf-size)\n",
+		fprintf(stderr, "trainbpf: warning: %llu events lost (process lifecycle, epoch markers or lines: ring buffer full; try --ringbuf-size)\n",
 			(unsigned long long)bpf.events_lost);
 	if (bpf.slots_exhausted || bpf.storage_failed)
 		fprintf(stderr, "trainbpf: warning: %llu threads not traced (more than --max-threads at once)\n",
