@@ -22,15 +22,6 @@ static __always_inline int is_marker(const char *head)
 	return 1;
 }
 
-/* "TRAINBPF e..." : an epoch marker (the other kind is "step"). */
-static __always_inline int head_is_epoch(const char *buf)
-{
-	char c = 0;
-
-	bpf_probe_read_user(&c, 1, buf + sizeof(TB_MARK_PREFIX) - 1);
-	return c == 'e';
-}
-
 SEC("tracepoint/syscalls/sys_enter_write")
 int on_write(struct trace_event_raw_sys_enter *ctx)
 {
@@ -40,7 +31,7 @@ int on_write(struct trace_event_raw_sys_enter *ctx)
 	__u64 count = ctx->args[2];
 	char head[sizeof(TB_MARK_PREFIX) - 1];
 	struct tb_text_event *e;
-	__u32 type, n;
+	__u32 type, n, wake;
 
 	if (!task_slot(t, NULL))
 		return 0;
@@ -67,11 +58,12 @@ int on_write(struct trace_event_raw_sys_enter *ctx)
 		n = 0;
 	e->len = n;
 	/*
-	 * An epoch marker wakes user space, so that the totals it splits are
-	 * read at once, not a tick later. A wakeup costs the writer ~8 us
-	 * (bench/write_cost.sh): lines and step markers wait for the tick.
+	 * An epoch marker ("TRAINBPF e...", the other kind is "step") wakes
+	 * user space, so that the totals it splits are read at once, not a
+	 * tick later. A wakeup costs the writer ~8 us (bench/write_cost.sh):
+	 * lines and step markers wait for the tick.
 	 */
-	bpf_ringbuf_submit(e, type == TB_EV_MARK && head_is_epoch(buf) ?
-			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	wake = type == TB_EV_MARK && n > sizeof(head) && e->text[sizeof(head)] == 'e';
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }

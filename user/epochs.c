@@ -44,7 +44,7 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 	memset(ep, 0, sizeof(*ep));
 	ep->want = want;
 	ep->interval_s = want == EP_INTERVAL ? interval_s : EP_AUTO_INTERVAL_S;
-	ep->window_start = window_start;
+	ep->next_window = window_start;	/* the first window opens at once */
 	ep->prev.ts = window_start;
 	rc = regcomp(&ep->re, re ? re : EP_DEFAULT_REGEX, REG_EXTENDED | REG_ICASE);
 	if (rc) {
@@ -141,15 +141,12 @@ static bool match_label(const char *line, const regmatch_t *m, long *label)
 }
 
 /* tqdm redraws with \r: every piece between \n and \r is a line. */
-static void on_text(struct epochs *ep, const struct tb_text_event *e)
+static void on_text(struct epochs *ep, char *buf, uint64_t ts)
 {
 	struct ep_stream *st = &ep->src[EP_REGEX];
-	char buf[TB_TEXT_LEN + 1], *save = NULL;
 	regmatch_t m[MAX_GROUPS];
-	size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
+	char *save = NULL;
 
-	memcpy(buf, e->text, len);
-	buf[len] = '\0';
 	for (char *line = strtok_r(buf, "\r\n", &save); line;
 	     line = strtok_r(NULL, "\r\n", &save)) {
 		long label;
@@ -159,7 +156,7 @@ static void on_text(struct epochs *ep, const struct tb_text_event *e)
 		if (!match_label(line, m, &label))
 			label = st->has_label ? st->last_label + 1 : 1;
 		if (!st->has_label || label != st->last_label)
-			add_pending(st, e->ts, label);
+			add_pending(st, ts, label);
 		st->last_label = label;
 		st->has_label = true;
 	}
@@ -167,16 +164,15 @@ static void on_text(struct epochs *ep, const struct tb_text_event *e)
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 {
-	if (e->type == TB_EV_MARK) {
-		char buf[TB_TEXT_LEN + 1];
-		size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
+	char buf[TB_TEXT_LEN + 1];
+	size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
 
-		memcpy(buf, e->text, len);
-		buf[len] = '\0';
+	memcpy(buf, e->text, len);
+	buf[len] = '\0';
+	if (e->type == TB_EV_MARK)
 		on_mark(ep, buf, e->ts);
-	} else if (e->type == TB_EV_TEXT && tracks(ep, EP_REGEX)) {
-		on_text(ep, e);
-	}
+	else if (e->type == TB_EV_TEXT && tracks(ep, EP_REGEX))
+		on_text(ep, buf, e->ts);
 }
 
 static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
@@ -190,13 +186,14 @@ static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
 		const struct proc_rec *pr = &job->procs[i];
 		const struct thread_rec *mt = job_main_thread(pr);
 		struct ep_proc *p = &s->p[i];
+		uint64_t own[TB_NCAT];
 
 		p->pid = pr->pid;
-		for (int j = 0; j < pr->nthreads; j++)
-			for (int c = 0; c < TB_NCAT; c++)
-				p->own[c] += pr->threads[j].own[c];
-		for (int c = 0; mt && c < TB_NCAT; c++)
-			p->main_cp[c] = mt->cp[c];
+		proc_totals(pr, own);
+		for (int c = 0; c < TB_NCAT; c++) {
+			p->own[c] = own[c];
+			p->main_cp[c] = mt ? mt->cp[c] : 0;
+		}
 	}
 	return 0;
 }
@@ -327,8 +324,6 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 	if (tracks(ep, EP_INTERVAL)) {
 		uint64_t step = ep->interval_s * NS_PER_S;
 
-		if (!ep->windows)
-			ep->next_window = ep->window_start;
 		while (ep->next_window <= now) {
 			add_pending(&ep->src[EP_INTERVAL], ep->next_window, ++ep->windows);
 			ep->next_window += step;

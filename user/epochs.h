@@ -87,7 +87,6 @@ struct epochs {
 	uint64_t *steps;	/* step marker times */
 	int nsteps, capsteps;
 	struct ep_snap prev;	/* totals at the last tick */
-	uint64_t window_start;
 };
 
 /* Parses "auto|marker|regex|interval:SEC"; -1 if bad. */

@@ -133,7 +133,7 @@ void fmt_bytes(char *buf, size_t len, uint64_t b)
 		snprintf(buf, len, "%llu B", (unsigned long long)b);
 }
 
-static void headline_block(FILE *f, const struct job *job)
+void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
 {
 	static const int groups[TB_NROLLUP][4] = {
 		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
@@ -142,21 +142,32 @@ static void headline_block(FILE *f, const struct job *job)
 	static const char *const labels[TB_NROLLUP] = {
 		"computation", "communication", "io & data", "other",
 	};
+
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		double sum = 0;
+
+		for (int k = 0; groups[r][k] >= 0; k++)
+			sum += pct[groups[r][k]];
+		fprintf(f, "  %-14s %5.1f%%", labels[r], sum);
+		for (int k = 0; groups[r][k] >= 0 && (lone || groups[r][1] >= 0); k++)
+			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[groups[r][k]],
+				pct[groups[r][k]]);
+		fputc('\n', f);
+	}
+}
+
+static void headline_block(FILE *f, const struct job *job)
+{
 	uint64_t hl[TB_NCAT], total;
-	double pct[TB_NROLLUP];
+	double pct[TB_NCAT];
 	int ntr = job_headline(job, hl);
 
 	total = sum_cats(hl);
-	rollup_pct(hl, pct);
+	for (int c = 0; c < TB_NCAT; c++)
+		pct[c] = total ? 100.0 * hl[c] / total : 0.0;
 	fprintf(f, "Headline: critical path of %d trainer main thread%s (%.2f s)\n",
 		ntr, ntr == 1 ? "" : "s", total / 1e9);
-	for (int r = 0; r < TB_NROLLUP; r++) {
-		fprintf(f, "  %-14s %5.1f%%  ", labels[r], pct[r]);
-		for (int k = 0; groups[r][k] >= 0; k++)
-			fprintf(f, " %s %.1f%%", tb_cat_names[groups[r][k]],
-				total ? 100.0 * hl[groups[r][k]] / total : 0.0);
-		fputc('\n', f);
-	}
+	report_rollup_rows(f, pct, true);
 	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n\n");
 }
 

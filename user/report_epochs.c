@@ -5,14 +5,6 @@
 #include "epochs.h"
 #include "report.h"
 
-static const int groups[TB_NROLLUP][4] = {
-	{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
-	{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
-};
-static const char *const labels[TB_NROLLUP] = {
-	"computation", "communication", "io & data", "other",
-};
-
 /*
  * The headline of one epoch: the critical path of the trainers' main
  * threads, by the roles as the job ended (roles settle after a while;
@@ -61,6 +53,7 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source)
 {
 	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
+	double pct[TB_NCAT];
 
 	fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
 		(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
@@ -69,17 +62,9 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			e->steps.count, step_avg(&e->steps), e->steps.min_ms,
 			e->steps.max_ms, step_std(&e->steps));
 	fprintf(f, " ===\n");
-	for (int r = 0; r < TB_NROLLUP; r++) {
-		int64_t sum = 0;
-
-		for (int k = 0; groups[r][k] >= 0; k++)
-			sum += hl[groups[r][k]];
-		fprintf(f, "  %-14s %5.1f%%", labels[r], pct_of(sum, total));
-		for (int k = 0; groups[r][k] >= 0 && groups[r][1] >= 0; k++)
-			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[groups[r][k]],
-				pct_of(hl[groups[r][k]], total));
-		fputc('\n', f);
-	}
+	for (int c = 0; c < TB_NCAT; c++)
+		pct[c] = pct_of(hl[c], total);
+	report_rollup_rows(f, pct, false);
 }
 
 /* Prints the blocks of epochs that ended since the last call. */
