@@ -375,6 +375,7 @@ void epochs_free(struct epochs *ep)
 	}
 	free(ep->prev.p);
 	free(ep->steps);
+	free(ep->gens);
 	if (ep->re_ok)
 		regfree(&ep->re);
 	memset(ep, 0, sizeof(*ep));

@@ -47,7 +47,24 @@ struct ep_snap {
 struct ep_steps {
 	int count;
 	double total_ms, min_ms, max_ms, sum_sq;
+	int syncs;		/* outermost CUDA syncs and blocking copies of the
+				 * trainers' threads during these steps */
 };
+
+/*
+ * A generation of DataLoader workers: the processes one process forked
+ * together (PyTorch re-forks them at each epoch unless persistent_workers).
+ */
+struct ep_worker_gen {
+	pid_t parent;
+	uint64_t fork_ts;	/* the generation's first fork */
+	int nworkers;
+	double stall_s;		/* the parent's main thread waiting for data in
+				 * the first EP_GEN_STALL_S after fork_ts; < 0
+				 * until that window has passed */
+};
+
+#define EP_GEN_STALL_S 2.0
 
 struct epoch {
 	long label;		/* the number the job gave; windows count from 1 */
@@ -87,6 +104,8 @@ struct epochs {
 	uint64_t *steps;	/* step marker times */
 	int nsteps, capsteps;
 	struct ep_snap prev;	/* totals at the last tick */
+	struct ep_worker_gen *gens;
+	int ngens, capgens;
 };
 
 /* Parses "auto|marker|regex|interval:SEC"; -1 if bad. */
