@@ -193,6 +193,7 @@ static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
 		for (int c = 0; c < TB_NCAT; c++) {
 			p->own[c] = own[c];
 			p->main_cp[c] = mt ? mt->cp[c] : 0;
+			p->main_own[c] = mt ? mt->own[c] : 0;
 		}
 	}
 	return 0;
@@ -220,9 +221,11 @@ static int interp(struct ep_snap *out, const struct ep_snap *a,
 		out->p[i].pid = pb->pid;
 		for (int c = 0; c < TB_NCAT; c++) {
 			int64_t oa = pa ? pa->own[c] : 0, ca = pa ? pa->main_cp[c] : 0;
+			int64_t ma = pa ? pa->main_own[c] : 0;
 
 			out->p[i].own[c] = oa + (int64_t)((pb->own[c] - oa) * f);
 			out->p[i].main_cp[c] = ca + (int64_t)((pb->main_cp[c] - ca) * f);
+			out->p[i].main_own[c] = ma + (int64_t)((pb->main_own[c] - ma) * f);
 		}
 	}
 	return 0;
@@ -283,6 +286,7 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 		for (int c = 0; c < TB_NCAT; c++) {
 			d.own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
 			d.main_cp[c] = end->p[i].main_cp[c] - (a ? a->main_cp[c] : 0);
+			d.main_own[c] = end->p[i].main_own[c] - (a ? a->main_own[c] : 0);
 		}
 		if (changed(&d))
 			e->d[e->n++] = d;

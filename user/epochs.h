@@ -36,6 +36,7 @@ struct ep_proc {
 	pid_t pid;
 	int64_t own[TB_NCAT];		/* all its threads */
 	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
+	int64_t main_own[TB_NCAT];	/* its main thread's own states */
 };
 
 struct ep_snap {

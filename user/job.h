@@ -40,6 +40,7 @@ struct proc_rec {
 };
 
 struct gpu;
+struct diag;
 
 struct job {
 	struct proc_rec *procs;
@@ -49,6 +50,7 @@ struct job {
 	uint64_t headline_shown[TB_NCAT];
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
 	struct epochs *epochs;	/* epoch and step boundaries */
+	struct diag *diag;	/* memory samples for the diagnosis */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <string.h>
 #include <time.h>
+#include "diagnosis.h"
 #include "report.h"
 
 const char *const tb_rollup_names[TB_NROLLUP] = {
@@ -231,6 +232,8 @@ void report_text(FILE *f, const struct job *job,
 		TB_VERSION, (now - job->window_start_ns) / 1e9, job->nprocs,
 		nthreads, all / 1e9);
 	headline_block(f, job);
+	if (job->diag)
+		report_diagnosis_text(f, job, now);
 	if (job->epochs)
 		report_epochs_text(f, job, job->epochs);
 	process_table(f, job);

@@ -2,6 +2,7 @@
 /* Per-epoch blocks (live and final), the trend across epochs, and JSON. */
 #include <math.h>
 #include <string.h>
+#include "diagnosis.h"
 #include "epochs.h"
 #include "report.h"
 
@@ -65,6 +66,8 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = pct_of(hl[c], total);
 	report_rollup_rows(f, pct, false);
+	if (job->diag)
+		report_diagnosis_epoch_line(f, job, e);
 }
 
 /* Prints the blocks of epochs that ended since the last call. */
@@ -154,6 +157,10 @@ static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
 		fprintf(f, "%s\"%s\":%.3f", c ? "," : "", tb_cat_names[c], pct_of(hl[c], total));
 	fprintf(f, "},\"steps\":");
 	json_steps(f, &e->steps);
+	if (job->diag) {
+		fputc(',', f);
+		report_diagnosis_epoch_json(f, job, e);
+	}
 	fprintf(f, ",\"processes\":[");
 	for (int i = 0; i < e->n; i++) {
 		fprintf(f, "%s{\"pid\":%d,\"time_s\":", i ? "," : "", e->d[i].pid);

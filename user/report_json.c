@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* The --format json document; its contract is docs/json.md: add keys only. */
 #include <string.h>
+#include "diagnosis.h"
 #include "report.h"
 
 void json_str(FILE *f, const char *s)
@@ -114,6 +115,10 @@ void report_json(FILE *f, const struct job *job,
 	fprintf(f, "}},");
 	if (job->epochs) {
 		report_epochs_json(f, job, job->epochs);
+		fputc(',', f);
+	}
+	if (job->diag) {
+		report_diagnosis_json(f, job, now);
 		fputc(',', f);
 	}
 	report_gpu_json(f, job, now);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include "account.h"
 #include "cli.h"
+#include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
@@ -114,6 +115,8 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	account_refresh(tr, now);
 	sync_roles(tr, job);
 	gpu_tick(job->gpu, job, now);
+	/* Memory at an epoch's end is read at the boundary, not a second on. */
+	diag_sample(job->diag, job, now, epochs_pending(job->epochs));
 	epochs_tick(job->epochs, job, now);
 }
 
@@ -185,6 +188,7 @@ static void final_report(struct tracer *tr, struct job *job,
 	uint64_t now = now_ns();
 
 	refresh(tr, job, now);
+	diag_sample(job->diag, job, now, true);
 	epochs_finish(job->epochs, job, now);
 	tracer_counters(tr, &bpf);
 	job_counters(job, &bpf, &c);
@@ -208,11 +212,14 @@ int main(int argc, char **argv)
 	struct tracer tr = {};
 	struct gpu gpu = {};
 	struct epochs ep = {};
+	struct diag dg;
 	struct launch l = { .pid = 0 };
 	FILE *out = NULL;
 	int err = 1;
 
 	cli_parse(argc, argv, &env);
+	diag_init(&dg);
+	job.diag = &dg;
 	if (check_pids(&env))
 		return 1;
 	/* Fail on an unwritable report file before the job runs, not after. */
@@ -240,6 +247,7 @@ int main(int argc, char **argv)
 cleanup:
 	gpu_free(&gpu);	/* its probes before the programs they run */
 	epochs_free(&ep);
+	diag_free(&dg);
 	tracer_close(&tr);
 	job_free(&job);
 	if (out && out != stdout)

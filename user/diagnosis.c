@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * What /proc alone tells (memory, RSS, ranks), and the windows the rules
+ * judge: the whole run, or one epoch. The rules are in diagnosis_rules.c.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "diagnosis.h"
+#include "epochs.h"
+#include "gpu.h"
+#include "job.h"
+
+#define SAMPLE_NS 1000000000ull
+#define BOUNDARY_LAG_NS 250000000ull	/* a tick, and some */
+#define RSS_MAX_SAMPLES 4096	/* 1 s apart: an hour; then halved */
+
+void diag_init(struct diag *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->proc_root = "/proc";
+}
+
+void diag_free(struct diag *d)
+{
+	for (int i = 0; i < d->nprocs; i++) {
+		free(d->procs[i].ts);
+		free(d->procs[i].kb);
+	}
+	free(d->procs);
+	memset(d, 0, sizeof(*d));
+}
+
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb)
+{
+	const char *t = strstr(text, "MemTotal:"), *a = strstr(text, "MemAvailable:");
+
+	if (!t || !a)
+		return -1;
+	*total_kb = strtoull(t + 9, NULL, 10);
+	*avail_kb = strtoull(a + 13, NULL, 10);
+	return *total_kb ? 0 : -1;
+}
+
+static void sample_memory(struct diag *d, uint64_t now)
+{
+	char buf[4096], path[64];
+	uint64_t total, avail;
+
+	snprintf(path, sizeof(path), "%s/meminfo", d->proc_root);
+	if (read_file(path, buf, sizeof(buf)) < 0 || diag_parse_meminfo(buf, &total, &avail))
+		return;
+	d->mem_total_kb = total;
+	if (!d->mem_min_ts || avail < d->mem_min_avail_kb) {
+		d->mem_min_avail_kb = avail;
+		d->mem_min_ts = now;
+	}
+}
+
+static struct dg_pinfo *pinfo(struct diag *d, pid_t pid, bool add)
+{
+	struct dg_pinfo *p;
+
+	for (int i = 0; i < d->nprocs; i++)
+		if (d->procs[i].pid == pid)
+			return &d->procs[i];
+	if (!add)
+		return NULL;
+	if (d->nprocs == d->cap) {
+		int cap = d->cap ? 2 * d->cap : 16;
+
+		p = realloc(d->procs, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		d->procs = p;
+		d->cap = cap;
+	}
+	p = &d->procs[d->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->rank = -1;
+	return p;
+}
+
+/* RANK=N from the environment torchrun and most launchers set. */
+static void read_rank(struct diag *d, struct dg_pinfo *p)
+{
+	char buf[65536], path[64];
+	ssize_t n;
+
+	p->env_read = true;
+	snprintf(path, sizeof(path), "%s/%d/environ", d->proc_root, p->pid);
+	n = read_file(path, buf, sizeof(buf));
+	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
+		if (!strncmp(buf + i, "RANK=", 5)) {
+			p->rank = atoi(buf + i + 5);
+			return;
+		}
+}
+
+/* Keeps the time span at half the resolution when the buffer is full. */
+static void add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb)
+{
+	if (p->n == RSS_MAX_SAMPLES) {
+		for (int i = 0; i < p->n / 2; i++) {
+			p->ts[i] = p->ts[2 * i + 1];
+			p->kb[i] = p->kb[2 * i + 1];
+		}
+		p->n /= 2;
+	}
+	if (p->n == p->cap) {
+		int cap = p->cap ? 2 * p->cap : 64;
+		uint64_t *ts = realloc(p->ts, cap * sizeof(*ts)), *kb;
+
+		if (!ts)
+			return;
+		p->ts = ts;
+		kb = realloc(p->kb, cap * sizeof(*kb));
+		if (!kb)
+			return;
+		p->kb = kb;
+		p->cap = cap;
+	}
+	p->ts[p->n] = ts;
+	p->kb[p->n++] = kb;
+}
+
+static void sample_proc(struct diag *d, pid_t pid, uint64_t now)
+{
+	struct dg_pinfo *p = pinfo(d, pid, true);
+	char buf[256], path[64];
+	unsigned long long size, res;
+
+	if (!p)
+		return;
+	if (!p->env_read)
+		read_rank(d, p);
+	snprintf(path, sizeof(path), "%s/%d/statm", d->proc_root, pid);
+	if (read_file(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
+		return;
+	add_rss(p, now, res * (sysconf(_SC_PAGESIZE) / 1024));
+}
+
+void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force)
+{
+	if (!force && now < d->next_sample)
+		return;
+	d->next_sample = now + SAMPLE_NS;
+	sample_memory(d, now);
+	for (int i = 0; i < job->nprocs; i++)
+		if (job_proc_alive(&job->procs[i]))
+			sample_proc(d, job->procs[i].pid, now);
+}
+
+/* The rank: the environment's, else the first NCCL communicator's. */
+static int proc_rank(const struct job *job, const struct diag *d, pid_t pid)
+{
+	const struct dg_pinfo *pi = pinfo((struct diag *)d, pid, false);
+	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, pid) : NULL;
+
+	if (pi && pi->rank >= 0)
+		return pi->rank;
+	for (int i = 0; gp && i < gp->ncomms; i++)
+		if (gp->comms[i].rank >= 0)
+			return gp->comms[i].rank;
+	return -1;
+}
+
+static int view_alloc(struct dg_view *v, const struct job *job)
+{
+	memset(v, 0, sizeof(*v));
+	v->p = calloc(job->nprocs ? job->nprocs : 1, sizeof(*v->p));
+	if (!v->p)
+		return -1;
+	v->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	v->gpu = job->gpu && gpu_any_library(job->gpu);
+	if (job->epochs) {
+		v->gens = job->epochs->gens;
+		v->ngens = job->epochs->ngens;
+	}
+	return 0;
+}
+
+static void view_proc(struct dg_view *v, const struct job *job, const struct diag *d,
+		      const struct proc_rec *pr, const int64_t own[TB_NCAT],
+		      const int64_t main_cp[TB_NCAT], const int64_t main_own[TB_NCAT])
+{
+	struct dg_proc *p = &v->p[v->n++];
+
+	p->pid = pr->pid;
+	p->ppid = pr->ppid;
+	p->role = pr->role;
+	p->rank = proc_rank(job, d, pr->pid);
+	memcpy(p->own, own, sizeof(p->own));
+	memcpy(p->main_cp, main_cp, sizeof(p->main_cp));
+	memcpy(p->main_own, main_own, sizeof(p->main_own));
+	if (pr->role == TB_ROLE_TRAINER)
+		for (int c = 0; c < TB_NCAT; c++) {
+			v->hl[c] += main_cp[c];
+			v->hl_own[c] += main_own[c];
+		}
+}
+
+/* The selected source's epochs (NULL, 0 when none). */
+static const struct ep_stream *stream(const struct job *job)
+{
+	enum ep_source s;
+
+	if (!job->epochs)
+		return NULL;
+	s = epochs_source(job->epochs);
+	return s == EP_NSRC ? NULL : &job->epochs->src[s];
+}
+
+/* RSS of each process at the end of each complete epoch. */
+static void view_rss(struct dg_view *v, const struct diag *d, const struct job *job)
+{
+	const struct ep_stream *st = stream(job);
+
+	v->rss = calloc(d->nprocs ? d->nprocs : 1, sizeof(*v->rss));
+	if (!v->rss || !st)
+		return;
+	for (int i = 0; i < d->nprocs; i++) {
+		const struct dg_pinfo *pi = &d->procs[i];
+		const struct proc_rec *pr = job_proc((struct job *)job, pi->pid);
+		struct dg_rss_at *r = &v->rss[v->nrss];
+
+		r->pid = pi->pid;
+		r->role = pr ? pr->role : TB_ROLE_OTHER;
+		for (int e = 0, k = 0; e < st->n && r->n < 64; e++) {
+			const struct epoch *ep = &st->list[e];
+
+			if (!ep->complete)
+				continue;
+			/* A boundary is sampled on the refresh that places it. */
+			uint64_t until = ep->end + BOUNDARY_LAG_NS;
+
+			while (k + 1 < pi->n && pi->ts[k + 1] <= until)
+				k++;
+			/* No sample near the end: it was not alive then. */
+			if (!pi->n || pi->ts[k] > until || ep->end > pi->ts[k] + 2 * SAMPLE_NS)
+				continue;
+			r->kb[r->n] = pi->kb[k];
+			r->label[r->n++] = ep->label;
+		}
+		v->nrss += r->n > 0;
+	}
+}
+
+int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
+		  uint64_t now)
+{
+	const struct ep_stream *st = stream(job);
+
+	if (view_alloc(v, job))
+		return -1;
+	v->start = job->window_start_ns;
+	v->end = now;
+	v->wall_s = (now - job->window_start_ns) / 1e9;
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *pr = &job->procs[i];
+		const struct thread_rec *mt = job_main_thread(pr);
+		uint64_t tot[TB_NCAT];
+		int64_t own[TB_NCAT], cp[TB_NCAT], mown[TB_NCAT];
+
+		proc_totals(pr, tot);
+		for (int c = 0; c < TB_NCAT; c++) {
+			own[c] = tot[c];
+			cp[c] = mt ? mt->cp[c] : 0;
+			mown[c] = mt ? mt->own[c] : 0;
+		}
+		view_proc(v, job, d, pr, own, cp, mown);
+	}
+	for (int i = 0; st && i < st->n; i++) {
+		v->steps += st->list[i].steps.count;
+		v->syncs += st->list[i].steps.syncs;
+	}
+	if (d) {
+		v->mem_total_kb = d->mem_total_kb;
+		v->mem_min_avail_kb = d->mem_min_avail_kb;
+		v->mem_min_at_s = d->mem_min_ts > job->window_start_ns ?
+			(d->mem_min_ts - job->window_start_ns) / 1e9 : 0;
+		view_rss(v, d, job);
+	}
+	return 0;
+}
+
+int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
+		    const struct epoch *e)
+{
+	if (view_alloc(v, job))
+		return -1;
+	v->start = e->start;
+	v->end = e->end;
+	v->wall_s = (e->end - e->start) / 1e9;
+	for (int i = 0; i < e->n; i++) {
+		const struct proc_rec *pr = job_proc((struct job *)job, e->d[i].pid);
+
+		if (pr)
+			view_proc(v, job, d, pr, e->d[i].own, e->d[i].main_cp, e->d[i].main_own);
+	}
+	v->steps = e->steps.count;
+	v->syncs = e->steps.syncs;
+	return 0;
+}
+
+void diag_view_free(struct dg_view *v)
+{
+	free(v->p);
+	free(v->rss);
+	memset(v, 0, sizeof(*v));
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Naming the bottleneck: rules over what trainbpf measured, each with a
+ * severity (0 just over its threshold, 1 severe), the evidence and advice.
+ * A rule looks at a window, the whole run or one epoch: the trainers'
+ * critical path (the headline), every process's own times, steps and the
+ * CUDA syncs in them, DataLoader worker generations. Memory is sampled
+ * here from /proc once a second, since no BPF program sees it.
+ */
+#ifndef TB_DIAGNOSIS_H
+#define TB_DIAGNOSIS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include "trainbpf.h"
+
+struct job;
+struct epoch;
+struct ep_worker_gen;
+
+enum dg_id {
+	DG_DATA_LOADING,
+	DG_HOST_BOUND,
+	DG_SYNCS,
+	DG_WORKER_RESTARTS,
+	DG_CPU_CONTENTION,
+	DG_LOCK_CONTENTION,
+	DG_IO_WORKERS,
+	DG_COMM_BOUND,
+	DG_SLOW_RANK,
+	DG_MEMORY,
+	DG_RSS_GROWTH,
+	DG_NIDS,
+};
+
+struct dg_finding {
+	enum dg_id id;
+	double severity;	/* 0..1 */
+	double value, threshold;	/* what fired, and where it fires */
+	pid_t pid;		/* the process it names; 0: the job */
+	char summary[96];	/* one line: "data loading 21.4% of ... (> 15%)" */
+	char evidence[384];
+	char advice[384];
+};
+
+/* One process in a window: its own time and its main thread's path. */
+struct dg_proc {
+	pid_t pid, ppid;
+	enum tb_role role;
+	int rank;		/* RANK from its environment, or NCCL's; -1 */
+	int64_t own[TB_NCAT];
+	int64_t main_cp[TB_NCAT];
+	int64_t main_own[TB_NCAT];	/* the main thread's own states */
+};
+
+/* A window's memory: the run's samples, or nothing for an epoch. */
+struct dg_rss_at {
+	pid_t pid;
+	enum tb_role role;
+	int n;
+	uint64_t kb[64];	/* RSS at the end of complete epochs, in order */
+	long label[64];
+};
+
+struct dg_view {
+	double wall_s;
+	int64_t hl[TB_NCAT];	/* the trainers' main threads' critical path */
+	int64_t hl_own[TB_NCAT];	/* the same threads' own states */
+	struct dg_proc *p;
+	int n;
+	int ncpus;
+	bool gpu;		/* a CUDA library is mapped in the job */
+	int steps;		/* steps in the window; 0: none known */
+	int syncs;		/* outermost CUDA syncs and blocking copies in them */
+	const struct ep_worker_gen *gens;	/* the run's, all of them */
+	int ngens;
+	uint64_t start, end;	/* the window: re-forks inside it count */
+	/* memory: the run only */
+	uint64_t mem_total_kb, mem_min_avail_kb;
+	double mem_min_at_s;	/* when MemAvailable was lowest, into the window */
+	struct dg_rss_at *rss;
+	int nrss;
+};
+
+/* Per process: what only /proc knows. */
+struct dg_pinfo {
+	pid_t pid;
+	int rank;
+	bool env_read;
+	uint64_t *ts, *kb;	/* RSS samples, bounded: halved when full */
+	int n, cap;
+};
+
+struct diag {
+	uint64_t next_sample;
+	uint64_t mem_total_kb, mem_min_avail_kb, mem_min_ts;
+	struct dg_pinfo *procs;
+	int nprocs, cap;
+	const char *proc_root;	/* "/proc"; tests point it elsewhere */
+};
+
+void diag_init(struct diag *d);
+void diag_free(struct diag *d);
+/* Once a second (force: now): memory, RSS and ranks of the live processes. */
+void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force);
+
+/* Windows to judge. Free with diag_view_free. */
+int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
+		  uint64_t now);
+int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
+		    const struct epoch *e);
+void diag_view_free(struct dg_view *v);
+
+/* The findings of a window, most severe first; returns how many. */
+int diag_run(const struct dg_view *v, struct dg_finding *out, int max);
+const char *diag_id_name(enum dg_id id);
+
+/* MemTotal and MemAvailable of a /proc/meminfo text, in kB. */
+int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb);
+
+/* Reports (report_diagnosis.c). */
+void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
+void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now);
+/* "  slowest: gpu_wait; data loading 21.4% ..." under an epoch block. */
+void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
+void report_diagnosis_epoch_json(FILE *f, const struct job *job, const struct epoch *e);
+
+#endif

@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The rules. Each reads one window (struct dg_view) and fires when its
+ * measure passes a threshold; severity rises linearly from 0 there to 1
+ * at a value that is severe by any standard (docs/model.md lists both).
+ * Shares are of the trainers' critical path, the time the training loop
+ * itself spent, not of all threads (pool threads idle by design).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "diagnosis.h"
+#include "epochs.h"
+#include "job.h"
+
+#define MIB_KB 1024ull
+
+static const char *const id_names[DG_NIDS] = {
+	"data_loading", "host_bound", "syncs_per_step", "worker_restarts",
+	"cpu_contention", "lock_contention", "io_bound_workers", "comm_bound",
+	"slow_rank", "memory_pressure", "rss_growth",
+};
+
+const char *diag_id_name(enum dg_id id)
+{
+	return id < DG_NIDS ? id_names[id] : "?";
+}
+
+struct findings {
+	struct dg_finding *f;
+	int n, max;
+};
+
+static double ramp(double x, double lo, double hi)
+{
+	double s = (x - lo) / (hi - lo);
+
+	return s < 0 ? 0 : s > 1 ? 1 : s;
+}
+
+static struct dg_finding *add(struct findings *fs, enum dg_id id, double value,
+			      double threshold, double severity)
+{
+	struct dg_finding *f;
+
+	if (fs->n == fs->max)
+		return NULL;
+	f = &fs->f[fs->n++];
+	memset(f, 0, sizeof(*f));
+	f->id = id;
+	f->value = value;
+	f->threshold = threshold;
+	f->severity = severity;
+	return f;
+}
+
+/* Appends to one of a finding's strings. */
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(buf);
+	va_list ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+#define CAT(f, field, ...) append((f)->field, sizeof((f)->field), __VA_ARGS__)
+
+static int64_t total(const int64_t c[TB_NCAT])
+{
+	int64_t t = 0;
+
+	for (int i = 0; i < TB_NCAT; i++)
+		t += c[i] > 0 ? c[i] : 0;
+	return t;
+}
+
+static double share(const int64_t c[TB_NCAT], int cat)
+{
+	int64_t t = total(c);
+
+	return t > 0 && c[cat] > 0 ? (double)c[cat] / t : 0.0;
+}
+
+static void who(char *buf, size_t len, const struct dg_proc *p)
+{
+	if (p->rank >= 0)
+		snprintf(buf, len, "rank %d (PID %d)", p->rank, p->pid);
+	else
+		snprintf(buf, len, "PID %d", p->pid);
+}
+
+/* Workers: how many, and how many I/O-bound or CPU-bound. */
+struct worker_sum {
+	int n, io_bound, cpu_bound, waiting;
+	int64_t all[TB_NCAT];
+	const struct dg_proc *slowest;	/* the busiest: the one the others wait for */
+	double slowest_busy;
+};
+
+static void sum_workers(const struct dg_view *v, struct worker_sum *w)
+{
+	memset(w, 0, sizeof(*w));
+	for (int i = 0; i < v->n; i++) {
+		const struct dg_proc *p = &v->p[i];
+		double io, cpu, busy;
+
+		if (p->role != TB_ROLE_WORKER || total(p->own) <= 0)
+			continue;
+		w->n++;
+		for (int c = 0; c < TB_NCAT; c++)
+			w->all[c] += p->own[c];
+		io = share(p->own, TB_IO);
+		cpu = share(p->own, TB_CPU) + share(p->own, TB_RUNQUEUE);
+		busy = io + cpu;
+		if (io >= 0.3 && io >= cpu)
+			w->io_bound++;
+		else if (cpu >= 0.5)
+			w->cpu_bound++;
+		else
+			w->waiting++;
+		if (busy > w->slowest_busy) {
+			w->slowest_busy = busy;
+			w->slowest = p;
+		}
+	}
+}
+
+static void rule_data(const struct dg_view *v, struct findings *fs)
+{
+	double data = share(v->hl, TB_DATA_WAIT), io = share(v->hl, TB_IO);
+	struct dg_finding *f;
+	struct worker_sum w;
+
+	if (data + io <= 0.15 || !(f = add(fs, DG_DATA_LOADING, data + io, 0.15,
+					    ramp(data + io, 0.15, 0.50))))
+		return;
+	sum_workers(v, &w);
+	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * (data + io));
+	CAT(f, evidence, "trainers wait for DataLoader workers %.1f%% and for storage %.1f%% of their time",
+	    100 * data, 100 * io);
+	if (w.n)
+		CAT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly waiting; "
+		    "busiest PID %d (cpu %.0f%%, io %.0f%%)", w.n, w.n == 1 ? "" : "s",
+		    w.io_bound, w.cpu_bound, w.waiting, w.slowest ? w.slowest->pid : 0,
+		    w.slowest ? 100 * share(w.slowest->own, TB_CPU) : 0.0,
+		    w.slowest ? 100 * share(w.slowest->own, TB_IO) : 0.0);
+	if (io > data)
+		CAT(f, advice, "the training loop reads storage itself: load in DataLoader workers "
+		    "(num_workers > 0); ");
+	if (w.cpu_bound)
+		CAT(f, advice, "more workers (num_workers) if cores are free, cheaper decoding and "
+		    "augmentation (pre-decoded or smaller samples, GPU decoding with DALI); ");
+	if (w.io_bound || io > data)
+		CAT(f, advice, "faster or local storage (copy the dataset to local NVMe or RAM), "
+		    "fewer larger reads (sharded formats), deeper prefetch (prefetch_factor); ");
+	if (w.waiting)
+		CAT(f, advice, "workers mostly wait on something outside the job (sleeps, remote "
+		    "storage, a rate limit): find what they block on; ");
+	CAT(f, advice, "pin_memory=True with non_blocking copies");
+}
+
+static void rule_host_bound(const struct dg_view *v, struct findings *fs)
+{
+	double cpu = share(v->hl, TB_CPU), gpu = share(v->hl, TB_GPU_WAIT);
+	struct dg_finding *f;
+
+	if (!v->gpu || cpu <= 0.60 || gpu >= 0.10 ||
+	    !(f = add(fs, DG_HOST_BOUND, cpu, 0.60, ramp(cpu, 0.60, 0.95))))
+		return;
+	CAT(f, summary, "host-bound GPU: the training loop computes %.1f%% (> 60%%), "
+	    "waits for the GPU %.1f%%", 100 * cpu, 100 * gpu);
+	CAT(f, evidence, "the trainers' main threads run on the CPU %.1f%% of their time and "
+	    "wait for the GPU only %.1f%%: the GPU waits for the host to queue work",
+	    100 * cpu, 100 * gpu);
+	CAT(f, advice, "larger batches (more GPU work per launch), CUDA graphs "
+	    "(torch.cuda.graphs, torch.compile(mode=\"reduce-overhead\")), torch.compile to fuse "
+	    "small kernels, move Python-side work (metrics, logging) out of the step");
+}
+
+static void rule_syncs(const struct dg_view *v, struct findings *fs)
+{
+	double per = v->steps ? (double)v->syncs / v->steps : 0;
+	struct dg_finding *f;
+
+	if (!v->steps || per < 1.0 ||
+	    !(f = add(fs, DG_SYNCS, per, 1.0, ramp(per, 0.0, 8.0))))
+		return;
+	CAT(f, summary, "%.1f host-device syncs per step (>= 1)", per);
+	CAT(f, evidence, "%d synchronisations or blocking copies in %d steps: every step the "
+	    "host waits for the GPU to drain its queue, and the GPU then waits for new work",
+	    v->syncs, v->steps);
+	CAT(f, advice, "keep values on the GPU: no .item(), .cpu(), print(tensor) or "
+	    "if tensor: in the step; accumulate the loss on the GPU and read it every N "
+	    "steps; non_blocking copies from pinned memory");
+}
+
+/* The generations of one parent before g (its earlier ones). */
+static int earlier_gens(const struct dg_view *v, int g)
+{
+	int n = 0;
+
+	for (int i = 0; i < g; i++)
+		n += v->gens[i].parent == v->gens[g].parent;
+	return n;
+}
+
+static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
+{
+	double stall = 0, frac;
+	int refork = 0, workers = 0;
+	pid_t parent = 0;
+	struct dg_finding *f;
+
+	for (int g = 0; g < v->ngens; g++) {
+		const struct ep_worker_gen *w = &v->gens[g];
+
+		if (w->fork_ts < v->start || w->fork_ts >= v->end || !earlier_gens(v, g))
+			continue;
+		refork++;
+		workers += w->nworkers;
+		parent = w->parent;
+		stall += w->stall_s > 0 ? w->stall_s : 0;
+	}
+	frac = v->wall_s > 0 ? stall / v->wall_s : 0;
+	if (!refork || frac < 0.01 ||
+	    !(f = add(fs, DG_WORKER_RESTARTS, frac, 0.01, ramp(frac, 0.01, 0.10))))
+		return;
+	f->pid = parent;
+	CAT(f, summary, "DataLoader workers restarted %d time%s, %.2f s of stalls (%.1f%% of wall time)",
+	    refork, refork == 1 ? "" : "s", stall, 100 * frac);
+	CAT(f, evidence, "%d re-fork%s of %d workers in all (e.g. by PID %d); after each the "
+	    "trainer waited %.2f s on average for its first batches", refork,
+	    refork == 1 ? "" : "s", workers, parent, stall / refork);
+	CAT(f, advice, "DataLoader(persistent_workers=True) keeps the workers across epochs; "
+	    "lighter worker start-up (imports, dataset state copied into each worker)");
+}
+
+/*
+ * Lock waits are judged on the main threads' own states: on the critical
+ * path a wait for a lock holder becomes what the holder did meanwhile.
+ */
+static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id id,
+		       int cat, double thr, double severe)
+{
+	double s = share(id == DG_LOCK_CONTENTION ? v->hl_own : v->hl, cat);
+	struct dg_finding *f;
+
+	if (s <= thr || !(f = add(fs, id, s, thr, ramp(s, thr, severe))))
+		return;
+	if (id == DG_CPU_CONTENTION) {
+		CAT(f, summary, "CPU contention: runnable, waiting for a CPU %.1f%% (> %.0f%%)",
+		    100 * s, 100 * thr);
+		CAT(f, evidence, "the trainers' main threads waited for a CPU %.1f%% of their time "
+		    "on a machine with %d CPUs", 100 * s, v->ncpus);
+		CAT(f, advice, "fewer runnable threads than cores: torch.set_num_threads / "
+		    "OMP_NUM_THREADS, num_workers at most cores minus ranks, pin ranks to cores "
+		    "(taskset, numactl), move other load off the node");
+	} else if (id == DG_LOCK_CONTENTION) {
+		CAT(f, summary, "lock contention %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
+		CAT(f, evidence, "the trainers' main threads waited %.1f%% of their time for other "
+		    "threads of the job (futexes, condition variables, the GIL); the holders were "
+		    "%s on the critical path", 100 * s,
+		    v->hl[TB_IDLE] > v->hl[TB_CPU] ? "mostly idle (holding the lock while waiting)" :
+		    "mostly running");
+		CAT(f, advice, "fewer Python threads competing for the GIL, fewer intra-op threads, "
+		    "shorter critical sections in shared queues; py-spy dump shows who holds it");
+	} else {
+		CAT(f, summary, "communication-bound: %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
+		CAT(f, evidence, "the trainers' main threads waited in collectives or on the "
+		    "network %.1f%% of their time", 100 * s);
+		CAT(f, advice, "overlap communication with backward (DDP bucket_cap_mb, "
+		    "gradient_as_bucket_view), fewer bytes (bf16 gradients, compression hooks), "
+		    "more work per allreduce (larger batches, gradient accumulation with no_sync), "
+		    "check the fabric (NCCL_DEBUG=INFO: IB or sockets)");
+	}
+}
+
+static void rule_io_workers(const struct dg_view *v, struct findings *fs)
+{
+	double hl = share(v->hl, TB_DATA_WAIT) + share(v->hl, TB_IO), io;
+	struct dg_finding *f;
+	struct worker_sum w;
+
+	sum_workers(v, &w);
+	io = share(w.all, TB_IO);
+	if (!w.n || io <= 0.5 || hl < 0.05 ||
+	    !(f = add(fs, DG_IO_WORKERS, io, 0.5, ramp(io, 0.5, 0.9))))
+		return;
+	CAT(f, summary, "I/O-bound workers: %.1f%% of their time in storage I/O (> 50%%)", 100 * io);
+	CAT(f, evidence, "%d of %d DataLoader workers are I/O-bound; they spend %.1f%% of their "
+	    "time blocked on storage, and the trainers wait for data %.1f%% of theirs",
+	    w.io_bound, w.n, 100 * io, 100 * hl);
+	CAT(f, advice, "faster or local storage, page-cache-friendly formats (fewer, larger "
+	    "files), more workers to keep more reads in flight");
+}
+
+/*
+ * Across ranks: the one that spends least in communication is waited for.
+ * Own states: a main thread that runs on right after a socket call shows
+ * that run as communication on its critical path until it switches out.
+ */
+static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
+{
+	const struct dg_proc *lo = NULL;
+	double min = 2, max = -1, others = 0, worst = 0;
+	int n = 0, worst_cat = TB_CPU;
+	char name[48];
+	struct dg_finding *f;
+
+	for (int i = 0; i < v->n; i++) {
+		const struct dg_proc *p = &v->p[i];
+		double s = share(p->main_own, TB_COMM);
+
+		if (p->role != TB_ROLE_TRAINER || total(p->main_own) <= 0)
+			continue;
+		n++;
+		others += s;
+		if (s > max)
+			max = s;
+		if (s < min) {
+			min = s;
+			lo = p;
+		}
+	}
+	if (n < 2 || max - min < 0.10 || max < 0.15)
+		return;
+	others = (others - min) / (n - 1);
+	for (int c = 0; c < TB_NCAT; c++) {
+		double more = share(lo->main_own, c);
+		int m = 0;
+
+		for (int i = 0; i < v->n; i++)
+			if (v->p[i].role == TB_ROLE_TRAINER && &v->p[i] != lo &&
+			    total(v->p[i].main_own) > 0) {
+				more -= share(v->p[i].main_own, c) / (n - 1);
+				m++;
+			}
+		if (c != TB_COMM && m && more > worst) {
+			worst = more;
+			worst_cat = c;
+		}
+	}
+	if (!(f = add(fs, DG_SLOW_RANK, max - min, 0.10, ramp(max - min, 0.10, 0.50))))
+		return;
+	f->pid = lo->pid;
+	who(name, sizeof(name), lo);
+	CAT(f, summary, "slow rank: %s; the other ranks wait for it in collectives", name);
+	CAT(f, evidence, "%s spends %.1f%% in communication, the other %d rank%s %.1f%% on "
+	    "average; it spends %.1f points more than they do in %s", name, 100 * min, n - 1,
+	    n == 2 ? "" : "s", 100 * others, 100 * worst, tb_cat_names[worst_cat]);
+	CAT(f, advice, "balance the work of that rank (uneven data shards or sequence lengths, "
+	    "its data loading, a busier or slower host or GPU); check its node for other load");
+}
+
+static void rule_memory(const struct dg_view *v, struct findings *fs)
+{
+	double used = v->mem_total_kb ? 1.0 - (double)v->mem_min_avail_kb / v->mem_total_kb : 0;
+	struct dg_finding *f;
+
+	if (used <= 0.85 || !(f = add(fs, DG_MEMORY, used, 0.85, ramp(used, 0.85, 0.98))))
+		return;
+	CAT(f, summary, "memory pressure: system RAM %.1f%% used (> 85%%)", 100 * used);
+	CAT(f, evidence, "at %.1f s into the window only %.2f GiB of %.2f GiB were available",
+	    v->mem_min_at_s, v->mem_min_avail_kb / 1048576.0, v->mem_total_kb / 1048576.0);
+	CAT(f, advice, "fewer DataLoader workers or a smaller prefetch_factor (each worker "
+	    "holds batches and a copy of Python-side dataset state), smaller host-side "
+	    "caches; the OOM killer is next");
+}
+
+/* RSS up at the end of every complete epoch, by 10% and 64 MiB at least. */
+static void rule_rss(const struct dg_view *v, struct findings *fs)
+{
+	for (int i = 0; i < v->nrss; i++) {
+		const struct dg_rss_at *r = &v->rss[i];
+		double grow;
+		bool up = r->n >= 3;
+		struct dg_finding *f;
+
+		for (int k = 1; up && k < r->n; k++)
+			up = r->kb[k] > r->kb[k - 1];
+		if (!up || r->kb[r->n - 1] - r->kb[0] < 64 * MIB_KB)
+			continue;
+		grow = (double)(r->kb[r->n - 1] - r->kb[0]) / r->kb[0];
+		if (grow < 0.10 || !(f = add(fs, DG_RSS_GROWTH, grow, 0.10, ramp(grow, 0.10, 1.0))))
+			continue;
+		f->pid = r->pid;
+		CAT(f, summary, "PID %d (%s) memory grows every epoch: +%.0f%% over %d epochs",
+		    r->pid, role_name(r->role), 100 * grow, r->n - 1);
+		CAT(f, evidence, "resident memory %.0f MiB at the end of epoch %ld, %.0f MiB at the "
+		    "end of epoch %ld: +%.1f MiB per epoch", r->kb[0] / 1024.0, r->label[0],
+		    r->kb[r->n - 1] / 1024.0, r->label[r->n - 1],
+		    (r->kb[r->n - 1] - r->kb[0]) / 1024.0 / (r->n - 1));
+		CAT(f, advice, "a leak across epochs: tensors kept alive in Python lists (append "
+		    "loss.item(), not loss), growing caches or histories; tracemalloc or "
+		    "torch.cuda.memory_snapshot find them");
+	}
+}
+
+static int by_severity(const void *a, const void *b)
+{
+	const struct dg_finding *x = a, *y = b;
+
+	return x->severity < y->severity ? 1 : x->severity > y->severity ? -1 :
+	       (int)x->id - (int)y->id;
+}
+
+int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
+{
+	struct findings fs = { out, 0, max };
+
+	if (total(v->hl) > 0) {
+		rule_data(v, &fs);
+		rule_host_bound(v, &fs);
+		rule_syncs(v, &fs);
+		rule_worker_restarts(v, &fs);
+		rule_share(v, &fs, DG_CPU_CONTENTION, TB_RUNQUEUE, 0.10, 0.40);
+		rule_share(v, &fs, DG_LOCK_CONTENTION, TB_LOCK, 0.10, 0.40);
+		rule_io_workers(v, &fs);
+		rule_share(v, &fs, DG_COMM_BOUND, TB_COMM, 0.20, 0.60);
+		rule_slow_rank(v, &fs);
+	}
+	rule_memory(v, &fs);
+	rule_rss(v, &fs);
+	qsort(out, fs.n, sizeof(*out), by_severity);
+	return fs.n;
+}

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/* The diagnosis in the reports: a section, a line per epoch, JSON. */
+#include <string.h>
+#include "diagnosis.h"
+#include "epochs.h"
+#include "report.h"
+
+#define MAX_FINDINGS 32
+
+static const char *const checked =
+	"data loading, host-bound GPU, syncs per step, worker restarts, CPU and lock "
+	"contention, I/O-bound workers, communication, slow rank, memory";
+
+/* Findings of the whole run, into out; -1 if the view could not be made. */
+static int run_findings(const struct job *job, uint64_t now, struct dg_finding *out)
+{
+	struct dg_view v;
+	int n;
+
+	if (diag_view_run(&v, job, job->diag, now))
+		return -1;
+	n = diag_run(&v, out, MAX_FINDINGS);
+	diag_view_free(&v);
+	return n;
+}
+
+static int epoch_findings(const struct job *job, const struct epoch *e,
+			  struct dg_finding *out)
+{
+	struct dg_view v;
+	int n;
+
+	if (diag_view_epoch(&v, job, job->diag, e))
+		return -1;
+	n = diag_run(&v, out, MAX_FINDINGS);
+	diag_view_free(&v);
+	return n;
+}
+
+/* Wraps text at 78 columns under an indent. */
+static void wrapped(FILE *f, const char *label, const char *text)
+{
+	const int width = 78, indent = 9;
+	int col = fprintf(f, "%*s%s", indent, "", label);
+	const char *p = text;
+
+	while (*p) {
+		const char *sp = strchr(p, ' ');
+		int len = sp ? (int)(sp - p) : (int)strlen(p);
+
+		if (col + 1 + len > width && col > indent + (int)strlen(label)) {
+			fprintf(f, "\n%*s", indent + 2, "");
+			col = indent + 2;
+		} else if (p != text) {
+			fputc(' ', f);
+			col++;
+		}
+		col += fprintf(f, "%.*s", len, p);
+		p += len;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', f);
+}
+
+void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
+{
+	struct dg_finding fs[MAX_FINDINGS];
+	int n = run_findings(job, now, fs);
+
+	if (n < 0)
+		return;
+	if (!n) {
+		fprintf(f, "Diagnosis: no bottleneck found (checked: %s)\n\n", checked);
+		return;
+	}
+	fprintf(f, "Diagnosis (severity 0-1, most severe first)\n");
+	for (int i = 0; i < n; i++) {
+		fprintf(f, "  [%.2f] %s\n", fs[i].severity, fs[i].summary);
+		wrapped(f, "why: ", fs[i].evidence);
+		wrapped(f, "fix: ", fs[i].advice);
+	}
+	fputc('\n', f);
+}
+
+/* The category with the most time on the epoch's headline. */
+static int slowest(const struct job *job, const struct epoch *e)
+{
+	int64_t hl[TB_NCAT] = {};
+	int best = TB_CPU;
+
+	for (int i = 0; i < e->n; i++) {
+		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+
+		if (p && p->role == TB_ROLE_TRAINER)
+			for (int c = 0; c < TB_NCAT; c++)
+				hl[c] += e->d[i].main_cp[c];
+	}
+	for (int c = 1; c < TB_NCAT; c++)
+		if (hl[c] > hl[best])
+			best = c;
+	return best;
+}
+
+void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e)
+{
+	struct dg_finding fs[MAX_FINDINGS];
+	int n = epoch_findings(job, e, fs);
+
+	if (n < 0)
+		return;
+	fprintf(f, "  slowest: %s", tb_cat_names[slowest(job, e)]);
+	for (int i = 0; i < n; i++)
+		fprintf(f, "; %s", fs[i].summary);
+	fputc('\n', f);
+}
+
+static void json_finding(FILE *f, const struct dg_finding *d)
+{
+	fprintf(f, "{\"id\":\"%s\",\"severity\":%.3f,\"value\":%.6g,\"threshold\":%.6g,"
+		"\"pid\":", diag_id_name(d->id), d->severity, d->value, d->threshold);
+	if (d->pid)
+		fprintf(f, "%d", d->pid);
+	else
+		fprintf(f, "null");
+	fprintf(f, ",\"summary\":");
+	json_str(f, d->summary);
+	fprintf(f, ",\"evidence\":");
+	json_str(f, d->evidence);
+	fprintf(f, ",\"advice\":");
+	json_str(f, d->advice);
+	fputc('}', f);
+}
+
+static void json_list(FILE *f, const struct dg_finding *fs, int n)
+{
+	fputc('[', f);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_finding(f, &fs[i]);
+	}
+	fputc(']', f);
+}
+
+void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now)
+{
+	struct dg_finding fs[MAX_FINDINGS];
+	int n = run_findings(job, now, fs);
+
+	fprintf(f, "\"diagnosis\":");
+	json_list(f, fs, n > 0 ? n : 0);
+}
+
+void report_diagnosis_epoch_json(FILE *f, const struct job *job, const struct epoch *e)
+{
+	struct dg_finding fs[MAX_FINDINGS];
+	int n = epoch_findings(job, e, fs);
+
+	fprintf(f, "\"slowest\":\"%s\",\"diagnosis\":", tb_cat_names[slowest(job, e)]);
+	json_list(f, fs, n > 0 ? n : 0);
+}
