@@ -19,6 +19,7 @@
 #include "launch.h"
 #include "procfs.h"
 #include "report.h"
+#include "steps.h"
 #include "tracer.h"
 
 #define TICK_NS 200000000ull	/* refresh period: rare enough to cost nothing */
@@ -114,6 +115,8 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	account_refresh(tr, now);
 	sync_roles(tr, job);
 	gpu_tick(job->gpu, job, now);
+	/* Periods first: an epoch that ends now counts the steps found now. */
+	steps_tick(job->epochs->calls);
 	epochs_tick(job->epochs, job, now);
 }
 
@@ -208,6 +211,7 @@ int main(int argc, char **argv)
 	struct tracer tr = {};
 	struct gpu gpu = {};
 	struct epochs ep = {};
+	struct steps steps = {};
 	struct launch l = { .pid = 0 };
 	FILE *out = NULL;
 	int err = 1;
@@ -227,6 +231,7 @@ int main(int argc, char **argv)
 	start_window(&job);
 	if (start_epochs(&ep, &env, &job))
 		goto cleanup;
+	ep.calls = &steps;
 	job.epochs = &ep;
 	if (start_targets(&tr, &env, &l)) {
 		err = env.command ? 127 : 1;
@@ -240,6 +245,7 @@ int main(int argc, char **argv)
 cleanup:
 	gpu_free(&gpu);	/* its probes before the programs they run */
 	epochs_free(&ep);
+	steps_free(&steps);
 	tracer_close(&tr);
 	job_free(&job);
 	if (out && out != stdout)
