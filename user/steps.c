@@ -158,27 +158,53 @@ static void add_bound(struct st_thread *t, uint64_t ts)
 	insert_sorted(&t->bounds, &t->nbounds, &t->capbounds, ts);
 }
 
+/* Whether a period shorter than p, dividing it, explains calls [from, to). */
+static bool shorter_period(const struct st_thread *t, uint64_t from, uint64_t to, int p)
+{
+	struct st_sym s[ST_RING];
+	int n = to - from, q;
+
+	for (int i = 0; i < n; i++)
+		s[i] = call_at(t, from + i)->sym;
+	q = steps_find_period(s, n, NULL);
+	return q && q < p && p % q == 0;
+}
+
 /*
- * Call i of a thread with a locked period: a step starts at its phase; the
- * period is dropped when a block of 4 periods matches less than ST_KEEP
- * (the loop changed: evaluation, a new phase of training).
+ * The loop changed at call from, at the latest: the steps that started
+ * since are unproven, so they go, and detection starts again there.
+ */
+static void unlock(struct st_thread *t, uint64_t from)
+{
+	uint64_t ts = call_at(t, from)->entry;
+
+	while (t->nbounds && t->bounds[t->nbounds - 1] >= ts)
+		t->nbounds--;
+	t->period = 0;
+	t->since = from;
+	t->tried = 0;
+}
+
+/*
+ * Call i of a thread with a locked period: a step starts at its phase. The
+ * period is dropped at the end of a check block that matches less than
+ * ST_KEEP, or that a shorter period explains (a loop of one sync also
+ * repeats every 3 calls): the loop changed (evaluation, another phase of
+ * training).
  */
 static void follow(struct st_thread *t, uint64_t i)
 {
 	uint64_t p = t->period, len;
 
-	if (!steps_sym_match(call_at(t, i)->sym, call_at(t, i - p)->sym))
-		t->miss++;
+	if (!steps_sym_match(call_at(t, i)->sym, call_at(t, i - p)->sym) && !t->miss++)
+		t->first_miss = i;
 	if ((i - t->anchor) % p == 0)
 		add_bound(t, call_at(t, i)->entry);
 	len = i + 1 - t->block;
-	if (len < ST_MIN_REPS * p)
+	if (len < ST_MIN_REPS * p || len < ST_MIN_CALLS)
 		return;
-	if (t->miss > (1 - ST_KEEP) * len) {
-		t->period = 0;
-		t->since = t->block;
-		t->tried = 0;
-	}
+	if (t->miss > (1 - ST_KEEP) * len || shorter_period(t, t->block, i + 1, p))
+		unlock(t, t->miss ? t->first_miss : t->block);
 	t->block = i + 1;
 	t->miss = 0;
 }

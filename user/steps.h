@@ -55,6 +55,7 @@ struct st_thread {
 	uint64_t anchor;	/* a call at the step's phase */
 	uint64_t block;		/* first call of the current check block */
 	int miss;		/* calls of the block not matching one period back */
+	uint64_t first_miss;	/* the first of them */
 	uint64_t *bounds;	/* step starts (entry times), increasing */
 	int nbounds, capbounds;
 };
