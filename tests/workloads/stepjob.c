@@ -26,7 +26,8 @@
  *
  * Ground truth (JSON): pid, tid, pattern, syncs_per_step (outermost sync
  * and copy calls), calls_per_step, epochs[]: {epoch, start_ns (read before
- * its marker), end_ns (read before the next epoch's marker), steps[]:
+ * its marker), end_ns (read before the next epoch's marker), end_rq_ns
+ * (run_delay growth across that read and write), steps[]:
  * {start_ns (read just before the step's first call), rq_ns (how much the
  * thread's schedstat run_delay grew from just before that clock read to
  * the return of the first call: bounds a preemption between the read
@@ -67,7 +68,7 @@ struct step_truth {
 };
 
 struct epoch_truth {
-	int64_t start_ns, end_ns;
+	struct step_truth mark;	/* read before its marker; rq_ns across the write */
 	struct step_truth steps[MAX_STEPS];
 };
 
@@ -78,7 +79,7 @@ static struct {
 	long long block_ns, wait_probes_ms;
 } g_opt = { .epochs = 3, .steps = 40, .block_ns = 300000 };
 
-static struct epoch_truth g_ep[MAX_EPOCHS];
+static struct epoch_truth g_ep[MAX_EPOCHS + 1];	/* + the closing marker */
 static long g_tid;
 static uint64_t g_rand = 88172645463325252ull;
 static ncclComm_t g_comm;
@@ -207,17 +208,18 @@ static void run(void)
 	};
 	long n = 0;
 
-	for (int e = 0; e < g_opt.epochs; e++) {
-		g_ep[e].start_ns = mono_ns();
+	for (int e = 0; e <= g_opt.epochs; e++) {
+		int64_t rq0 = run_delay();
+
+		g_ep[e].mark.start_ns = mono_ns();
 		trainbpf_mark_epoch(e + 1);
-		for (int s = 0; s < g_opt.steps; s++, n++) {
+		g_ep[e].mark.rq_ns = run_delay() - rq0;
+		for (int s = 0; e < g_opt.epochs && s < g_opt.steps; s++, n++) {
 			if (g_opt.markers && n % g_opt.markers == 0)
 				trainbpf_mark_step(n);
 			step_fn[g_opt.pattern](&g_ep[e].steps[s]);
 		}
-		g_ep[e].end_ns = mono_ns();
 	}
-	trainbpf_mark_epoch(g_opt.epochs + 1);
 }
 
 /* Waits until the functions called carry a uprobe (see the top). */
@@ -257,9 +259,10 @@ static void write_truth(void)
 		pattern_names[g_opt.pattern], syncs[g_opt.pattern], calls[g_opt.pattern],
 		g_opt.markers);
 	for (int e = 0; e < g_opt.epochs; e++) {
-		fprintf(f, "%s{\"epoch\":%d,\"start_ns\":%lld,\"end_ns\":%lld,\"steps\":[",
-			e ? "," : "", e + 1, (long long)g_ep[e].start_ns,
-			(long long)g_ep[e].end_ns);
+		fprintf(f, "%s{\"epoch\":%d,\"start_ns\":%lld,\"end_ns\":%lld,"
+			"\"end_rq_ns\":%lld,\"steps\":[", e ? "," : "", e + 1,
+			(long long)g_ep[e].mark.start_ns, (long long)g_ep[e + 1].mark.start_ns,
+			(long long)g_ep[e + 1].mark.rq_ns);
 		for (int s = 0; s < g_opt.steps; s++)
 			fprintf(f, "%s{\"start_ns\":%lld,\"rq_ns\":%lld}", s ? "," : "",
 				(long long)g_ep[e].steps[s].start_ns,
