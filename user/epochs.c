@@ -350,7 +350,7 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 		if (changed(&d))
 			e->d[e->n++] = d;
 	}
-	epochs_step_stats(ep, e->start, e->end, complete, &e->steps);
+	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
 	st->n++;
 }
 
