@@ -28,6 +28,8 @@
 #
 # Environment: ROUNDS (7) N (200000 calls per mode and run) N_XOL (N/4:
 # the same for F and G, whose calls cost ~10x more) REF (1) BENCH_OUT
+# VARIANTS (default "A B C D E F G": a subset to run) TRACE_OPTS (more
+# trainbpf options for every traced variant, e.g. "--ringbuf-size 16384")
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/gpu_lib.sh"
@@ -85,6 +87,7 @@ traced() {
 	shift 4
 	while [ "$1" != -- ]; do opts+=("$1"); shift; done
 	shift
+	opts+=("${TOPTS[@]}")
 	local json=$OUT/$v.$round.json log=$OUT/$v.$round.log
 	traced_run "$json" "$log" "${opts[@]}" -- "$dir/probe_loop" -w -n "$n" -W "$WARM" "$@" ||
 		die "round $round $v: trainbpf or probe_loop failed (see $log)"
@@ -128,7 +131,8 @@ reference() {	# reference ROUND: bpftrace, empty probes
 	record "$1" R "$log" "$CALLS"
 }
 
-VARS=(A B C D E F G)
+read -r -a VARS <<< "${VARIANTS:-A B C D E F G}"
+read -r -a TOPTS <<< "${TRACE_OPTS:-}"
 [ "$REF" = 1 ] && VARS+=(R)
 NV=${#VARS[@]}
 t0=$(date +%s)

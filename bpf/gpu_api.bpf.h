@@ -167,6 +167,34 @@ static __always_inline void comm_init_exit(__u32 tid, __u32 api)
 	bpf_map_delete_elem(&comm_pending, &tid);
 }
 
+/*
+ * The return of an outermost call that a training step repeats: steps are
+ * found from the period of these (user/steps.c). No wakeup: user space
+ * reads them at its next tick.
+ */
+static __always_inline void call_event(const struct tb_slot *s, __u32 kind,
+				       __u64 entry, __u64 ret)
+{
+	struct tb_call_event *e;
+
+	if (kind > TB_AK_GROUP)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.events_lost, 1);
+		return;
+	}
+	e->type = TB_EV_CALL;
+	e->pid = s->tgid;
+	e->tid = s->tid;
+	e->api = s->api;
+	e->kind = kind;
+	e->pad = 0;
+	e->entry = entry;
+	e->ret = ret;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 static __always_inline __u32 region_of(__u32 kind)
 {
 	return kind == TB_AK_SYNC || kind == TB_AK_MEMCPY ? TB_GPU_WAIT : TB_COMM;
@@ -235,6 +263,7 @@ static __always_inline int leave(struct pt_regs *ctx)
 	st = api_stat(s->tgid, s->api);
 	if (st)
 		__sync_fetch_and_add(&st->ns, now - s->api_ts);
+	call_event(s, TB_COOKIE_KIND(cookie), s->api_ts, now);
 	if (TB_COOKIE_KIND(cookie) == TB_AK_COMM_INIT)
 		comm_init_exit(s->tid, s->api);
 	return 0;

@@ -86,6 +86,7 @@ struct tb_comm_pending {
 /* Ring-buffer event type values continue enum tb_ev_type. */
 #define TB_EV_NCCL_COMM		16	/* a communicator was created */
 #define TB_EV_NCCL_DESTROY	17
+#define TB_EV_CALL		18	/* an outermost sync, copy or NCCL call returned */
 
 struct tb_comm_event {
 	__u32 type;
@@ -98,6 +99,21 @@ struct tb_comm_event {
 	__u64 comm;		/* the ncclComm_t handle */
 	__u64 parent;
 	__u8 id[16];
+};
+
+/*
+ * TB_EV_CALL: the calls whose sequence repeats once per training step
+ * (kinds TB_AK_SYNC to TB_AK_GROUP), for user/steps.c to find the period.
+ */
+struct tb_call_event {
+	__u32 type;
+	__u32 pid;
+	__u32 tid;
+	__u16 api;
+	__u8 kind;		/* enum tb_api_kind */
+	__u8 pad;
+	__u64 entry;		/* bpf_ktime_get_ns at entry and at return */
+	__u64 ret;
 };
 
 #endif /* TB_GPU_API_H */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "epochs.h"
 #include "job.h"
+#include "steps.h"
 
 #define NS_PER_S 1000000000.0
 #define MAX_GROUPS 10
@@ -96,6 +97,15 @@ static void add_pending(struct ep_stream *st, uint64_t ts, long label)
 	st->npend++;
 }
 
+static void add_step_pid(struct epochs *ep, pid_t pid)
+{
+	for (int i = 0; i < ep->nstep_pids; i++)
+		if (ep->step_pids[i] == pid)
+			return;
+	if (ep->nstep_pids < EP_MAX_STEP_PIDS)
+		ep->step_pids[ep->nstep_pids++] = pid;
+}
+
 static void add_step(struct epochs *ep, uint64_t ts)
 {
 	uint64_t *s = grow(ep->steps, &ep->capsteps, ep->nsteps + 1, sizeof(*s));
@@ -110,7 +120,7 @@ static void add_step(struct epochs *ep, uint64_t ts)
 	ep->nsteps++;
 }
 
-static void on_mark(struct epochs *ep, const char *text, uint64_t ts)
+static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
 {
 	char what[8];
 	long n;
@@ -119,8 +129,10 @@ static void on_mark(struct epochs *ep, const char *text, uint64_t ts)
 		return;
 	if (!strcmp(what, "epoch") && tracks(ep, EP_MARKER))
 		add_pending(&ep->src[EP_MARKER], ts, n);
-	else if (!strcmp(what, "step"))
+	else if (!strcmp(what, "step")) {
 		add_step(ep, ts);
+		add_step_pid(ep, pid);
+	}
 }
 
 /* The epoch number in a matching line: its first all-digit group. */
@@ -170,7 +182,7 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 	memcpy(buf, e->text, len);
 	buf[len] = '\0';
 	if (e->type == TB_EV_MARK)
-		on_mark(ep, buf, e->ts);
+		on_mark(ep, buf, e->ts, e->pid);
 	else if (e->type == TB_EV_TEXT && tracks(ep, EP_REGEX))
 		on_text(ep, buf, e->ts);
 }
@@ -239,18 +251,19 @@ static bool changed(const struct ep_proc *d)
 	return false;
 }
 
-static void step_stats(const struct epochs *ep, struct epoch *e)
+const char *epochs_step_source_name(enum ep_step_src s)
 {
-	struct ep_steps *s = &e->steps;
+	static const char *const names[] = { "none", "marker", "calls" };
 
-	for (int i = 0; i < ep->nsteps; i++) {
-		uint64_t t = ep->steps[i], next;
-		double ms;
+	return s <= EP_STEPS_CALLS ? names[s] : "none";
+}
 
-		if (t < e->start || t >= e->end)
-			continue;
-		next = i + 1 < ep->nsteps && ep->steps[i + 1] < e->end ? ep->steps[i + 1] : e->end;
-		ms = (next - t) / 1e6;
+/* Step i lasts until step i + 1 starts; the last one until end. */
+static void step_times(const uint64_t *t, int n, uint64_t end, struct ep_steps *s)
+{
+	for (int i = 0; i < n; i++) {
+		double ms = ((i + 1 < n ? t[i + 1] : end) - t[i]) / 1e6;
+
 		if (!s->count || ms < s->min_ms)
 			s->min_ms = ms;
 		if (!s->count || ms > s->max_ms)
@@ -259,6 +272,56 @@ static void step_stats(const struct epochs *ep, struct epoch *e)
 		s->sum_sq += ms * ms;
 		s->count++;
 	}
+}
+
+/* Marker steps in [a, b); *next the first marker at or after b, 0 if none. */
+static const uint64_t *marker_bounds(const struct epochs *ep, uint64_t a, uint64_t b,
+				     int *n, uint64_t *next)
+{
+	int from = 0, to;
+
+	while (from < ep->nsteps && ep->steps[from] < a)
+		from++;
+	for (to = from; to < ep->nsteps && ep->steps[to] < b; to++)
+		;
+	*n = to - from;
+	*next = to < ep->nsteps ? ep->steps[to] : 0;
+	return ep->steps + from;
+}
+
+int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
+		      struct ep_steps *s)
+{
+	const uint64_t *t;
+	uint64_t next, end;
+	pid_t pid = 0;
+	int n;
+
+	memset(s, 0, sizeof(*s));
+	if (ep->nsteps) {
+		t = marker_bounds(ep, a, b, &n, &next);
+		s->source = EP_STEPS_MARKER;
+	} else {
+		t = steps_bounds(ep->calls, a, b, &n, &next, &pid);
+		s->source = EP_STEPS_CALLS;
+	}
+	if (!n) {
+		s->source = EP_STEPS_NONE;
+		return 0;
+	}
+	/* The last step ends at b if b ends a span, else where the next starts. */
+	end = closed ? b : next;
+	step_times(t, end ? n : n - 1, end ? end : t[n - 1], s);
+	if (!s->count) {
+		s->source = EP_STEPS_NONE;
+		return n;
+	}
+	end = end ? end : t[n - 1];
+	if (s->source == EP_STEPS_CALLS)
+		s->syncs = steps_syncs(ep->calls, pid, t[0], end);
+	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
+		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], t[0], end);
+	return n;
 }
 
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
@@ -291,7 +354,7 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 		if (changed(&d))
 			e->d[e->n++] = d;
 	}
-	step_stats(ep, e);
+	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
 	st->n++;
 }
 

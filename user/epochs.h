@@ -45,11 +45,17 @@ struct ep_snap {
 	struct ep_proc *p;
 };
 
+/* Where step boundaries come from: markers win whenever the job wrote any. */
+enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS };
+
 struct ep_steps {
 	int count;
 	double total_ms, min_ms, max_ms, sum_sq;
 	int syncs;		/* outermost CUDA syncs and blocking copies of the
-				 * trainers' threads during these steps */
+				 * trainers' threads during these steps: the
+				 * processes that marked the steps, or whose
+				 * calls they were found from */
+	enum ep_step_src source;
 };
 
 /*
@@ -66,6 +72,7 @@ struct ep_worker_gen {
 };
 
 #define EP_GEN_STALL_S 2.0
+#define EP_MAX_STEP_PIDS 64
 
 struct epoch {
 	long label;		/* the number the job gave; windows count from 1 */
@@ -104,6 +111,9 @@ struct epochs {
 	long windows;
 	uint64_t *steps;	/* step marker times */
 	int nsteps, capsteps;
+	pid_t step_pids[EP_MAX_STEP_PIDS];	/* processes that wrote them */
+	int nstep_pids;
+	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
 	struct ep_worker_gen *gens;
 	int ngens, capgens;
@@ -127,6 +137,14 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now);
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now);
 /* The source the reports use; EP_NSRC if none has a boundary. */
 enum ep_source epochs_source(const struct epochs *ep);
+/*
+ * Steps that start in [a, b). The last one ends at b when b closes a span
+ * (an epoch's end), else where the next step starts, if one did yet.
+ * Returns how many steps start in [a, b), counted or not.
+ */
+int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
+		      struct ep_steps *s);
+const char *epochs_step_source_name(enum ep_step_src s);
 const char *epochs_source_name(enum ep_source s);
 
 #endif

@@ -120,6 +120,7 @@ void report_live(FILE *f, struct job *job, uint64_t now)
 	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
 	rollup_line(f, d);
 	report_gpu_live(f, job->gpu, now);
+	report_steps_live(f, job, now);
 	fputc('\n', f);
 	fflush(f);
 }

@@ -50,6 +50,8 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep);
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
 void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep);
+/* The steps of the interval since the previous call, one line. */
+void report_steps_live(FILE *f, const struct job *job, uint64_t now);
 
 /* One table of the interval since the previous call; 80 columns. */
 void report_live(FILE *f, struct job *job, uint64_t now);

@@ -4,7 +4,9 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "epochs.h"
+#include "gpu.h"
 #include "report.h"
+#include "steps.h"
 
 /*
  * The headline of one epoch: the critical path of the trainers' main
@@ -50,6 +52,22 @@ static double step_std(const struct ep_steps *s)
 	return var > 0 ? sqrt(var) : 0.0;
 }
 
+static double syncs_per_step(const struct ep_steps *s)
+{
+	return s->count ? (double)s->syncs / s->count : 0.0;
+}
+
+/* ", 12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
+static void text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
+{
+	fprintf(f, "%d steps (%s), %.1f ms/step (min %.1f, max %.1f, std %.1f)",
+		s->count, epochs_step_source_name(s->source), step_avg(s), s->min_ms,
+		s->max_ms, step_std(s));
+	/* Syncs are only seen where a CUDA library is probed. */
+	if (job->gpu && gpu_any_library(job->gpu))
+		fprintf(f, ", %.1f syncs/step", syncs_per_step(s));
+}
+
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source)
 {
@@ -58,10 +76,10 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 
 	fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
 		(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
-	if (e->steps.count)
-		fprintf(f, ", %d steps, %.1f ms/step (min %.1f, max %.1f, std %.1f)",
-			e->steps.count, step_avg(&e->steps), e->steps.min_ms,
-			e->steps.max_ms, step_std(&e->steps));
+	if (e->steps.count) {
+		fprintf(f, ", ");
+		text_steps(f, job, &e->steps);
+	}
 	fprintf(f, " ===\n");
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = pct_of(hl[c], total);
@@ -82,6 +100,27 @@ void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep)
 	for (; st->shown < st->n; st->shown++)
 		report_epoch_block(f, job, &st->list[st->shown], epochs_source_name(s));
 	fflush(f);
+}
+
+/* "steps: 8.3/s, 120.1 ms/step (calls)" for the live interval since the last one. */
+void report_steps_live(FILE *f, const struct job *job, uint64_t now)
+{
+	struct epochs *ep = job->epochs;
+	struct ep_steps s;
+	uint64_t from;
+	int starts;
+
+	if (!ep || !ep->calls)
+		return;
+	from = ep->calls->live_ns ? ep->calls->live_ns : job->window_start_ns;
+	ep->calls->live_ns = now;
+	starts = epochs_step_stats(ep, from, now, false, &s);
+	if (!s.count || now <= from)
+		return;
+	/* The rate counts every step that started; the times, those that ended. */
+	fprintf(f, "steps: %.1f/s, ", starts / ((now - from) / 1e9));
+	text_steps(f, job, &s);
+	fputc('\n', f);
 }
 
 static void trend(FILE *f, const struct ep_stream *st)
@@ -105,17 +144,34 @@ static void trend(FILE *f, const struct ep_stream *st)
 		100.0 * ((double)(last->end - last->start) / (first->end - first->start) - 1), n);
 }
 
+/* The whole window: steps/s over the time the steps cover. */
+static void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
+{
+	struct ep_steps s;
+
+	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	if (!s.count) {
+		fprintf(f, "Steps: none seen (no step marker, no periodic CUDA/NCCL calls)\n");
+		return;
+	}
+	fprintf(f, "Steps: %.2f/s, ", s.count / (s.total_ms / 1e3));
+	text_steps(f, job, &s);
+	fputc('\n', f);
+}
+
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st;
 
 	if (s == EP_NSRC || !ep->src[s].n) {
+		report_steps_text(f, job, ep);
 		fprintf(f, "Epochs: none seen (%s%s)\n\n", epochs_source_name(ep->want),
 			ep->want == EP_AUTO ? ": no marker, no epoch line" : "");
 		return;
 	}
 	st = &ep->src[s];
+	report_steps_text(f, job, ep);
 	fprintf(f, "Epochs (%s): %d, the first from %.2f s into the window\n", epochs_source_name(s),
 		st->n, (st->list[0].start - job->window_start_ns) / 1e9);
 	for (int i = 0; i < st->n; i++)
@@ -139,8 +195,10 @@ static void json_steps(FILE *f, const struct ep_steps *s)
 		return;
 	}
 	fprintf(f, "{\"count\":%d,\"total_s\":%.6f,\"avg_ms\":%.4f,\"min_ms\":%.4f,"
-		"\"max_ms\":%.4f,\"std_ms\":%.4f}", s->count, s->total_ms / 1e3,
-		step_avg(s), s->min_ms, s->max_ms, step_std(s));
+		"\"max_ms\":%.4f,\"std_ms\":%.4f,\"source\":\"%s\",\"syncs\":%d,"
+		"\"syncs_per_step\":%.4f}", s->count, s->total_ms / 1e3,
+		step_avg(s), s->min_ms, s->max_ms, step_std(s),
+		epochs_step_source_name(s->source), s->syncs, syncs_per_step(s));
 }
 
 static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
@@ -170,6 +228,23 @@ static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
 	fprintf(f, "]}");
 }
 
+/* The whole window's steps; source "none" and nulls when none were seen. */
+static void json_steps_total(FILE *f, const struct job *job, const struct epochs *ep)
+{
+	struct ep_steps s;
+
+	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	if (!s.count) {
+		fprintf(f, "{\"source\":\"none\",\"count\":0,\"per_s\":null,\"avg_ms\":null,"
+			"\"min_ms\":null,\"max_ms\":null,\"std_ms\":null,\"syncs_per_step\":null}");
+		return;
+	}
+	fprintf(f, "{\"source\":\"%s\",\"count\":%d,\"per_s\":%.4f,\"avg_ms\":%.4f,"
+		"\"min_ms\":%.4f,\"max_ms\":%.4f,\"std_ms\":%.4f,\"syncs_per_step\":%.4f}",
+		epochs_step_source_name(s.source), s.count, s.count / (s.total_ms / 1e3),
+		step_avg(&s), s.min_ms, s.max_ms, step_std(&s), syncs_per_step(&s));
+}
+
 void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
@@ -184,5 +259,6 @@ void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
 			fputc(',', f);
 		json_epoch(f, job, &st->list[i]);
 	}
-	fprintf(f, "]}");
+	fprintf(f, "]},\"steps\":");
+	json_steps_total(f, job, ep);
 }

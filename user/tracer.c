@@ -17,6 +17,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "procfs.h"
+#include "steps.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
 
@@ -391,6 +392,11 @@ static int handle_event(void *ctx, void *data, size_t len)
 	const struct tb_event *e = data;
 	struct proc_rec *p;
 
+	if (len >= sizeof(struct tb_call_event) && e->type == TB_EV_CALL) {
+		if (tr->job->epochs && tr->job->epochs->calls)
+			steps_on_event(tr->job->epochs->calls, data);
+		return 0;
+	}
 	if (len >= sizeof(__u32) && *(const __u32 *)data >= TB_EV_NCCL_COMM) {
 		if (tr->gpu)
 			gpu_on_event(tr->gpu, data, len);

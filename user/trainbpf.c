@@ -20,6 +20,7 @@
 #include "launch.h"
 #include "procfs.h"
 #include "report.h"
+#include "steps.h"
 #include "tracer.h"
 
 #define TICK_NS 200000000ull	/* refresh period: rare enough to cost nothing */
@@ -117,6 +118,8 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	gpu_tick(job->gpu, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	diag_sample(job->diag, job, now, epochs_pending(job->epochs));
+	/* Periods first: an epoch that ends now counts the steps found now. */
+	steps_tick(job->epochs->calls);
 	epochs_tick(job->epochs, job, now);
 }
 
@@ -213,6 +216,7 @@ int main(int argc, char **argv)
 	struct gpu gpu = {};
 	struct epochs ep = {};
 	struct diag dg;
+	struct steps steps = {};
 	struct launch l = { .pid = 0 };
 	FILE *out = NULL;
 	int err = 1;
@@ -234,6 +238,7 @@ int main(int argc, char **argv)
 	start_window(&job);
 	if (start_epochs(&ep, &env, &job))
 		goto cleanup;
+	ep.calls = &steps;
 	job.epochs = &ep;
 	if (start_targets(&tr, &env, &l)) {
 		err = env.command ? 127 : 1;
@@ -248,6 +253,7 @@ cleanup:
 	gpu_free(&gpu);	/* its probes before the programs they run */
 	epochs_free(&ep);
 	diag_free(&dg);
+	steps_free(&steps);
 	tracer_close(&tr);
 	job_free(&job);
 	if (out && out != stdout)
