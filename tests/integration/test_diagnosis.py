@@ -196,3 +196,52 @@ def test_text_report_names_the_bottleneck(tmp_path):
     for line in r.stdout.splitlines():
         if line.startswith("         "):    # evidence and advice, wrapped
             assert len(line) <= 80, line
+
+
+def stepjob_epochs(tmp_path, pattern, block_us):
+    """stepjob (CUDA/NCCL stand-ins, steps found from its calls) under
+    trainbpf: its complete epochs, judged one by one (the run as a whole
+    also holds the wait for the probes before the first call)."""
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "report.json"
+    r = run_trainbpf(["-i", "0", "--format", "json", "-o", str(out), "--",
+                      workload("stepjob"), "--truth", str(truth), "--pattern", pattern,
+                      "--epochs", "3", "--steps", "60", "--block-us", str(block_us),
+                      "--wait-probes", "20000"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    epochs = complete_epochs(report)
+    assert len(epochs) == 3, report["epochs"]
+    return epochs, json.loads(truth.read_text())
+
+
+def epoch_findings(e):
+    return {d["id"]: d for d in e["diagnosis"]}
+
+
+def test_syncs_per_step_and_not_host_bound(tmp_path):
+    """3 syncs per step, each blocking 2 ms: the host waits for the GPU
+    most of the step, so syncs fire and host-bound does not."""
+    epochs, truth = stepjob_epochs(tmp_path, "mixed", 2000)
+    for e in epochs:
+        fs = epoch_findings(e)
+        assert "syncs_per_step" in fs, e
+        check_schema(fs["syncs_per_step"])
+        assert fs["syncs_per_step"]["value"] == truth["syncs_per_step"] == 3
+        assert "3.0 host-device syncs per step" in fs["syncs_per_step"]["summary"]
+        assert "host_bound" not in fs
+        assert e["percent"]["gpu_wait"] > 20
+
+
+def test_host_bound_without_syncs(tmp_path):
+    """Collectives only, 3-5.5 ms of host compute a step: host-bound, and
+    no sync to blame."""
+    epochs, truth = stepjob_epochs(tmp_path, "collectives", 300)
+    assert truth["syncs_per_step"] == 0
+    for e in epochs:
+        fs = epoch_findings(e)
+        assert "host_bound" in fs, e
+        check_schema(fs["host_bound"])
+        assert fs["host_bound"]["value"] == pytest.approx(e["percent"]["cpu"] / 100, abs=1e-3)
+        assert "syncs_per_step" not in fs
+        assert e["steps"]["count"] == 60

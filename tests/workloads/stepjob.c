@@ -15,7 +15,9 @@
  *   same-api  cudaStreamSynchronize three times, after 100 us and 1 ms,
  *             then the varying spin: period 3, not 1;
  *   aperiodic each "step" 5 calls drawn at random from 5 apis, each after a
- *             random gap of 20 us to 5 ms (log-uniform): no period.
+ *             random gap of 20 us to 5 ms (log-uniform): no period;
+ *   collectives ncclAllReduce, 200 us, ncclBroadcast, then the varying
+ *             spin: 2 calls and no sync per step (a host-bound loop).
  * --markers K: also "TRAINBPF step N" every K steps, just before the step.
  * The gaps are CPU spins on CLOCK_MONOTONIC.
  *
@@ -48,8 +50,10 @@
 #define MAX_STEPS 1000
 #define COPY_BYTES 4096
 
-enum pattern { P_MIXED, P_SAME_API, P_APERIODIC };
-static const char *const pattern_names[] = { "mixed", "same-api", "aperiodic" };
+enum pattern { P_MIXED, P_SAME_API, P_APERIODIC, P_COLLECTIVES };
+static const char *const pattern_names[] = {
+	"mixed", "same-api", "aperiodic", "collectives",
+};
 
 static void die(const char *what)
 {
@@ -201,10 +205,19 @@ static void step_aperiodic(struct step_truth *t)
 	}
 }
 
+/* No host-device sync: the host only queues work (and communicates). */
+static void step_collectives(struct step_truth *t)
+{
+	first_call(t, allreduce);
+	spin_ns(200000);
+	broadcast();
+	compute();
+}
+
 static void run(void)
 {
 	static void (*const step_fn[])(struct step_truth *) = {
-		step_mixed, step_same_api, step_aperiodic,
+		step_mixed, step_same_api, step_aperiodic, step_collectives,
 	};
 	long n = 0;
 
@@ -250,7 +263,7 @@ static void wait_probes(void)
 
 static void write_truth(void)
 {
-	static const int syncs[] = { 3, 3, -1 }, calls[] = { 5, 3, -1 };
+	static const int syncs[] = { 3, 3, -1, 0 }, calls[] = { 5, 3, -1, 2 };
 	char tmp[4096];
 	FILE *f = truth_open(g_opt.truth, tmp, sizeof(tmp));
 
@@ -298,11 +311,11 @@ static void parse_args(int argc, char **argv)
 		switch (c) {
 		case 't': g_opt.truth = optarg; break;
 		case 'p':
-			for (g_opt.pattern = 0; g_opt.pattern <= P_APERIODIC; g_opt.pattern++)
+			for (g_opt.pattern = 0; g_opt.pattern <= P_COLLECTIVES; g_opt.pattern++)
 				if (!strcmp(optarg, pattern_names[g_opt.pattern]))
 					break;
-			if (g_opt.pattern > P_APERIODIC)
-				die_msg("--pattern: mixed, same-api or aperiodic");
+			if (g_opt.pattern > P_COLLECTIVES)
+				die_msg("--pattern: mixed, same-api, aperiodic or collectives");
 			break;
 		case 'e': g_opt.epochs = num(optarg, "--epochs", 1, MAX_EPOCHS); break;
 		case 's': g_opt.steps = num(optarg, "--steps", 1, MAX_STEPS); break;

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The diagnosis rules on windows built by hand: thresholds, severities,
+ * the slow rank, RSS growth, and memory pressure read from a /proc made
+ * for the test (filling a real machine's memory would take a minute).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "diagnosis.h"
+#include "job.h"
+
+#define S 1000000000ll
+
+static const struct dg_finding *find(const struct dg_finding *fs, int n, enum dg_id id)
+{
+	for (int i = 0; i < n; i++)
+		if (fs[i].id == id)
+			return &fs[i];
+	return NULL;
+}
+
+/* One trainer whose main thread spent cpu_s, data_s and comm_s. */
+static void one_trainer(struct dg_view *v, struct dg_proc *p, double cpu_s,
+			double data_s, double comm_s)
+{
+	memset(v, 0, sizeof(*v));
+	memset(p, 0, sizeof(*p));
+	p->pid = 10;
+	p->role = TB_ROLE_TRAINER;
+	p->rank = -1;
+	p->main_cp[TB_CPU] = p->main_own[TB_CPU] = cpu_s * S;
+	p->main_cp[TB_DATA_WAIT] = p->main_own[TB_DATA_WAIT] = data_s * S;
+	p->main_cp[TB_COMM] = p->main_own[TB_COMM] = comm_s * S;
+	memcpy(p->own, p->main_own, sizeof(p->own));
+	memcpy(v->hl, p->main_cp, sizeof(v->hl));
+	memcpy(v->hl_own, p->main_own, sizeof(v->hl_own));
+	v->p = p;
+	v->n = 1;
+	v->wall_s = cpu_s + data_s + comm_s;
+}
+
+START_TEST(thresholds_and_severity)
+{
+	struct dg_finding fs[16];
+	struct dg_view v;
+	struct dg_proc p;
+	const struct dg_finding *f;
+	int n;
+
+	one_trainer(&v, &p, 86, 14, 0);	/* 14% data: under 15% */
+	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
+	one_trainer(&v, &p, 67.5, 32.5, 0);	/* halfway from 15% to 50% */
+	n = diag_run(&v, fs, 16);
+	f = find(fs, n, DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.325, 1e-9);
+	ck_assert_double_eq_tol(f->severity, 0.5, 1e-9);
+	one_trainer(&v, &p, 10, 90, 0);
+	n = diag_run(&v, fs, 16);
+	ck_assert_double_eq_tol(find(fs, n, DG_DATA_LOADING)->severity, 1.0, 1e-9);
+	/* Communication: 20% is the line. */
+	one_trainer(&v, &p, 80, 0, 20);
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_COMM_BOUND));
+	one_trainer(&v, &p, 60, 0, 40);
+	n = diag_run(&v, fs, 16);
+	ck_assert_double_eq_tol(find(fs, n, DG_COMM_BOUND)->severity, 0.5, 1e-9);
+}
+END_TEST
+
+START_TEST(host_bound_needs_a_gpu_and_syncs_need_steps)
+{
+	struct dg_finding fs[16];
+	struct dg_view v;
+	struct dg_proc p;
+	int n;
+
+	one_trainer(&v, &p, 95, 5, 0);
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_HOST_BOUND));
+	v.gpu = true;
+	ck_assert_ptr_nonnull(find(fs, diag_run(&v, fs, 16), DG_HOST_BOUND));
+	v.syncs = 30;		/* no steps known: nothing to divide by */
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_SYNCS));
+	v.steps = 40;		/* 0.75 per step: not every step */
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_SYNCS));
+	v.syncs = 120;
+	n = diag_run(&v, fs, 16);
+	ck_assert_double_eq_tol(find(fs, n, DG_SYNCS)->value, 3.0, 1e-9);
+	/* Most severe first. */
+	for (int i = 1; i < n; i++)
+		ck_assert(fs[i - 1].severity >= fs[i].severity);
+}
+END_TEST
+
+START_TEST(slow_rank_is_the_one_least_in_comm)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p[3] = {};
+	struct dg_view v = { .p = p, .n = 3, .wall_s = 10 };
+	const double comm[3] = { 0.40, 0.05, 0.42 };
+	const struct dg_finding *f;
+	int n;
+
+	for (int i = 0; i < 3; i++) {
+		p[i].pid = 100 + i;
+		p[i].rank = i;
+		p[i].role = TB_ROLE_TRAINER;
+		p[i].main_own[TB_COMM] = p[i].main_cp[TB_COMM] = comm[i] * 10 * S;
+		p[i].main_own[TB_CPU] = p[i].main_cp[TB_CPU] = (1 - comm[i]) * 10 * S;
+		for (int c = 0; c < TB_NCAT; c++)
+			v.hl[c] += p[i].main_cp[c];
+	}
+	n = diag_run(&v, fs, 16);
+	f = find(fs, n, DG_SLOW_RANK);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(f->pid, 101);
+	ck_assert_double_eq_tol(f->value, 0.37, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->summary, "rank 1 (PID 101)"));
+	/* Even ranks: nobody is waited for. */
+	p[1].main_own[TB_COMM] = 0.38 * 10 * S;
+	p[1].main_own[TB_CPU] = 0.62 * 10 * S;
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_SLOW_RANK));
+}
+END_TEST
+
+START_TEST(rss_growth_every_epoch)
+{
+	struct dg_finding fs[16];
+	struct dg_rss_at r = { .pid = 7, .role = TB_ROLE_TRAINER, .n = 4,
+			       .kb = { 500 << 10, 600 << 10, 700 << 10, 800 << 10 },
+			       .label = { 1, 2, 3, 4 } };
+	struct dg_view v = { .rss = &r, .nrss = 1 };
+	const struct dg_finding *f;
+	int n = diag_run(&v, fs, 16);
+
+	f = find(fs, n, DG_RSS_GROWTH);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.6, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "+100.0 MiB per epoch"));
+	r.kb[2] = 550 << 10;	/* down once: not a leak */
+	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
+	r.kb[2] = 700 << 10;
+	r.n = 2;		/* two epochs are not a trend */
+	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
+}
+END_TEST
+
+static void write_meminfo(const char *dir, unsigned long total, unsigned long avail)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/meminfo", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "MemTotal:       %lu kB\nMemFree:         1000 kB\n"
+		"MemAvailable:   %lu kB\nBuffers:        0 kB\n", total, avail);
+	fclose(f);
+}
+
+START_TEST(memory_pressure_from_meminfo)
+{
+	char dir[] = "/tmp/tb_diag_XXXXXX";
+	struct dg_finding fs[16];
+	struct job job = { .window_start_ns = 1000 };
+	struct dg_view v;
+	struct diag d;
+	const struct dg_finding *f;
+	int n;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	diag_init(&d);
+	d.proc_root = dir;
+	write_meminfo(dir, 16000000, 8000000);
+	diag_sample(&d, &job, 2 * S, true);
+	write_meminfo(dir, 16000000, 1600000);	/* 90% used: the low point */
+	diag_sample(&d, &job, 3 * S, true);
+	write_meminfo(dir, 16000000, 9000000);
+	diag_sample(&d, &job, 4 * S, true);
+	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
+	n = diag_run(&v, fs, 16);
+	f = find(fs, n, DG_MEMORY);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.90, 1e-9);
+	ck_assert_double_eq_tol(v.mem_min_at_s, 3.0 - 1e-6, 1e-6);
+	diag_view_free(&v);
+	diag_free(&d);
+
+	diag_init(&d);
+	d.proc_root = dir;
+	diag_sample(&d, &job, 2 * S, true);	/* 9000000 of 16000000 available */
+	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
+	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
+	diag_view_free(&v);
+	diag_free(&d);
+	{
+		char path[256];
+
+		snprintf(path, sizeof(path), "%s/meminfo", dir);
+		unlink(path);
+		rmdir(dir);
+	}
+}
+END_TEST
+
+START_TEST(meminfo_parse)
+{
+	uint64_t t, a;
+
+	ck_assert_int_eq(diag_parse_meminfo("MemTotal: 100 kB\nMemAvailable: 40 kB\n", &t, &a), 0);
+	ck_assert_uint_eq(t, 100);
+	ck_assert_uint_eq(a, 40);
+	ck_assert_int_eq(diag_parse_meminfo("MemTotal: 100 kB\n", &t, &a), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("diagnosis");
+	TCase *tc = tcase_create("rules");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, thresholds_and_severity);
+	tcase_add_test(tc, host_bound_needs_a_gpu_and_syncs_need_steps);
+	tcase_add_test(tc, slow_rank_is_the_one_least_in_comm);
+	tcase_add_test(tc, rss_growth_every_epoch);
+	tcase_add_test(tc, memory_pressure_from_meminfo);
+	tcase_add_test(tc, meminfo_parse);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
