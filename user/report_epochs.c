@@ -156,7 +156,10 @@ static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
 	json_steps(f, &e->steps);
 	fprintf(f, ",\"processes\":[");
 	for (int i = 0; i < e->n; i++) {
-		fprintf(f, "%s{\"pid\":%d,\"time_s\":", i ? "," : "", e->d[i].pid);
+		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+
+		fprintf(f, "%s{\"pid\":%d,\"role\":\"%s\",\"time_s\":", i ? "," : "",
+			e->d[i].pid, role_name(p ? p->role : TB_ROLE_OTHER));
 		json_signed_times(f, e->d[i].own);
 		fputc('}', f);
 	}
@@ -176,6 +179,15 @@ void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
 		if (i)
 			fputc(',', f);
 		json_epoch(f, job, &st->list[i]);
+	}
+	fprintf(f, "],\"worker_generations\":[");
+	for (int i = 0; i < ep->ngens; i++) {
+		const struct ep_worker_gen *g = &ep->gens[i];
+
+		fprintf(f, "%s{\"parent\":%d,\"fork_s\":%.6f,\"nworkers\":%d,\"epoch\":%ld,"
+			"\"stall_s\":%.6f}", i ? "," : "", g->parent,
+			((double)g->fork_ts - job->window_start_ns) / 1e9, g->nworkers,
+			g->epoch, g->stall_s);
 	}
 	fprintf(f, "]}");
 }

@@ -204,7 +204,9 @@ START_TEST(parse_sources)
 	ck_assert_double_eq(iv, 2.5);
 	ck_assert_int_ne(epochs_parse_source("interval", &s, &iv), 0);
 	ck_assert_int_ne(epochs_parse_source("interval:0", &s, &iv), 0);
-	ck_assert_int_ne(epochs_parse_source("workers", &s, &iv), 0);
+	ck_assert_int_eq(epochs_parse_source("workers", &s, &iv), 0);
+	ck_assert_int_eq(s, EP_WORKERS);
+	ck_assert_int_ne(epochs_parse_source("worker", &s, &iv), 0);
 }
 END_TEST
 
