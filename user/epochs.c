@@ -190,6 +190,7 @@ static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
 
 		p->pid = pr->pid;
 		p->start = pr->start_ns;
+		p->end = pr->end_ns;
 		proc_totals(pr, own);
 		for (int c = 0; c < TB_NCAT; c++) {
 			p->own[c] = own[c];
@@ -213,8 +214,6 @@ static double frac(const struct ep_snap *a, const struct ep_snap *b, uint64_t ts
 static int interp(struct ep_snap *out, const struct ep_snap *a,
 		  const struct ep_snap *b, uint64_t ts)
 {
-	double f = frac(a, b, ts);
-
 	out->ts = ts;
 	out->n = b->n;
 	out->p = calloc(b->n ? b->n : 1, sizeof(*out->p));
@@ -223,13 +222,21 @@ static int interp(struct ep_snap *out, const struct ep_snap *a,
 	for (int i = 0; i < b->n; i++) {
 		const struct ep_proc *pa = i < a->n ? &a->p[i] : NULL;
 		const struct ep_proc *pb = &b->p[i];
-		double fi = f;
+		struct ep_snap lo = { .ts = a->ts }, hi = { .ts = b->ts };
+		double fi;
 
-		/* Born since a (a worker forked at a boundary): nothing before birth. */
-		if (!pa && pb->start > a->ts && pb->start < b->ts)
-			fi = ts <= pb->start ? 0 : (double)(ts - pb->start) / (b->ts - pb->start);
+		/*
+		 * Workers come and go at the boundaries: one born since a has
+		 * nothing before its birth, one dead before b nothing after.
+		 */
+		if (!pa && pb->start > lo.ts && pb->start < hi.ts)
+			lo.ts = pb->start;
+		if (pb->end > lo.ts && pb->end < hi.ts)
+			hi.ts = pb->end;
+		fi = frac(&lo, &hi, ts);
 		out->p[i].pid = pb->pid;
 		out->p[i].start = pb->start;
+		out->p[i].end = pb->end;
 		for (int c = 0; c < TB_NCAT; c++) {
 			int64_t oa = pa ? pa->own[c] : 0, ca = pa ? pa->main_cp[c] : 0;
 
@@ -290,7 +297,8 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 		return;
 	for (int i = 0; i < end->n; i++) {
 		const struct ep_proc *a = i < st->open.n ? &st->open.p[i] : NULL;
-		struct ep_proc d = { .pid = end->p[i].pid, .start = end->p[i].start };
+		struct ep_proc d = { .pid = end->p[i].pid, .start = end->p[i].start,
+				     .end = end->p[i].end };
 
 		for (int c = 0; c < TB_NCAT; c++) {
 			d.own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
@@ -381,13 +389,15 @@ void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts)
 
 /* The main thread's critical-path data_wait of process pid at ts. */
 static int64_t data_wait_at(const struct epochs *ep, const struct ep_snap *cur,
-			    pid_t pid, uint64_t ts)
+			    pid_t pid, uint64_t ts, double *err_s)
 {
 	const struct ep_snap *a, *b;
 	int64_t va, vb;
 	int i;
 
 	bracket(ep, cur, ts, &a, &b);
+	/* Interpolating can misplace at most what accrued from ts to b. */
+	*err_s += b->ts > ts ? (b->ts - ts) / NS_PER_S : 0;
 	for (i = b->n - 1; i >= 0 && b->p[i].pid != pid; i--)
 		;
 	if (i < 0)
@@ -463,8 +473,8 @@ static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep
 	g[ep->ngens] = (struct ep_worker_gen){
 		.parent = f->parent, .fork_ts = f->ts, .nworkers = 1, .stall_s = -1,
 		.epoch = ep->gen_epochs,
-		.dw_fork = data_wait_at(ep, cur, f->parent, f->ts),
 	};
+	g[ep->ngens].dw_fork = data_wait_at(ep, cur, f->parent, f->ts, &g[ep->ngens].stall_err_s);
 	return ep->ngens++;
 }
 
@@ -524,7 +534,8 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 			continue;
 		if (end > now)
 			end = now;
-		g->stall_s = (data_wait_at(ep, cur, g->parent, end) - g->dw_fork) / NS_PER_S;
+		g->stall_s = (data_wait_at(ep, cur, g->parent, end, &g->stall_err_s) -
+			      g->dw_fork) / NS_PER_S;
 		/* A wait open at fork_ts may since have turned out otherwise. */
 		if (g->stall_s < 0)
 			g->stall_s = 0;

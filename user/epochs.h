@@ -36,7 +36,7 @@ enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO 
 /* Category totals of one process at one instant. */
 struct ep_proc {
 	pid_t pid;
-	uint64_t start;			/* fork or attach */
+	uint64_t start, end;		/* fork or attach; exit, 0 if alive */
 	int64_t own[TB_NCAT];		/* all its threads */
 	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
 };
@@ -67,6 +67,8 @@ struct ep_worker_gen {
 				 * until that window has passed */
 	long epoch;		/* the workers epoch it opened or joined */
 	int64_t dw_fork;	/* the parent's main-thread data_wait at fork_ts */
+	double stall_err_s;	/* bound on stall_s's error: the time from each
+				 * end of the window to the refresh after it */
 };
 
 #define EP_GEN_STALL_S 2.0

@@ -327,9 +327,9 @@ void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
 		const struct ep_worker_gen *g = &ep->gens[i];
 
 		fprintf(f, "%s{\"parent\":%d,\"fork_s\":%.6f,\"nworkers\":%d,\"epoch\":%ld,"
-			"\"stall_s\":%.6f}", i ? "," : "", g->parent,
+			"\"stall_s\":%.6f,\"stall_err_s\":%.6f}", i ? "," : "", g->parent,
 			((double)g->fork_ts - job->window_start_ns) / 1e9, g->nworkers,
-			g->epoch, g->stall_s);
+			g->epoch, g->stall_s, g->stall_err_s);
 	}
 	fprintf(f, "]}");
 }
