@@ -456,8 +456,13 @@ static __always_inline void emit(__u32 type, struct task_struct *p, __s32 code,
 	e->path[0] = 0;
 	if (path)
 		bpf_probe_read_kernel_str(e->path, sizeof(e->path), path);
-	/* User space drains on its own clock: no wakeup per event. */
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	/*
+	 * User space drains on its own clock, except after a fork: a new
+	 * generation of DataLoader workers starts an epoch, and the totals
+	 * it splits are best read at once (user space refreshes at most
+	 * every few ms however many forks wake it).
+	 */
+	bpf_ringbuf_submit(e, type == TB_EV_FORK ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,

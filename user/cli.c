@@ -47,7 +47,7 @@ static const struct argp_option opts[] = {
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
-	{ "epochs", OPT_EPOCHS, "auto|marker|regex|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else 60 s windows). Markers: include/trainbpf_mark.h" },
+	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
@@ -150,7 +150,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		enum ep_source src;
 
 		if (epochs_parse_source(arg, &src, &env->epoch_interval_s))
-			argp_error(state, "invalid epoch source: '%s' (auto, marker, regex or interval:SEC)", arg);
+			argp_error(state, "invalid epoch source: '%s' (auto, marker, regex, workers or interval:SEC)", arg);
 		env->epochs = src;
 		break;
 	}

@@ -11,7 +11,7 @@
 #define MAX_GROUPS 10
 
 static const char *const source_names[EP_NSRC + 1] = {
-	"marker", "regex", "interval", "auto",
+	"marker", "regex", "workers", "interval", "auto",
 };
 
 const char *epochs_source_name(enum ep_source s)
@@ -201,6 +201,8 @@ static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
 		uint64_t own[TB_NCAT];
 
 		p->pid = pr->pid;
+		p->start = pr->start_ns;
+		p->end = pr->end_ns;
 		proc_totals(pr, own);
 		for (int c = 0; c < TB_NCAT; c++) {
 			p->own[c] = own[c];
@@ -211,16 +213,20 @@ static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
 	return 0;
 }
 
+/* Where ts lies between the ticks a (earlier) and b, from 0 to 1. */
+static double frac(const struct ep_snap *a, const struct ep_snap *b, uint64_t ts)
+{
+	if (ts <= a->ts)
+		return 0;
+	if (ts >= b->ts)
+		return 1;
+	return (double)(ts - a->ts) / (b->ts - a->ts);
+}
+
 /* Totals at ts, between the ticks a (earlier) and b; job->procs only grows. */
 static int interp(struct ep_snap *out, const struct ep_snap *a,
 		  const struct ep_snap *b, uint64_t ts)
 {
-	double f = b->ts > a->ts ? (double)(ts - a->ts) / (b->ts - a->ts) : 1.0;
-
-	if (ts <= a->ts)
-		f = 0;
-	else if (ts >= b->ts)
-		f = 1;
 	out->ts = ts;
 	out->n = b->n;
 	out->p = calloc(b->n ? b->n : 1, sizeof(*out->p));
@@ -229,15 +235,28 @@ static int interp(struct ep_snap *out, const struct ep_snap *a,
 	for (int i = 0; i < b->n; i++) {
 		const struct ep_proc *pa = i < a->n ? &a->p[i] : NULL;
 		const struct ep_proc *pb = &b->p[i];
+		struct ep_snap lo = { .ts = a->ts }, hi = { .ts = b->ts };
+		double fi;
 
+		/*
+		 * Workers come and go at the boundaries: one born since a has
+		 * nothing before its birth, one dead before b nothing after.
+		 */
+		if (!pa && pb->start > lo.ts && pb->start < hi.ts)
+			lo.ts = pb->start;
+		if (pb->end > lo.ts && pb->end < hi.ts)
+			hi.ts = pb->end;
+		fi = frac(&lo, &hi, ts);
 		out->p[i].pid = pb->pid;
+		out->p[i].start = pb->start;
+		out->p[i].end = pb->end;
 		for (int c = 0; c < TB_NCAT; c++) {
 			int64_t oa = pa ? pa->own[c] : 0, ca = pa ? pa->main_cp[c] : 0;
 			int64_t ma = pa ? pa->main_own[c] : 0;
 
-			out->p[i].own[c] = oa + (int64_t)((pb->own[c] - oa) * f);
-			out->p[i].main_cp[c] = ca + (int64_t)((pb->main_cp[c] - ca) * f);
-			out->p[i].main_own[c] = ma + (int64_t)((pb->main_own[c] - ma) * f);
+			out->p[i].own[c] = oa + (int64_t)((pb->own[c] - oa) * fi);
+			out->p[i].main_cp[c] = ca + (int64_t)((pb->main_cp[c] - ca) * fi);
+			out->p[i].main_own[c] = ma + (int64_t)((pb->main_own[c] - ma) * fi);
 		}
 	}
 	return 0;
@@ -344,7 +363,8 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 		return;
 	for (int i = 0; i < end->n; i++) {
 		const struct ep_proc *a = i < st->open.n ? &st->open.p[i] : NULL;
-		struct ep_proc d = { .pid = end->p[i].pid };
+		struct ep_proc d = { .pid = end->p[i].pid, .start = end->p[i].start,
+				     .end = end->p[i].end };
 
 		for (int c = 0; c < TB_NCAT; c++) {
 			d.own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
@@ -358,12 +378,38 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	st->n++;
 }
 
+/*
+ * The two snapshots around ts: prev and cur, or older ones for a boundary
+ * known late (a fork is judged a worker a few ticks after it).
+ */
+static void bracket(const struct epochs *ep, const struct ep_snap *cur, uint64_t ts,
+		    const struct ep_snap **a, const struct ep_snap **b)
+{
+	const struct ep_snap *later = &ep->prev;
+
+	*a = &ep->prev;
+	*b = cur;
+	if (ts >= ep->prev.ts)
+		return;
+	for (int i = ep->nhist - 1; i >= 0; i--) {
+		if (ep->hist[i].ts <= ts) {
+			*a = &ep->hist[i];
+			*b = later;
+			return;
+		}
+		later = &ep->hist[i];
+	}
+	*a = *b = later;	/* older than all we kept: the oldest */
+}
+
 static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap *cur)
 {
 	for (int i = 0; i < st->npend; i++) {
+		const struct ep_snap *a, *b;
 		struct ep_snap at;
 
-		if (interp(&at, &ep->prev, cur, st->pend[i].ts))
+		bracket(ep, cur, st->pend[i].ts, &a, &b);
+		if (interp(&at, a, b, st->pend[i].ts))
 			break;
 		if (st->is_open) {
 			close_epoch(ep, st, &at, true);
@@ -376,6 +422,193 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 	st->npend = 0;
 }
 
+/*
+ * DataLoader worker generations. A child forked without exec is a worker
+ * once it has lived EP_EXEC_GRACE_NS without exec'ing (or died so). A
+ * parent's new worker starts a generation when none of its workers from
+ * before is alive: PyTorch shuts an iterator's workers down before the
+ * next epoch's iterator forks new ones.
+ */
+void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
+{
+	struct ep_fork *f = grow(ep->forks, &ep->capforks, ep->nforks + 1, sizeof(*f));
+	int i;
+
+	if (!f)
+		return;
+	ep->forks = f;
+	/* Forks on two CPUs can reach the ring buffer out of order. */
+	for (i = ep->nforks; i > 0 && f[i - 1].ts > ts; i--)
+		f[i] = f[i - 1];
+	f[i] = (struct ep_fork){ pid, parent, ts };
+	ep->nforks++;
+	ep->fork_seen = true;
+}
+
+void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts)
+{
+	for (int i = ep->nworkers - 1; i >= 0; i--)
+		if (ep->workers[i].pid == pid && !ep->workers[i].end) {
+			ep->workers[i].end = ts;
+			return;
+		}
+}
+
+/* The main thread's critical-path data_wait of process pid at ts. */
+static int64_t data_wait_at(const struct epochs *ep, const struct ep_snap *cur,
+			    pid_t pid, uint64_t ts, double *err_s)
+{
+	const struct ep_snap *a, *b;
+	int64_t va, vb;
+	int i;
+
+	bracket(ep, cur, ts, &a, &b);
+	/* Interpolating can misplace at most what accrued from ts to b. */
+	*err_s += b->ts > ts ? (b->ts - ts) / NS_PER_S : 0;
+	for (i = b->n - 1; i >= 0 && b->p[i].pid != pid; i--)
+		;
+	if (i < 0)
+		return 0;
+	vb = b->p[i].main_cp[TB_DATA_WAIT];
+	va = i < a->n ? a->p[i].main_cp[TB_DATA_WAIT] : 0;
+	return va + (int64_t)((vb - va) * frac(a, b, ts));
+}
+
+static int last_gen(const struct epochs *ep, pid_t parent)
+{
+	for (int g = ep->ngens - 1; g >= 0; g--)
+		if (ep->gens[g].parent == parent)
+			return g;
+	return -1;
+}
+
+static bool alive_at(const struct proc_rec *p, uint64_t ts)
+{
+	return p->end_ns ? p->end_ns > ts : job_proc_alive(p);
+}
+
+/* Workers forked before tracing began (-p): found in /proc, not forked. */
+static bool old_workers(const struct job *job, pid_t parent, pid_t self, uint64_t ts)
+{
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *q = &job->procs[i];
+
+		if (q->ppid == parent && q->pid != self && q->start_ns < ts &&
+		    (q->flags & TB_PF_FORKED) && !(q->flags & TB_PF_EXECED) &&
+		    alive_at(q, ts))
+			return true;
+	}
+	return false;
+}
+
+static bool has_live_workers(const struct epochs *ep, const struct job *job,
+			     pid_t parent, pid_t self, uint64_t ts)
+{
+	int g = last_gen(ep, parent);
+
+	if (g < 0)
+		return old_workers(job, parent, self, ts);
+	for (int i = ep->nworkers - 1; i >= 0; i--) {
+		const struct ep_worker *w = &ep->workers[i];
+
+		if (w->gen == g && (!w->end || w->end > ts))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A generation opens an epoch, unless it is another parent's share of the
+ * running one: each rank forks its own workers at about the same time, so
+ * an epoch takes at most one generation from each parent.
+ */
+static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep_fork *f)
+{
+	struct ep_worker_gen *g = grow(ep->gens, &ep->capgens, ep->ngens + 1, sizeof(*g));
+	bool opens = !ep->gen_epochs;
+
+	if (!g)
+		return -1;
+	ep->gens = g;
+	for (int i = ep->ngens - 1; i >= 0 && g[i].epoch == ep->gen_epochs; i--)
+		opens |= g[i].parent == f->parent;
+	if (opens) {
+		ep->gen_epochs++;
+		if (tracks(ep, EP_WORKERS))
+			add_pending(&ep->src[EP_WORKERS], f->ts, ep->gen_epochs);
+	}
+	g[ep->ngens] = (struct ep_worker_gen){
+		.parent = f->parent, .fork_ts = f->ts, .nworkers = 1, .stall_s = -1,
+		.epoch = ep->gen_epochs,
+	};
+	g[ep->ngens].dw_fork = data_wait_at(ep, cur, f->parent, f->ts, &g[ep->ngens].stall_err_s);
+	return ep->ngens++;
+}
+
+static void add_worker(struct epochs *ep, const struct job *job,
+		       const struct ep_snap *cur, const struct ep_fork *f, uint64_t end)
+{
+	struct ep_worker *w = grow(ep->workers, &ep->capworkers, ep->nworkers + 1, sizeof(*w));
+	int g;
+
+	if (!w)
+		return;
+	ep->workers = w;
+	if (has_live_workers(ep, job, f->parent, f->pid, f->ts)) {
+		g = last_gen(ep, f->parent);
+		if (g < 0)
+			return;		/* joins workers forked before tracing */
+		ep->gens[g].nworkers++;
+	} else {
+		g = new_gen(ep, cur, f);
+		if (g < 0)
+			return;
+	}
+	w[ep->nworkers++] = (struct ep_worker){ f->pid, g, end };
+}
+
+/* In fork order: a parent's workers join generations in the order it forked them. */
+static void judge_forks(struct epochs *ep, const struct job *job,
+			const struct ep_snap *cur, uint64_t now, bool final)
+{
+	int i;
+
+	for (i = 0; i < ep->nforks; i++) {
+		const struct ep_fork *f = &ep->forks[i];
+		const struct proc_rec *p = job_proc((struct job *)job, f->pid);
+
+		if (!p || (p->flags & TB_PF_EXECED))
+			continue;	/* a subprocess */
+		if (!final && !p->end_ns && now < f->ts + EP_EXEC_GRACE_NS)
+			break;
+		add_worker(ep, job, cur, f, p->end_ns);
+	}
+	memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));
+	ep->nforks -= i;
+}
+
+/* At the end of tracing, a window cut short: over what there was. */
+static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
+			  uint64_t now, bool final)
+{
+	uint64_t win = EP_GEN_STALL_S * NS_PER_S;
+
+	for (int i = 0; i < ep->ngens; i++) {
+		struct ep_worker_gen *g = &ep->gens[i];
+		uint64_t end = g->fork_ts + win;
+
+		if (g->stall_s >= 0 || (now < end && !final))
+			continue;
+		if (end > now)
+			end = now;
+		g->stall_s = (data_wait_at(ep, cur, g->parent, end, &g->stall_err_s) -
+			      g->dw_fork) / NS_PER_S;
+		/* A wait open at fork_ts may since have turned out otherwise. */
+		if (g->stall_s < 0)
+			g->stall_s = 0;
+	}
+}
+
 bool epochs_pending(const struct epochs *ep)
 {
 	for (int s = 0; s < EP_NSRC; s++)
@@ -384,7 +617,37 @@ bool epochs_pending(const struct epochs *ep)
 	return false;
 }
 
-void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
+uint64_t epochs_wake_at(const struct epochs *ep)
+{
+	uint64_t at = UINT64_MAX, win = EP_GEN_STALL_S * NS_PER_S;
+
+	if (epochs_pending(ep))
+		return 0;
+	/* Totals soon after a fork: the generation's start splits them. */
+	if (ep->fork_seen)
+		at = ep->prev.ts + EP_FORK_REFRESH_NS;
+	for (int i = 0; i < ep->ngens; i++)
+		if (ep->gens[i].stall_s < 0 && ep->gens[i].fork_ts + win < at)
+			at = ep->gens[i].fork_ts + win;
+	return at;
+}
+
+/* Keeps the snapshots a boundary judged late may fall between. */
+static void push_hist(struct epochs *ep, uint64_t now)
+{
+	while (ep->nhist) {
+		uint64_t next = ep->nhist > 1 ? ep->hist[1].ts : ep->prev.ts;
+
+		if (ep->nhist < EP_HIST_MAX && next + EP_HIST_NS > now)
+			break;
+		free(ep->hist[0].p);
+		ep->nhist--;
+		memmove(ep->hist, ep->hist + 1, ep->nhist * sizeof(ep->hist[0]));
+	}
+	ep->hist[ep->nhist++] = ep->prev;
+}
+
+static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool final)
 {
 	struct ep_snap cur;
 
@@ -398,15 +661,23 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 	}
 	if (take_snap(&cur, job, now))
 		return;
+	judge_forks(ep, job, &cur, now, final);
+	update_stalls(ep, &cur, now, final);
 	for (int s = 0; s < EP_NSRC; s++)
 		place(ep, &ep->src[s], &cur);
-	free(ep->prev.p);
+	push_hist(ep, now);
 	ep->prev = cur;
+	ep->fork_seen = false;
+}
+
+void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
+{
+	tick(ep, job, now, false);
 }
 
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
-	epochs_tick(ep, job, now);
+	tick(ep, job, now, true);
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
 
@@ -441,8 +712,12 @@ void epochs_free(struct epochs *ep)
 		free(st->pend);
 	}
 	free(ep->prev.p);
+	for (int i = 0; i < ep->nhist; i++)
+		free(ep->hist[i].p);
 	free(ep->steps);
 	free(ep->gens);
+	free(ep->forks);
+	free(ep->workers);
 	if (ep->re_ok)
 		regfree(&ep->re);
 	memset(ep, 0, sizeof(*ep));

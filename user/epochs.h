@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Epochs and steps, found from outside the job: markers the job writes
- * (trainbpf_mark.h), lines it prints ("Epoch 3/10"), or fixed windows.
- * Each source keeps its own list of boundaries; the report uses the one
- * asked for, or under auto the first that fired (marker, then regex, then
- * 60 s windows).
+ * (trainbpf_mark.h), lines it prints ("Epoch 3/10"), fixed windows, or
+ * DataLoader worker generations (workers re-forked at each epoch). Each
+ * source keeps its own list of boundaries; the report uses the one asked
+ * for, or under auto the first that fired (marker, then regex, then
+ * workers, then 60 s windows).
  *
  * An epoch's times are the job's category totals at its end minus those at
  * its start. An epoch marker wakes trainbpf, which refreshes the totals at
@@ -25,7 +26,8 @@
 
 struct job;
 
-enum ep_source { EP_MARKER, EP_REGEX, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
+/* In the order auto prefers them. */
+enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
 
 #define EP_AUTO_INTERVAL_S 60.0
 #define EP_DEFAULT_REGEX \
@@ -34,6 +36,7 @@ enum ep_source { EP_MARKER, EP_REGEX, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
 /* Category totals of one process at one instant. */
 struct ep_proc {
 	pid_t pid;
+	uint64_t start, end;		/* fork or attach; exit, 0 if alive */
 	int64_t own[TB_NCAT];		/* all its threads */
 	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
 	int64_t main_own[TB_NCAT];	/* its main thread's own states */
@@ -69,10 +72,37 @@ struct ep_worker_gen {
 	double stall_s;		/* the parent's main thread waiting for data in
 				 * the first EP_GEN_STALL_S after fork_ts; < 0
 				 * until that window has passed */
+	long epoch;		/* the workers epoch it opened or joined */
+	int64_t dw_fork;	/* the parent's main-thread data_wait at fork_ts */
+	double stall_err_s;	/* bound on stall_s's error: the time from each
+				 * end of the window to the refresh after it */
 };
 
 #define EP_GEN_STALL_S 2.0
 #define EP_MAX_STEP_PIDS 64
+/*
+ * A child that has not exec'd this long after its fork is a worker (a
+ * subprocess execs within a few ms of its fork). Judging waits that long,
+ * so the snapshots around a fork are kept a while.
+ */
+#define EP_EXEC_GRACE_NS 250000000ull
+#define EP_HIST_NS 1000000000ull
+#define EP_HIST_MAX 16
+/* A fork asks for a refresh, at most this often (a fork storm). */
+#define EP_FORK_REFRESH_NS 5000000ull
+
+/* A fork not judged yet: worker, or a subprocess about to exec? */
+struct ep_fork {
+	pid_t pid, parent;
+	uint64_t ts;
+};
+
+/* A worker of one of the generations. */
+struct ep_worker {
+	pid_t pid;
+	int gen;		/* index in gens */
+	uint64_t end;		/* its exit; 0 while alive */
+};
 
 struct epoch {
 	long label;		/* the number the job gave; windows count from 1 */
@@ -115,11 +145,19 @@ struct epochs {
 	int nstep_pids;
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
+	struct ep_snap hist[EP_HIST_MAX];	/* the ticks before prev, oldest first */
+	int nhist;
 	struct ep_worker_gen *gens;
 	int ngens, capgens;
+	long gen_epochs;	/* epochs the generations opened */
+	struct ep_fork *forks;	/* not judged yet, by time */
+	int nforks, capforks;
+	struct ep_worker *workers;
+	int nworkers, capworkers;
+	bool fork_seen;		/* since the last refresh */
 };
 
-/* Parses "auto|marker|regex|interval:SEC"; -1 if bad. */
+/* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
 int epochs_parse_source(const char *arg, enum ep_source *src, double *interval_s);
 /* Compiles re (NULL: the default); on error writes why into err. */
 int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
@@ -129,8 +167,17 @@ void epochs_free(struct epochs *ep);
 bool epochs_want_text(const struct epochs *ep);
 /* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
+/* A traced process forked a new process (TB_EV_FORK). */
+void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
+/* A traced process exited (TB_EV_EXIT). */
+void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts);
 /* A boundary waits for its totals: refresh now rather than at the tick. */
 bool epochs_pending(const struct epochs *ep);
+/*
+ * When the next refresh is wanted, whatever the tick: at once for a
+ * pending boundary, soon after a fork, at the end of a stall window.
+ */
+uint64_t epochs_wake_at(const struct epochs *ep);
 /* After each refresh: places the boundaries seen since the last tick. */
 void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now);
 /* At the end: closes the running epoch of every source at now. */

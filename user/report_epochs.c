@@ -159,6 +159,143 @@ static void report_steps_text(FILE *f, const struct job *job, const struct epoch
 	fputc('\n', f);
 }
 
+static enum tb_role role_of(const struct job *job, pid_t pid)
+{
+	const struct proc_rec *p = job_proc((struct job *)job, pid);
+
+	return p ? p->role : TB_ROLE_OTHER;
+}
+
+static pid_t parent_of(const struct job *job, pid_t pid)
+{
+	const struct proc_rec *p = job_proc((struct job *)job, pid);
+
+	return p ? p->ppid : 0;
+}
+
+static void proc_row(FILE *f, long label, bool first, const char *pid,
+		     const char *role, const char *what, const int64_t cp[TB_NCAT])
+{
+	static const int groups[TB_NROLLUP][4] = {
+		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
+		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
+	};
+	int64_t total = 0;
+
+	for (int c = 0; c < TB_NCAT; c++)
+		total += cp[c];
+	if (first)
+		fprintf(f, "  %5ld", label);
+	else
+		fprintf(f, "  %5s", "");
+	fprintf(f, " %7s %-7s %-20.20s %7.2f", pid, role, what, total / 1e9);
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		int64_t sum = 0;
+
+		for (int k = 0; groups[r][k] >= 0; k++)
+			sum += cp[groups[r][k]];
+		fprintf(f, " %5.1f", pct_of(sum, total));
+	}
+	fputc('\n', f);
+}
+
+/* The workers of ppid in epoch e, summed into one row; false if none. */
+static bool workers_row(FILE *f, const struct job *job, const struct epoch *e,
+			pid_t ppid, bool first)
+{
+	int64_t cp[TB_NCAT] = { 0 };
+	char what[32];
+	int n = 0;
+
+	for (int i = 0; i < e->n; i++) {
+		if (role_of(job, e->d[i].pid) != TB_ROLE_WORKER ||
+		    parent_of(job, e->d[i].pid) != ppid)
+			continue;
+		for (int c = 0; c < TB_NCAT; c++)
+			cp[c] += e->d[i].main_cp[c];
+		n++;
+	}
+	if (!n)
+		return false;
+	snprintf(what, sizeof(what), "workers of %d (%d)", (int)ppid, n);
+	proc_row(f, e->label, first, "-", "worker", what, cp);
+	return true;
+}
+
+/* Workers whose parent has no row of its own: one row per parent. */
+static bool orphan_workers(FILE *f, const struct job *job, const struct epoch *e,
+			   bool first)
+{
+	for (int i = 0; i < e->n; i++) {
+		pid_t pp = parent_of(job, e->d[i].pid);
+		bool seen = false;
+
+		if (role_of(job, e->d[i].pid) != TB_ROLE_WORKER)
+			continue;
+		for (int j = 0; j < e->n && !seen; j++)
+			seen = (e->d[j].pid == pp && role_of(job, pp) != TB_ROLE_WORKER) ||
+			       (j < i && role_of(job, e->d[j].pid) == TB_ROLE_WORKER &&
+				parent_of(job, e->d[j].pid) == pp);
+		if (!seen && workers_row(f, job, e, pp, first))
+			first = false;
+	}
+	return first;
+}
+
+static void epoch_proc_rows(FILE *f, const struct job *job, const struct epoch *e)
+{
+	bool first = true;
+
+	for (int i = 0; i < e->n; i++) {
+		enum tb_role role = role_of(job, e->d[i].pid);
+		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+		char pid[16];
+
+		if (role == TB_ROLE_WORKER)
+			continue;
+		snprintf(pid, sizeof(pid), "%d", (int)e->d[i].pid);
+		proc_row(f, e->label, first, pid, role_name(role), p ? p->comm : "?",
+			 e->d[i].main_cp);
+		first = false;
+		workers_row(f, job, e, e->d[i].pid, false);
+	}
+	orphan_workers(f, job, e, first);
+}
+
+/*
+ * Per epoch and process: each process's main thread on the critical path
+ * (what it waited for), a parent's workers summed into one row, so that
+ * many workers take one line.
+ */
+static void epoch_proc_table(FILE *f, const struct job *job, const struct ep_stream *st)
+{
+	fprintf(f, "Per epoch and process (main thread, critical path; %% of MAIN_S)\n");
+	fprintf(f, "  %5s %7s %-7s %-20s %7s %5s %5s %5s %5s\n", "EPOCH", "PID", "ROLE",
+		"PROCESS", "MAIN_S", "comp", "comm", "data", "other");
+	for (int i = 0; i < st->n; i++)
+		epoch_proc_rows(f, job, &st->list[i]);
+}
+
+static void gens_line(FILE *f, const struct epochs *ep)
+{
+	double sum = 0, max = 0;
+	int n = 0;
+
+	for (int i = 0; i < ep->ngens; i++) {
+		if (ep->gens[i].stall_s < 0)
+			continue;
+		sum += ep->gens[i].stall_s;
+		if (ep->gens[i].stall_s > max)
+			max = ep->gens[i].stall_s;
+		n++;
+	}
+	if (!ep->ngens)
+		return;
+	fprintf(f, "Worker generations: %d (DataLoader workers forked afresh)\n"
+		"  start-up stall (parent's data wait, first %.0f s): avg %.2f s, max %.2f s\n",
+		ep->ngens, EP_GEN_STALL_S, n ? sum / n : 0.0, max);
+}
+
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
@@ -166,8 +303,10 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 
 	if (s == EP_NSRC || !ep->src[s].n) {
 		report_steps_text(f, job, ep);
-		fprintf(f, "Epochs: none seen (%s%s)\n\n", epochs_source_name(ep->want),
-			ep->want == EP_AUTO ? ": no marker, no epoch line" : "");
+		fprintf(f, "Epochs: none seen (%s%s)\n", epochs_source_name(ep->want),
+			ep->want == EP_AUTO ? ": no marker, no epoch line, no worker generation" : "");
+		gens_line(f, ep);
+		fputc('\n', f);
 		return;
 	}
 	st = &ep->src[s];
@@ -177,6 +316,9 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 	for (int i = 0; i < st->n; i++)
 		report_epoch_block(f, job, &st->list[i], epochs_source_name(s));
 	trend(f, st);
+	gens_line(f, ep);
+	fputc('\n', f);
+	epoch_proc_table(f, job, st);
 	fputc('\n', f);
 }
 
@@ -221,7 +363,10 @@ static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
 	}
 	fprintf(f, ",\"processes\":[");
 	for (int i = 0; i < e->n; i++) {
-		fprintf(f, "%s{\"pid\":%d,\"time_s\":", i ? "," : "", e->d[i].pid);
+		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+
+		fprintf(f, "%s{\"pid\":%d,\"role\":\"%s\",\"time_s\":", i ? "," : "",
+			e->d[i].pid, role_name(p ? p->role : TB_ROLE_OTHER));
 		json_signed_times(f, e->d[i].own);
 		fputc('}', f);
 	}
@@ -258,6 +403,15 @@ void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
 		if (i)
 			fputc(',', f);
 		json_epoch(f, job, &st->list[i]);
+	}
+	fprintf(f, "],\"worker_generations\":[");
+	for (int i = 0; i < ep->ngens; i++) {
+		const struct ep_worker_gen *g = &ep->gens[i];
+
+		fprintf(f, "%s{\"parent\":%d,\"fork_s\":%.6f,\"nworkers\":%d,\"epoch\":%ld,"
+			"\"stall_s\":%.6f,\"stall_err_s\":%.6f}", i ? "," : "", g->parent,
+			((double)g->fork_ts - job->window_start_ns) / 1e9, g->nworkers,
+			g->epoch, g->stall_s, g->stall_err_s);
 	}
 	fprintf(f, "]},\"steps\":");
 	json_steps_total(f, job, ep);

@@ -418,6 +418,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 		p->ppid = e->ppid;
 		p->start_ns = e->ts;
 		p->flags |= TB_PF_FORKED;
+		if (tr->job->epochs)
+			epochs_on_fork(tr->job->epochs, e->pid, e->ppid, e->ts);
 		return 0;
 	}
 	if (!p)
@@ -431,6 +433,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 	} else if (e->type == TB_EV_EXIT) {
 		p->end_ns = e->ts;
 		p->exit_code = e->exit_code;
+		if (tr->job->epochs)
+			epochs_on_exit(tr->job->epochs, p->pid, e->ts);
 		bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &p->pid);
 	}
 	return 0;

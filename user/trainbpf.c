@@ -124,15 +124,21 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 }
 
 /*
- * Sleeps until the next tick, or less: an epoch boundary wakes us so that
- * the totals it splits are read at once. Returns the time.
+ * Sleeps until the next tick, or less: an epoch boundary or a fork wakes
+ * us so that the totals it splits are read at once. Returns the time.
  */
 static uint64_t wait_tick(struct tracer *tr, struct job *job, uint64_t *next_tick)
 {
 	uint64_t now = now_ns();
 
-	while (!stop_signal && now < *next_tick && !epochs_pending(job->epochs)) {
-		tracer_wait(tr, (*next_tick - now + 999999) / 1000000);
+	while (!stop_signal) {
+		uint64_t until = epochs_wake_at(job->epochs);
+
+		if (until > *next_tick)
+			until = *next_tick;
+		if (now >= until)
+			break;
+		tracer_wait(tr, (until - now + 999999) / 1000000);
 		now = now_ns();
 	}
 	if (now >= *next_tick)

@@ -192,6 +192,176 @@ START_TEST(step_statistics)
 }
 END_TEST
 
+/* A job of up to 8 processes, one thread each. */
+struct fake {
+	struct job job;
+	struct proc_rec p[8];
+	struct thread_rec t[8];
+};
+
+static struct proc_rec *fake_add(struct fake *fk, pid_t pid, pid_t ppid,
+				 uint64_t start, unsigned int flags)
+{
+	int i = fk->job.nprocs++;
+	struct proc_rec *p = &fk->p[i];
+
+	memset(p, 0, sizeof(*p));
+	memset(&fk->t[i], 0, sizeof(fk->t[i]));
+	p->pid = fk->t[i].tid = pid;
+	p->ppid = ppid;
+	p->start_ns = start;
+	p->flags = flags;
+	p->role = flags ? TB_ROLE_WORKER : TB_ROLE_TRAINER;
+	p->threads = &fk->t[i];
+	p->nthreads = 1;
+	fk->job.procs = fk->p;
+	return p;
+}
+
+/* A worker forked at ts: the event and the process it makes. */
+static void fork_at(struct epochs *ep, struct fake *fk, pid_t pid, pid_t ppid,
+		    uint64_t ts, unsigned int flags)
+{
+	fake_add(fk, pid, ppid, ts, TB_PF_FORKED | flags);
+	epochs_on_fork(ep, pid, ppid, ts);
+}
+
+static void exit_at(struct epochs *ep, struct fake *fk, pid_t pid, uint64_t ts)
+{
+	for (int i = 0; i < fk->job.nprocs; i++)
+		if (fk->p[i].pid == pid)
+			fk->p[i].end_ns = fk->t[i].end_ns = ts;
+	epochs_on_exit(ep, pid, ts);
+}
+
+START_TEST(worker_generations)
+{
+	struct fake fk = {};
+	struct epochs ep;
+	const struct ep_stream *st = &ep.src[EP_WORKERS];
+
+	init(&ep, EP_WORKERS, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	epochs_tick(&ep, &fk.job, 0);
+	fork_at(&ep, &fk, 201, 100, 100 * MS, 0);
+	fork_at(&ep, &fk, 202, 100, 101 * MS, 0);
+	ck_assert(ep.fork_seen);
+	ck_assert_int_eq(epochs_wake_at(&ep), EP_FORK_REFRESH_NS);
+	epochs_tick(&ep, &fk.job, 200 * MS);
+	ck_assert_int_eq(ep.ngens, 0);	/* might still exec */
+	epochs_tick(&ep, &fk.job, 400 * MS);
+	ck_assert_int_eq(ep.ngens, 1);
+	ck_assert_int_eq(ep.gens[0].nworkers, 2);
+	ck_assert_int_eq(ep.gens[0].fork_ts, 100 * MS);
+	ck_assert(st->is_open);
+	ck_assert_int_eq(st->open.ts, 100 * MS);
+	/* The old ones gone, a new one: the next epoch. A subprocess that
+	 * execs is none; a fork while the new one lives joins it. */
+	exit_at(&ep, &fk, 201, 1000 * MS);
+	exit_at(&ep, &fk, 202, 1001 * MS);
+	fork_at(&ep, &fk, 203, 100, 1100 * MS, 0);
+	fork_at(&ep, &fk, 204, 100, 1200 * MS, TB_PF_EXECED);
+	fork_at(&ep, &fk, 205, 100, 1300 * MS, 0);
+	epochs_tick(&ep, &fk.job, 1600 * MS);
+	ck_assert_int_eq(ep.ngens, 2);
+	ck_assert_int_eq(ep.gens[1].nworkers, 2);
+	ck_assert_int_eq(ep.gens[1].epoch, 2);
+	ck_assert_int_eq(st->n, 1);
+	ck_assert_int_eq(st->list[0].label, 1);
+	ck_assert_int_eq(st->list[0].start, 100 * MS);
+	ck_assert_int_eq(st->list[0].end, 1100 * MS);
+	ck_assert_int_eq(st->open_label, 2);
+	ck_assert_int_eq(epochs_source(&ep), EP_WORKERS);
+	epochs_free(&ep);
+}
+END_TEST
+
+/* A fork that dies before the grace is judged at once. */
+START_TEST(short_lived_fork_is_a_worker)
+{
+	struct fake fk = {};
+	struct epochs ep;
+
+	init(&ep, EP_AUTO, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	fork_at(&ep, &fk, 201, 100, 10 * MS, 0);
+	exit_at(&ep, &fk, 201, 20 * MS);
+	epochs_tick(&ep, &fk.job, 30 * MS);
+	ck_assert_int_eq(ep.ngens, 1);
+	ck_assert_int_eq(epochs_source(&ep), EP_WORKERS);	/* auto: before windows */
+	epochs_free(&ep);
+}
+END_TEST
+
+/* Two ranks fork their workers at about the same time: one boundary each epoch. */
+START_TEST(ranks_share_an_epoch)
+{
+	struct fake fk = {};
+	struct epochs ep;
+	const struct ep_stream *st = &ep.src[EP_WORKERS];
+
+	init(&ep, EP_WORKERS, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	fake_add(&fk, 101, 1, 0, 0);
+	fork_at(&ep, &fk, 201, 100, 100 * MS, 0);
+	fork_at(&ep, &fk, 301, 101, 150 * MS, 0);
+	epochs_tick(&ep, &fk.job, 500 * MS);
+	ck_assert_int_eq(ep.ngens, 2);
+	ck_assert_int_eq(ep.gens[1].epoch, 1);
+	exit_at(&ep, &fk, 201, 1000 * MS);
+	exit_at(&ep, &fk, 301, 1000 * MS);
+	/* Rank 101 first this time: it opens epoch 2, and 100 joins. */
+	fork_at(&ep, &fk, 302, 101, 1100 * MS, 0);
+	fork_at(&ep, &fk, 202, 100, 1120 * MS, 0);
+	epochs_tick(&ep, &fk.job, 1500 * MS);
+	ck_assert_int_eq(ep.ngens, 4);
+	ck_assert_int_eq(ep.gens[2].epoch, 2);
+	ck_assert_int_eq(ep.gens[3].epoch, 2);
+	ck_assert_int_eq(st->n, 1);
+	ck_assert_int_eq(st->list[0].start, 100 * MS);
+	ck_assert_int_eq(st->list[0].end, 1100 * MS);
+	ck_assert_int_eq(st->open.ts, 1100 * MS);
+	epochs_free(&ep);
+}
+END_TEST
+
+/* The parent's data_wait in the 2 s after the fork, between refreshes. */
+START_TEST(generation_stall)
+{
+	struct fake fk = {};
+	struct epochs ep;
+	struct thread_rec *mt = &fk.t[0];
+
+	init(&ep, EP_MARKER, NULL);	/* generations are kept whatever the source */
+	fake_add(&fk, 100, 1, 0, 0);
+	epochs_tick(&ep, &fk.job, 0);
+	epochs_tick(&ep, &fk.job, 100 * MS);
+	fork_at(&ep, &fk, 201, 100, 100 * MS, 0);
+	/* From the fork on, the parent waits half the time. */
+	mt->cp[TB_DATA_WAIT] = 150 * MS;
+	epochs_tick(&ep, &fk.job, 400 * MS);
+	ck_assert_int_eq(ep.ngens, 1);
+	ck_assert(ep.gens[0].stall_s < 0);
+	mt->cp[TB_DATA_WAIT] = 950 * MS;
+	epochs_tick(&ep, &fk.job, 2000 * MS);
+	ck_assert(ep.gens[0].stall_s < 0);	/* its window ends at 2.1 s */
+	ck_assert_int_eq(epochs_wake_at(&ep), 2100 * MS);
+	mt->cp[TB_DATA_WAIT] = 1050 * MS;
+	epochs_tick(&ep, &fk.job, 2200 * MS);
+	ck_assert_double_eq_tol(ep.gens[0].stall_s, 1.0, 1e-9);
+	/* A second generation cut short by the end of tracing: what there was. */
+	exit_at(&ep, &fk, 201, 2300 * MS);
+	fork_at(&ep, &fk, 202, 100, 2400 * MS, 0);
+	epochs_tick(&ep, &fk.job, 2400 * MS);
+	mt->cp[TB_DATA_WAIT] = 1350 * MS;
+	epochs_finish(&ep, &fk.job, 2700 * MS);
+	ck_assert_int_eq(ep.ngens, 2);
+	ck_assert_double_eq_tol(ep.gens[1].stall_s, 0.3, 1e-9);
+	ck_assert_int_eq(ep.src[EP_WORKERS].n, 0);	/* not asked for */
+	epochs_free(&ep);
+}
+END_TEST
+
 START_TEST(parse_sources)
 {
 	enum ep_source s;
@@ -204,7 +374,9 @@ START_TEST(parse_sources)
 	ck_assert_double_eq(iv, 2.5);
 	ck_assert_int_ne(epochs_parse_source("interval", &s, &iv), 0);
 	ck_assert_int_ne(epochs_parse_source("interval:0", &s, &iv), 0);
-	ck_assert_int_ne(epochs_parse_source("workers", &s, &iv), 0);
+	ck_assert_int_eq(epochs_parse_source("workers", &s, &iv), 0);
+	ck_assert_int_eq(s, EP_WORKERS);
+	ck_assert_int_ne(epochs_parse_source("worker", &s, &iv), 0);
 }
 END_TEST
 
@@ -222,6 +394,10 @@ int main(void)
 	tcase_add_test(tc, boundary_interpolated_between_refreshes);
 	tcase_add_test(tc, step_statistics);
 	tcase_add_test(tc, parse_sources);
+	tcase_add_test(tc, worker_generations);
+	tcase_add_test(tc, short_lived_fork_is_a_worker);
+	tcase_add_test(tc, ranks_share_an_epoch);
+	tcase_add_test(tc, generation_stall);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -15,7 +15,8 @@ It exercises what the profiler looks at in ML training:
 Rank 0 prints "Epoch e/E" at each epoch start and a final line
   RESULT {"steps":..., "step_time_median_s":..., "step_time_mean_s":...,
           "epoch_times_s":[...], "world_size":...,
-          "epoch_start_unix":[...]}   (time.time() right before each "Epoch" line)
+          "epoch_start_unix":[...],   (time.time() right before each "Epoch" line)
+          "iter_start_unix":[[...] per rank]}  (right before iter(loader) forks workers)
 With --print-pids the parent, rank 0 and every DataLoader worker print PIDS lines.
 Runs unchanged on CPU (torch 1.13, gloo) and GPU (torch 2.x, --backend nccl).
 """
@@ -200,7 +201,7 @@ def train(rank, args, data_dir, parent_pid, dev):
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
-    step_times, epoch_times, epoch_start_unix = [], [], []
+    step_times, epoch_times, epoch_start_unix, iter_start_unix = [], [], [], []
     prof = contextlib.nullcontext()
     if args.torch_profiler:
         acts = [torch.profiler.ProfilerActivity.CPU]
@@ -209,20 +210,22 @@ def train(rank, args, data_dir, parent_pid, dev):
         prof = torch.profiler.profile(activities=acts)
     with prof:
         run_epochs(rank, args, ddp, opt, loss_fn, loader, sampler, sync,
-                   step_times, epoch_times, epoch_start_unix)
+                   step_times, epoch_times, epoch_start_unix, iter_start_unix)
+    iter_starts = [None] * world
+    dist.all_gather_object(iter_starts, iter_start_unix)
 
     if rank == 0:
         st = step_times or [0.0]
         result = {"steps": len(step_times), "step_time_median_s": statistics.median(st),
                   "step_time_mean_s": statistics.mean(st),
                   "epoch_times_s": [round(t, 4) for t in epoch_times], "world_size": world,
-                  "epoch_start_unix": epoch_start_unix}
+                  "epoch_start_unix": epoch_start_unix, "iter_start_unix": iter_starts}
         print("RESULT " + json.dumps(result, separators=(",", ":")), flush=True)
     dist.barrier(device_ids=[dev.index] if args.backend == "nccl" else None)
 
 
 def run_epochs(rank, args, ddp, opt, loss_fn, loader, sampler, sync,
-               step_times, epoch_times, epoch_start_unix):
+               step_times, epoch_times, epoch_start_unix, iter_start_unix):
     dev = next(ddp.parameters()).device
     for epoch in range(1, args.epochs + 1):
         if rank == 0:
@@ -234,6 +237,7 @@ def run_epochs(rank, args, ddp, opt, loss_fn, loader, sampler, sync,
             steps = min(steps, args.max_steps_per_epoch)
         sync()
         e0 = time.perf_counter()
+        iter_start_unix.append(time.time())
         it = iter(loader)            # forks the DataLoader workers
         loss = None
         for _ in range(steps):
