@@ -245,3 +245,40 @@ def test_host_bound_without_syncs(tmp_path):
         assert fs["host_bound"]["value"] == pytest.approx(e["percent"]["cpu"] / 100, abs=1e-3)
         assert "syncs_per_step" not in fs
         assert e["steps"]["count"] == 60
+
+
+def run_workers(tmp_path, *args):
+    """tests/workloads/workers (a parent fed by workers forked without
+    exec, afresh each epoch unless --persistent, each spending 300 ms of
+    CPU on start-up) under trainbpf --epochs workers."""
+    out = tmp_path / "report.json"
+    r = run_trainbpf(["-i", "0", "--format", "json", "--epochs", "workers", "-o", str(out),
+                      "--", workload("workers"), "-e", "4", "-w", "2", "-n", "20",
+                      "-o", str(tmp_path / "truth.json"), *args], timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text()), json.loads((tmp_path / "truth.json").read_text())
+
+
+def test_worker_restarts(tmp_path):
+    report, truth = run_workers(tmp_path)
+    f = findings(report).get("worker_restarts")
+    assert f, report["diagnosis"]
+    check_schema(f)
+    gens = report["epochs"]["worker_generations"]
+    assert len(gens) == 4
+    # The re-forks are the generations after the first; the measure is
+    # their start-up stalls (checked against the workload's own waits in
+    # test_workers.py) over the window.
+    stalls = sum(g["stall_s"] for g in gens[1:])
+    assert f["value"] == pytest.approx(stalls / report["window"]["duration_s"], rel=1e-4)
+    assert f["pid"] == truth["pid"]
+    assert "restarted 3 times" in f["summary"]
+    assert "persistent_workers=True" in f["advice"]
+    for e in report["epochs"]["list"][1:]:
+        assert "worker_restarts" in [d["id"] for d in e["diagnosis"]], e
+
+
+def test_persistent_workers_do_not_restart(tmp_path):
+    report, _ = run_workers(tmp_path, "--persistent")
+    assert len(report["epochs"]["worker_generations"]) == 1
+    assert "worker_restarts" not in findings(report), report["diagnosis"]
