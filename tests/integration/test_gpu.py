@@ -6,20 +6,17 @@ a chosen time, spinning or sleeping, and make the nested calls the real
 ones make (cudaStreamSynchronize -> cuStreamSynchronize through the PLT,
 ncclBcast -> ncclBroadcast).
 
-Timing model. The job times each call from just before to just after it;
-trainbpf from its entry probe to its return probe, both inside that
-bracket. So per outermost call 0 <= truth - measured <= the cost of the
-two probe hits (about 3 us each on the test VM; nested probes fall inside
-both brackets). With every blocking call lasting >= 2 ms that is <= 0.3%
-(check_model() asserts the parameters keep it below TOL / 4); TOL (2%)
-is for clock jitter. A preemption between the job's clock read and the
-probe is not in trainbpf's figure and can last a whole slice (3 ms, more
-than one call): the job bounds those by how much its schedstat run_delay
-grew across its calls (rq_ns), which widens only the side where trainbpf
-reads less than the truth. Inside a call every interval is the call's
-category, whether the thread spins, sleeps or waits for a CPU
-(docs/model.md, "CUDA and NCCL calls"): the spinning job runs more threads
-than CPUs to check the last.
+Timing model. The job times each call from just before to just after it
+(outer); the stand-ins time their own blocking inside it (inner: after the
+entry probes have fired, before the return probes fire). trainbpf times a
+call from its entry probe to its return probe, so inner <= measured <=
+outer, whatever happens around the probes: a preemption, an interrupt,
+the hypervisor running another vCPU (the last two are invisible to the
+job's schedstat, and on this VM they delay a probe by up to ~100 us now
+and then). EPS_NS per call is for the report's rounding. Inside a call
+every interval is the call's category, whether the thread spins, sleeps
+or waits for a CPU (docs/model.md, "CUDA and NCCL calls"): the spinning
+job runs more threads than CPUs to check the last.
 Calls, nested calls and bytes are exact.
 
 Discovery. trainbpf finds a CUDA library after it is mapped (at exec for
@@ -38,8 +35,7 @@ import pytest
 
 from conftest import run_trainbpf, threads_by_tid, trace_json, workload
 
-TOL = 0.02                 # relative, on gpu_wait, comm and each API's time
-PROBE_NS = 3000            # one probe hit
+EPS_NS = 1000              # per call: the report's rounding, with room
 BLOCK_US = 2000            # every blocking stand-in call (sync and NCCL)
 PROBES_WAIT_MS = 20000     # the longest a job waits for its probes
 DISCOVERY_MS = 1000        # the contract: new libraries probed within 1 s
@@ -92,22 +88,15 @@ def libs_of(report, pid):
     return out
 
 
-def close(got_s, want_ns, calls=0, rq_ns=0):
-    """got (seconds) is truth (ns) within TOL plus the probes' cost; it may
-    be short by rq_ns more: preemptions the job saw around its calls,
-    which may have fallen outside the probes."""
-    slack = TOL * want_ns + calls * 2 * PROBE_NS
-    return -slack <= want_ns - got_s * 1e9 <= slack + rq_ns
-
-
-def check_model(truth):
-    calls = sum(a["calls"] for a in truth["apis"].values() if a["kind"] != "launch")
-    timed = sum(t["gpu_wait_ns"] + t["comm_ns"] for t in truth["threads"])
-    assert calls * 2 * PROBE_NS <= TOL / 4 * timed, "blocks too short for TOL"
+def close(got_s, outer_ns, inner_ns, calls=1):
+    """got (seconds) lies between the stand-ins' own blocking (inner: within
+    the probes) and the job's clock reads around the calls (outer)."""
+    got = got_s * 1e9
+    return inner_ns - calls * EPS_NS <= got <= outer_ns + calls * EPS_NS
 
 
 def check_apis(gpu, truth, launches=False):
-    """Per-API calls, nested and bytes exact, time within TOL."""
+    """Per-API calls, nested and bytes exact, time between inner and outer."""
     got = apis_of(gpu)
     for name, want in truth["apis"].items():
         if want["kind"] == "launch" and not launches:
@@ -120,7 +109,7 @@ def check_apis(gpu, truth, launches=False):
             # Bytes of outermost calls: ncclBcast's, not its nested ncclBroadcast's again.
             assert a["bytes"] == want["bytes"], (name, a, want)
         if want["kind"] != "launch" and want["ns"] >= 1e6:
-            assert close(a["time_s"], want["ns"], want["calls"], want["rq_ns"]), (name, a, want)
+            assert close(a["time_s"], want["ns"], want["inner_ns"], want["calls"]), (name, a, want)
     for name, a in got.items():
         if name not in truth["apis"]:
             assert a["calls"] == 0 and a["nested"] == 0, (name, a)
@@ -130,16 +119,16 @@ def check_apis(gpu, truth, launches=False):
 
 def check_threads(report, truth):
     tids = threads_by_tid(report)
+    calls = sum(a["calls"] for a in truth["apis"].values())
     for tt in truth["threads"]:
         _, t = tids[tt["tid"]]
         ts = t["time_s"]
-        assert close(ts["gpu_wait"], tt["gpu_wait_ns"], rq_ns=tt["gpu_wait_rq_ns"]), (ts, tt)
-        assert close(ts["comm"], tt["comm_ns"], rq_ns=tt["comm_rq_ns"]), (ts, tt)
+        assert close(ts["gpu_wait"], tt["gpu_wait_ns"], tt["gpu_wait_inner_ns"], calls), (ts, tt)
+        assert close(ts["comm"], tt["comm_ns"], tt["comm_inner_ns"], calls), (ts, tt)
 
 
 def check_job(report, truth, launches=False):
     assert truth["probes_ms"] >= 0, "the job's functions never got their uprobes"
-    check_model(truth)
     proc = proc_of(report, truth["pid"])
     check_apis(proc["gpu"], truth, launches)
     check_threads(report, truth)

@@ -147,15 +147,17 @@ static struct {
 	__typeof(ncclGetVersion) *ncclGetVersion;
 	__typeof(fakecuda_set_block) *fakecuda_set_block;
 	__typeof(fakenccl_set_block) *fakenccl_set_block;
+	__typeof(fakecuda_blocked_ns) *fakecuda_blocked_ns;
+	__typeof(fakenccl_blocked_ns) *fakenccl_blocked_ns;
 } F;
 
 struct api_stat {
-	int64_t calls, nested, bytes, ns, rq_ns;
+	int64_t calls, nested, bytes, ns, rq_ns, inner_ns;
 };
 
 /* One call: its time, and the run-queue wait (schedstat) around it. */
 struct timing {
-	int64_t ns, rq_ns;
+	int64_t ns, rq_ns, inner_ns;
 };
 
 struct thr {
@@ -163,6 +165,7 @@ struct thr {
 	int index;
 	long tid;
 	int64_t start_ns, end_ns, gpu_wait_ns, comm_ns, gpu_wait_rq_ns, comm_rq_ns;
+	int64_t gpu_wait_inner_ns, comm_inner_ns;
 	struct api_stat st[N_APIS];
 	unsigned launch_seq;
 };
@@ -210,13 +213,20 @@ static const size_t dtype_size[ncclNumTypes] = {
  */
 #define CALL(t, api, nested, bytes, ...) \
 	account(t, A_##api, nested, bytes, \
-		({ int64_t c0_, r0_, c1_, r1_, t0_, ns_; \
+		({ int64_t c0_, r0_, c1_, r1_, t0_, ns_, b0_ = blocked(); \
 		   read_schedstat(gettid_(), &c0_, &r0_); \
 		   t0_ = mono_ns(); \
 		   int rc_ = F.api(__VA_ARGS__); \
 		   ns_ = mono_ns() - t0_; \
 		   read_schedstat(gettid_(), &c1_, &r1_); \
-		   check(rc_, #api); (struct timing){ ns_, r1_ - r0_ }; }))
+		   check(rc_, #api); \
+		   (struct timing){ ns_, r1_ - r0_, blocked() - b0_ }; }))
+
+/* The thread's time blocked inside the stand-ins: within the probes. */
+static int64_t blocked(void)
+{
+	return F.fakecuda_blocked_ns() + F.fakenccl_blocked_ns();
+}
 
 static void check(int rc, const char *api)
 {
@@ -237,14 +247,17 @@ static void account(struct thr *t, enum api a, enum api nested, size_t bytes,
 	s->bytes += bytes;
 	s->ns += c.ns;
 	s->rq_ns += c.rq_ns;
+	s->inner_ns += c.inner_ns;
 	if (nested != A_NONE)
 		t->st[nested].nested++;
 	if (api_kinds[a] == SYNC || api_kinds[a] == MEMCPY) {
 		t->gpu_wait_ns += c.ns;
 		t->gpu_wait_rq_ns += c.rq_ns;
+		t->gpu_wait_inner_ns += c.inner_ns;
 	} else if (api_kinds[a] != LAUNCH) {
 		t->comm_ns += c.ns;
 		t->comm_rq_ns += c.rq_ns;
+		t->comm_inner_ns += c.inner_ns;
 	}
 }
 
@@ -441,6 +454,8 @@ static void load(void)
 	F.ncclGetVersion = sym(nccl, "ncclGetVersion");
 	F.fakecuda_set_block = sym(cuda, "fakecuda_set_block");
 	F.fakenccl_set_block = sym(nccl, "fakenccl_set_block");
+	F.fakecuda_blocked_ns = sym(cuda, "fakecuda_blocked_ns");
+	F.fakenccl_blocked_ns = sym(nccl, "fakenccl_blocked_ns");
 }
 #else
 static void load(void)
@@ -452,6 +467,8 @@ static void load(void)
 	F.ncclGetVersion = ncclGetVersion;
 	F.fakecuda_set_block = fakecuda_set_block;
 	F.fakenccl_set_block = fakenccl_set_block;
+	F.fakecuda_blocked_ns = fakecuda_blocked_ns;
+	F.fakenccl_blocked_ns = fakenccl_blocked_ns;
 }
 #endif
 
@@ -508,16 +525,17 @@ static void write_apis(FILE *f)
 			sum[a].bytes += g_thr[i].st[a].bytes;
 			sum[a].ns += g_thr[i].st[a].ns;
 			sum[a].rq_ns += g_thr[i].st[a].rq_ns;
+			sum[a].inner_ns += g_thr[i].st[a].inner_ns;
 		}
 	fputs(" \"apis\":{", f);
 	for (int a = 0; a < N_APIS; a++) {
 		if (!sum[a].calls && !sum[a].nested)
 			continue;
 		fprintf(f, "%s\n  \"%s\":{\"kind\":\"%s\",\"calls\":%lld,\"nested\":%lld,"
-			"\"bytes\":%lld,\"ns\":%lld,\"rq_ns\":%lld}", first ? "" : ",",
-			api_names[a], kind_names[api_kinds[a]], (long long)sum[a].calls,
-			(long long)sum[a].nested, (long long)sum[a].bytes, (long long)sum[a].ns,
-			(long long)sum[a].rq_ns);
+			"\"bytes\":%lld,\"ns\":%lld,\"rq_ns\":%lld,\"inner_ns\":%lld}",
+			first ? "" : ",", api_names[a], kind_names[api_kinds[a]],
+			(long long)sum[a].calls, (long long)sum[a].nested, (long long)sum[a].bytes,
+			(long long)sum[a].ns, (long long)sum[a].rq_ns, (long long)sum[a].inner_ns);
 		first = 0;
 	}
 	fputs("},\n \"launches\":{", f);
@@ -561,10 +579,11 @@ static void write_truth(void)
 
 		fprintf(f, "%s{\"tid\":%ld,\"start_ns\":%lld,\"end_ns\":%lld,"
 			"\"gpu_wait_ns\":%lld,\"comm_ns\":%lld,\"gpu_wait_rq_ns\":%lld,"
-			"\"comm_rq_ns\":%lld}", i ? "," : "", t->tid,
-			(long long)t->start_ns, (long long)t->end_ns,
+			"\"comm_rq_ns\":%lld,\"gpu_wait_inner_ns\":%lld,\"comm_inner_ns\":%lld}",
+			i ? "," : "", t->tid, (long long)t->start_ns, (long long)t->end_ns,
 			(long long)t->gpu_wait_ns, (long long)t->comm_ns,
-			(long long)t->gpu_wait_rq_ns, (long long)t->comm_rq_ns);
+			(long long)t->gpu_wait_rq_ns, (long long)t->comm_rq_ns,
+			(long long)t->gpu_wait_inner_ns, (long long)t->comm_inner_ns);
 	}
 	fputs("],\n", f);
 	write_apis(f);

@@ -28,9 +28,11 @@
  *
  * Ground truth (JSON): pid, tid, pattern, syncs_per_step (outermost sync
  * and copy calls), calls_per_step, epochs[]: {epoch, start_ns (read before
- * its marker), end_ns (read before the next epoch's marker), end_rq_ns
+ * its marker), end_ns (read before the next epoch's marker), end_after_ns
+ * (read after that write returned), end_rq_ns
  * (run_delay growth across that read and write), steps[]:
- * {start_ns (read just before the step's first call), rq_ns (how much the
+ * {start_ns (read just before the step's first call), inside_ns (read
+ * inside that call by the stand-in, after its entry probes), rq_ns (how much the
  * thread's schedstat run_delay grew from just before that clock read to
  * the return of the first call: bounds a preemption between the read
  * and the entry probe)}}. CLOCK_MONOTONIC, bpf_ktime_get_ns's clock.
@@ -69,6 +71,7 @@ static void die_msg(const char *msg)
 
 struct step_truth {
 	int64_t start_ns, rq_ns;
+	int64_t inside_ns;	/* read inside the call (steps) or after the write (marks) */
 };
 
 struct epoch_truth {
@@ -157,18 +160,24 @@ static void compute(void)
 }
 
 /* The step's first call, timed for the truth. */
-static void first_call(struct step_truth *t, void (*call)(void))
+/*
+ * The step's first call, timed for the truth: its entry probe fires
+ * between start_ns and inside_ns, whatever delays it (a preemption, an
+ * interrupt, the hypervisor running another vCPU).
+ */
+static void first_call(struct step_truth *t, void (*call)(void), long long (*inside)(void))
 {
 	int64_t rq0 = run_delay();
 
 	t->start_ns = mono_ns();
 	call();
+	t->inside_ns = inside();
 	t->rq_ns = run_delay() - rq0;
 }
 
 static void step_mixed(struct step_truth *t)
 {
-	first_call(t, allreduce);
+	first_call(t, allreduce, fakenccl_last_block_ns);
 	allreduce();
 	spin_ns(200000);
 	stream_sync();
@@ -181,7 +190,7 @@ static void step_mixed(struct step_truth *t)
 
 static void step_same_api(struct step_truth *t)
 {
-	first_call(t, stream_sync);
+	first_call(t, stream_sync, fakecuda_last_block_ns);
 	spin_ns(100000);
 	stream_sync();
 	spin_ns(1000000);
@@ -208,7 +217,7 @@ static void step_aperiodic(struct step_truth *t)
 /* No host-device sync: the host only queues work (and communicates). */
 static void step_collectives(struct step_truth *t)
 {
-	first_call(t, allreduce);
+	first_call(t, allreduce, fakenccl_last_block_ns);
 	spin_ns(200000);
 	broadcast();
 	compute();
@@ -226,6 +235,7 @@ static void run(void)
 
 		g_ep[e].mark.start_ns = mono_ns();
 		trainbpf_mark_epoch(e + 1);
+		g_ep[e].mark.inside_ns = mono_ns();
 		g_ep[e].mark.rq_ns = run_delay() - rq0;
 		for (int s = 0; e < g_opt.epochs && s < g_opt.steps; s++, n++) {
 			if (g_opt.markers && n % g_opt.markers == 0)
@@ -273,12 +283,15 @@ static void write_truth(void)
 		g_opt.markers);
 	for (int e = 0; e < g_opt.epochs; e++) {
 		fprintf(f, "%s{\"epoch\":%d,\"start_ns\":%lld,\"end_ns\":%lld,"
-			"\"end_rq_ns\":%lld,\"steps\":[", e ? "," : "", e + 1,
-			(long long)g_ep[e].mark.start_ns, (long long)g_ep[e + 1].mark.start_ns,
+			"\"end_after_ns\":%lld,\"end_rq_ns\":%lld,\"steps\":[", e ? "," : "",
+			e + 1, (long long)g_ep[e].mark.start_ns,
+			(long long)g_ep[e + 1].mark.start_ns,
+			(long long)g_ep[e + 1].mark.inside_ns,
 			(long long)g_ep[e + 1].mark.rq_ns);
 		for (int s = 0; s < g_opt.steps; s++)
-			fprintf(f, "%s{\"start_ns\":%lld,\"rq_ns\":%lld}", s ? "," : "",
-				(long long)g_ep[e].steps[s].start_ns,
+			fprintf(f, "%s{\"start_ns\":%lld,\"inside_ns\":%lld,\"rq_ns\":%lld}",
+				s ? "," : "", (long long)g_ep[e].steps[s].start_ns,
+				(long long)g_ep[e].steps[s].inside_ns,
 				(long long)g_ep[e].steps[s].rq_ns);
 		fprintf(f, "]}");
 	}

@@ -11,6 +11,14 @@ struct fake_block {
 	long long ns;
 };
 
+/*
+ * Per thread, read inside the library, so after a call's entry probes and
+ * before its return probes: when the latest block began, and the time
+ * spent blocking so far. A workload brackets what the probes see with
+ * them and its own clock reads around the call.
+ */
+static __thread long long fake_last_start, fake_blocked;
+
 static inline long long fake_now(void)
 {
 	struct timespec ts;
@@ -19,21 +27,22 @@ static inline long long fake_now(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline void fake_block_for(const struct fake_block *b)
+static inline void fake_block_for(struct fake_block *b)
 {
 	struct timespec ts = { b->ns / 1000000000LL, b->ns % 1000000000LL };
-	long long end;
+	long long start = fake_now(), end = start + b->ns;
 
+	fake_last_start = start;
 	if (b->ns <= 0)
 		return;
 	if (b->mode == FAKE_SLEEP) {
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
-		return;
+	} else {
+		while (fake_now() < end)
+			;
 	}
-	end = fake_now() + b->ns;
-	while (fake_now() < end)
-		;
+	fake_blocked += fake_now() - start;
 }
 
 #endif

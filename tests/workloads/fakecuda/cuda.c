@@ -10,6 +10,16 @@
 
 static struct fake_block g_block;
 
+long long fakecuda_last_block_ns(void)
+{
+	return fake_last_start;
+}
+
+long long fakecuda_blocked_ns(void)
+{
+	return fake_blocked;
+}
+
 void fakecuda_set_block(int mode, long long ns)
 {
 	g_block.mode = mode;

@@ -40,6 +40,15 @@ enum fake_block_mode { FAKE_SPIN = 0, FAKE_SLEEP = 1 };
 
 FAKE_API void fakecuda_set_block(int mode, long long ns);
 FAKE_API void fakenccl_set_block(int mode, long long ns);
+/*
+ * Read inside the library, after a call's entry probes and before its
+ * return probes (block.h), for the calling thread: CLOCK_MONOTONIC at the
+ * start of its latest block, and its time spent blocking so far.
+ */
+FAKE_API long long fakecuda_last_block_ns(void);
+FAKE_API long long fakenccl_last_block_ns(void);
+FAKE_API long long fakecuda_blocked_ns(void);
+FAKE_API long long fakenccl_blocked_ns(void);
 
 /* ---- CUDA runtime (cuda_runtime_api.h) ---- */
 typedef int cudaError_t;		/* enum cudaError: 0 = cudaSuccess */

@@ -30,6 +30,16 @@ struct ncclComm {
 static struct fake_block g_block;
 static __thread int group_depth, group_pending;
 
+long long fakenccl_last_block_ns(void)
+{
+	return fake_last_start;
+}
+
+long long fakenccl_blocked_ns(void)
+{
+	return fake_blocked;
+}
+
 void fakenccl_set_block(int mode, long long ns)
 {
 	g_block.mode = mode;
