@@ -99,6 +99,8 @@ static struct thread_rec *slot_thread(struct tracer *tr, unsigned int idx,
 
 	if (o->proc >= 0)
 		return &tr->job->procs[o->proc].threads[o->thread];
+	if (!s->tid)
+		return NULL;	/* not a thread's: see quarantine() */
 	p = job_proc(tr->job, s->tgid);
 	if (!p || (p->end_ns && p->end_ns < s->start_ns)) {
 		struct proc_stat st = { .ppid = 0 };
@@ -113,6 +115,27 @@ static struct thread_rec *slot_thread(struct tracer *tr, unsigned int idx,
 	return t;
 }
 
+/*
+ * A slot whose thread has exited goes back to BPF only a while after its
+ * exit was read. The exiting task still runs briefly after its exit
+ * tracepoint (its last switch-out), and a handler that checked the slot
+ * just before user space cleared it would write into the cleared slot,
+ * or into the next thread's. Refreshes come every few ms when processes
+ * fork (user/epochs.c), so this is not rare without the wait.
+ */
+#define QUARANTINE_NS 100000000ull
+
+static bool quarantine(struct tracer *tr, unsigned int i, uint64_t now)
+{
+	struct slot_owner *o = &tr->owner[i];
+
+	if (!o->exited_at)
+		return false;
+	if (now - o->exited_at >= QUARANTINE_NS)
+		tracer_free_slot(tr, i);
+	return true;
+}
+
 void account_refresh(struct tracer *tr, uint64_t now)
 {
 	unsigned int free_run = 0;
@@ -121,6 +144,10 @@ void account_refresh(struct tracer *tr, uint64_t now)
 	for (unsigned int i = 0; i < tr->nslots; i++) {
 		struct thread_rec *t;
 
+		if (i < tr->scan_end && quarantine(tr, i, now)) {
+			free_run = 0;
+			continue;
+		}
 		if (!tracer_read_slot(tr, i, &s)) {
 			if (i >= tr->scan_end && ++free_run >= FREE_RUN_END)
 				break;
@@ -130,13 +157,15 @@ void account_refresh(struct tracer *tr, uint64_t now)
 		if (i >= tr->scan_end)
 			tr->scan_end = i + 1;
 		t = slot_thread(tr, i, &s);
+		if (!t)
+			continue;
 		fill_thread(t, &s, now);
 		if (s.tid == s.tgid)	/* processes rename themselves too */
 			memcpy(tr->job->procs[tr->owner[i].proc].comm, s.comm,
 			       sizeof(s.comm));
 		if (s.state == TB_ST_EXITED) {
 			t->slot = -1;
-			tracer_free_slot(tr, i);
+			tr->owner[i].exited_at = now;
 		}
 	}
 	for (int i = 0; i < tr->job->nprocs; i++) {

@@ -242,6 +242,7 @@ void tracer_free_slot(struct tracer *tr, unsigned int idx)
 
 	memset(&tr->slots[idx], 0, sizeof(tr->slots[idx]));
 	tr->owner[idx].proc = -1;
+	tr->owner[idx].exited_at = 0;
 	bpf_map_update_elem(bpf_map__fd(tr->skel->maps.free_slots), NULL, &i, 0);
 }
 

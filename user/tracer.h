@@ -19,6 +19,7 @@ struct gpu;
 
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
+	uint64_t exited_at;	/* when its thread's exit was read; 0: alive */
 };
 
 struct tracer {
