@@ -212,7 +212,7 @@ static bool workers_row(FILE *f, const struct job *job, const struct epoch *e,
 		    parent_of(job, e->d[i].pid) != ppid)
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)
-			cp[c] += e->d[i].main_cp[c];
+			cp[c] += e->d[i].main_own[c];
 		n++;
 	}
 	if (!n)
@@ -255,7 +255,7 @@ static void epoch_proc_rows(FILE *f, const struct job *job, const struct epoch *
 			continue;
 		snprintf(pid, sizeof(pid), "%d", (int)e->d[i].pid);
 		proc_row(f, e->label, first, pid, role_name(role), p ? p->comm : "?",
-			 e->d[i].main_cp);
+			 e->d[i].main_own);
 		first = false;
 		workers_row(f, job, e, e->d[i].pid, false);
 	}
@@ -263,13 +263,15 @@ static void epoch_proc_rows(FILE *f, const struct job *job, const struct epoch *
 }
 
 /*
- * Per epoch and process: each process's main thread on the critical path
- * (what it waited for), a parent's workers summed into one row, so that
- * many workers take one line.
+ * Per epoch and process: each process's main thread by its own states, a
+ * parent's workers summed into one row, so that many workers take one
+ * line. Not the critical path: a long wait resolved through its waker
+ * after a boundary moves its whole length into the next epoch (a launcher
+ * waiting on its ranks showed 205% computation there).
  */
 static void epoch_proc_table(FILE *f, const struct job *job, const struct ep_stream *st)
 {
-	fprintf(f, "Per epoch and process (main thread, critical path; %% of MAIN_S)\n");
+	fprintf(f, "Per epoch and process (main thread's own states; %% of MAIN_S)\n");
 	fprintf(f, "  %5s %7s %-7s %-20s %7s %5s %5s %5s %5s\n", "EPOCH", "PID", "ROLE",
 		"PROCESS", "MAIN_S", "comp", "comm", "data", "other");
 	for (int i = 0; i < st->n; i++)
