@@ -23,6 +23,8 @@
 #   G  trainbpf --launches, xol/ stand-ins: every mode
 #   R  reference (REF=1): bpftrace with empty entry and return probes on
 #      push/ cuStreamSynchronize: the kernel's uprobe cost alone
+#   H, I  B and C, traced by another build, OLD_TRAINBPF=F: an A/B of two
+#      builds in the same rounds (e.g. before and after a probe change)
 # Rounds run every variant, in an order rotated by one each round; costs
 # are traced - untraced ns/call within a round, then summarised.
 #
@@ -134,6 +136,10 @@ reference() {	# reference ROUND: bpftrace, empty probes
 read -r -a VARS <<< "${VARIANTS:-A B C D E F G}"
 read -r -a TOPTS <<< "${TRACE_OPTS:-}"
 [ "$REF" = 1 ] && VARS+=(R)
+case " ${VARS[*]} " in *" H "*|*" I "*)
+	OLD=$(readlink -f "${OLD_TRAINBPF:-}") && [ -x "$OLD" ] ||
+		die "variants H and I need OLD_TRAINBPF=a trainbpf binary" ;;
+esac
 NV=${#VARS[@]}
 t0=$(date +%s)
 for round in $(seq 1 "$ROUNDS"); do
@@ -148,6 +154,8 @@ for round in $(seq 1 "$ROUNDS"); do
 		F) untraced "$round" F "$XOL" "$N_XOL" ;;
 		G) traced "$round" G "$XOL" "$N_XOL" --launches -- "${MODES[@]}" ;;
 		R) reference "$round" ;;
+		H) TRAINBPF=$OLD traced "$round" H "$PUSH" "$N" -- sync ;;
+		I) TRAINBPF=$OLD traced "$round" I "$PUSH" "$N" -- nccl ;;
 		esac
 	done
 done
@@ -162,12 +170,17 @@ for line in open(sys.argv[1]):
     rep, m, x = line.rstrip("\n").split("\t")
     v[rep][m] = float(x)
 pairs = [("B_sync", "A_sync"), ("C_nccl", "A_nccl"), ("D_drvlaunch", "A_drvlaunch"),
-         ("D_launch", "A_launch"), ("E_nested", "A_nested"), ("R_sync", "A_sync")]
+         ("D_launch", "A_launch"), ("E_nested", "A_nested"), ("R_sync", "A_sync"),
+         ("H_sync", "A_sync"), ("I_nccl", "A_nccl")]
 pairs += [("G_" + m, "F_" + m) for m in ("sync", "nccl", "drvlaunch", "launch", "nested")]
 for rep, d in v.items():
     for t, u in pairs:
         if t + "_ns" in d and u + "_ns" in d:
             print("%s\tcost_%s_ns\t%.2f" % (rep, t, d[t + "_ns"] - d[u + "_ns"]))
+    # This build against OLD_TRAINBPF, in the same round.
+    for t, u in (("B_sync", "H_sync"), ("C_nccl", "I_nccl")):
+        if t + "_ns" in d and u + "_ns" in d:
+            print("%s\tdiff_%s_ns\t%.2f" % (rep, t, d[t + "_ns"] - d[u + "_ns"]))
 EOF
 
 SUMMARY=$OUT/summary.md
@@ -202,6 +215,8 @@ rows = [
     ("G", "launch", "cudaLaunchKernel -> cuLaunchKernel", "--launches", "entry", 2, "xol"),
     ("G", "nested", "cudaStreamSynchronize -> cuStreamSynchronize", "default", "entry+return", 2, "xol"),
     ("R", "sync", "cuStreamSynchronize, bpftrace empty probes", "reference", "entry+return", 1, "push"),
+    ("H", "sync", "cuStreamSynchronize, OLD_TRAINBPF", "default", "entry+return", 1, "push"),
+    ("I", "nccl", "ncclAllReduce (bytes), OLD_TRAINBPF", "default", "entry+return", 1, "push"),
 ]
 print("| variant | call | probe set | probes | hits/call | prologue | untraced ns/call | traced ns/call | cost ns/call | cost per hit (median) |")
 print("|---|---|---|---|---:|---|---:|---:|---:|---:|")
@@ -215,6 +230,10 @@ for var, mode, what, pset, kind, hits, pro in rows:
     print("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |" % (
         var, what, pset, kind, hits, pro, cell(base), cell(t + "_ns"),
         cell("cost_%s_ns" % t), per))
+for t, what in (("B_sync", "cuStreamSynchronize"), ("C_nccl", "ncclAllReduce")):
+    if "diff_%s_ns" % t in v:
+        print()
+        print("%s: this build - OLD_TRAINBPF, ns/call within a round: %s" % (what, cell("diff_%s_ns" % t)))
 EOF
 	echo
 	echo "All ns/call values:"

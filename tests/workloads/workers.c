@@ -24,7 +24,8 @@
  *     its first read when persistent), end_ns (after its last item was
  *     consumed and, unless persistent, its workers reaped);
  *   waits[]: every blocking read of the main process: [t0, t1, blocked]
- *     with blocked = t1 - t0 less the main thread's on-CPU and run-queue
+ *     with blocked = t1 - t0 less the main thread's on-CPU (its CPU-time
+ *     clock) and run-queue
  *     time over the call (schedstat): the time it was off CPU waiting;
  *   reaps[]: the same for each waitpid(2) (a worker still exiting);
  *   first_item_ns[]: per generation, from fork_before_ns to the end of the
@@ -113,12 +114,18 @@ static void worker(int fd, const struct opts *o, int items)
 	_exit(0);
 }
 
+/*
+ * On-CPU time from CLOCK_THREAD_CPUTIME_ID, which counts the running slice
+ * up to the read: schedstat's first field lags by up to a tick while the
+ * thread runs, which made a wait look up to a tick shorter. Run-queue
+ * wait from schedstat: run_delay is settled at each pick.
+ */
 static struct wait_rec *record(struct wait_rec **arr, int *n, int64_t t0, int64_t t1,
-			       int64_t cpu0, int64_t rq0)
+			       int64_t cpu0, int64_t cpu1, int64_t rq0)
 {
-	int64_t cpu1, rq1;
+	int64_t rq1, ignored;
 
-	read_schedstat(main_tid, &cpu1, &rq1);
+	read_schedstat(main_tid, &ignored, &rq1);
 	if (*n == capwaits)
 		die_msg("too many waits");
 	(*arr)[*n] = (struct wait_rec){ t0, t1, (t1 - t0) - (cpu1 - cpu0) - (rq1 - rq0) };
@@ -128,32 +135,37 @@ static struct wait_rec *record(struct wait_rec **arr, int *n, int64_t t0, int64_
 /* One item from fd; returns the clock after it arrived. */
 static int64_t read_item(int fd)
 {
-	int64_t t0, cpu0, rq0, t1;
+	int64_t t0, cpu0, cpu1, rq0, t1, ignored;
 	uint64_t item;
 	ssize_t n;
 
-	read_schedstat(main_tid, &cpu0, &rq0);
+	read_schedstat(main_tid, &ignored, &rq0);
+	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	t0 = mono_ns();
 	do
 		n = read(fd, &item, sizeof(item));
 	while (n < 0 && errno == EINTR);
 	t1 = mono_ns();
+	cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (n != sizeof(item))
 		die_msg("short read from a worker");
-	record(&waits, &nwaits, t0, t1, cpu0, rq0);
+	record(&waits, &nwaits, t0, t1, cpu0, cpu1, rq0);
 	return t1;
 }
 
 static void reap(pid_t pid)
 {
-	int64_t t0, cpu0, rq0;
+	int64_t t0, t1, cpu0, cpu1, rq0, ignored;
 	int st;
 
-	read_schedstat(main_tid, &cpu0, &rq0);
+	read_schedstat(main_tid, &ignored, &rq0);
+	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	t0 = mono_ns();
 	if (waitpid(pid, &st, 0) != pid)
 		die("waitpid");
-	record(&reaps, &nreaps, t0, mono_ns(), cpu0, rq0);
+	t1 = mono_ns();
+	cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	record(&reaps, &nreaps, t0, t1, cpu0, cpu1, rq0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		die_msg("a worker failed");
 }
