@@ -84,6 +84,13 @@ struct dg_view {
 	int nrss;
 };
 
+/* A finding read back from a recording: reported as it was judged. */
+struct dg_saved {
+	struct dg_finding f;
+	bool run;		/* judged on the whole run (epoch NULL) */
+	long epoch;		/* else the epoch's label */
+};
+
 /* Per process: what only /proc knows. */
 struct dg_pinfo {
 	pid_t pid;
@@ -99,6 +106,9 @@ struct diag {
 	struct dg_pinfo *procs;
 	int nprocs, cap;
 	const char *proc_root;	/* "/proc"; tests point it elsewhere */
+	/* A recording's findings: the reports print these, judging nothing. */
+	const struct dg_saved *saved;
+	int nsaved;
 };
 
 void diag_init(struct diag *d);
@@ -116,6 +126,8 @@ void diag_view_free(struct dg_view *v);
 /* The findings of a window, most severe first; returns how many. */
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max);
 const char *diag_id_name(enum dg_id id);
+/* The id of a name diag_id_name gives; DG_NIDS if unknown. */
+enum dg_id diag_id_find(const char *name);
 
 /* MemTotal and MemAvailable of a /proc/meminfo text, in kB. */
 int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb);

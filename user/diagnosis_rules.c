@@ -27,6 +27,14 @@ const char *diag_id_name(enum dg_id id)
 	return id < DG_NIDS ? id_names[id] : "?";
 }
 
+enum dg_id diag_id_find(const char *name)
+{
+	for (int i = 0; i < DG_NIDS; i++)
+		if (!strcmp(name, id_names[i]))
+			return i;
+	return DG_NIDS;
+}
+
 struct findings {
 	struct dg_finding *f;
 	int n, max;

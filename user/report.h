@@ -45,6 +45,9 @@ void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid);
 /* Epochs (report_epochs.c): blocks as epochs end, the final list, JSON. */
 struct epochs;
 struct epoch;
+/* An epoch's headline (trainers' main threads' critical path); its total. */
+int64_t epoch_headline(const struct job *job, const struct epoch *e,
+		       int64_t hl[TB_NCAT]);
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
 void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep);

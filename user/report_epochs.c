@@ -13,8 +13,8 @@
  * threads, by the roles as the job ended (roles settle after a while;
  * the last word is the best one for every epoch).
  */
-static int64_t epoch_headline(const struct job *job, const struct epoch *e,
-			      int64_t hl[TB_NCAT])
+int64_t epoch_headline(const struct job *job, const struct epoch *e,
+		       int64_t hl[TB_NCAT])
 {
 	int64_t total = 0;
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include "account.h"
 #include "cli.h"
+#include "cli_read.h"
 #include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
@@ -227,6 +228,9 @@ int main(int argc, char **argv)
 	FILE *out = NULL;
 	int err = 1;
 
+	/* A subcommand's first argument: report, trace, diff read recordings. */
+	if (cli_read_dispatch(argc, argv, &err))
+		return err;
 	cli_parse(argc, argv, &env);
 	diag_init(&dg);
 	job.diag = &dg;

@@ -1,0 +1,146 @@
+"""Recordings with known contents, written per docs/recording.md.
+
+The schema is read from the SQL block of docs/recording.md itself, so the
+fixture and the contract cannot drift apart. make_recording() returns the
+sums a reader must find: per thread and process, per epoch, the headline.
+"""
+import os
+import re
+import sqlite3
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CATS = ["cpu", "gpu_wait", "comm", "data_wait", "io", "runqueue", "lock", "idle"]
+APP_ID = 0x74627066
+SEC = 1_000_000_000
+T0 = 5_000 * SEC  # CLOCK_MONOTONIC at the start
+
+
+def schema():
+    with open(os.path.join(ROOT, "docs", "recording.md")) as f:
+        text = f.read()
+    return re.search(r"```sql\n(.*?)```", text, re.S).group(1)
+
+
+def _mix(**kw):
+    return [kw.get(c, 0) for c in CATS]
+
+
+# Per flush (1 s), what each thread gains, in ms, in the first and the
+# second half of the run: the trainer gets data-bound in the second half.
+DEFAULT = {
+    "flushes": 10,
+    "procs": [  # pid, ppid, comm, role, flags, root
+        (100, 1, "python3", "trainer", 0, 1),
+        (101, 100, "pt_data_worker", "worker", 1, 0),
+    ],
+    "threads": [  # tid, pid, comm, first half, second half (ms per flush)
+        (100, 100, "python3", _mix(cpu=600, data_wait=300, comm=100),
+         _mix(cpu=400, data_wait=500, comm=100)),
+        (102, 100, "pt_autograd_0", _mix(cpu=250, idle=750), _mix(cpu=250, idle=750)),
+        (101, 101, "pt_data_worker", _mix(cpu=200, io=100, idle=700),
+         _mix(cpu=300, io=200, idle=500)),
+    ],
+    "steps_per_s": 4,
+    "diagnosis": [  # epoch, id, severity, summary
+        (None, "data_loading", 0.6, "data loading 40.0% of the trainers' time (> 15%)"),
+        (1, "data_loading", 0.3, "data loading 30.0% of the trainers' time (> 15%)"),
+        (2, "data_loading", 0.9, "data loading 50.0% of the trainers' time (> 15%)"),
+        (None, "cpu_contention", 0.2, "run-queue wait 5% (> 3%)"),
+    ],
+    "gpu_calls": [(100, "cudaStreamSynchronize", "sync", 40, 0, 0, 80_000_000)],
+    "counters": {"events_lost": 3},
+    "states": True,
+    "complete": True,
+}
+
+
+def _flush_ms(spec, th, i):
+    half = spec["flushes"] // 2
+    return th[3] if i < half else th[4]
+
+
+def _states(spec, th, i):
+    """Intervals of one flush of a thread, back to back: cat by cat."""
+    out, t = [], T0 + i * SEC
+    for c, ms in enumerate(_flush_ms(spec, th, i)):
+        if ms:
+            out.append((th[0], th[1], t, t + ms * 1_000_000, c, c))
+            t += ms * 1_000_000
+    return out
+
+
+def make_recording(path, spec=None, **over):
+    """Writes the recording; returns the expected sums (ns)."""
+    spec = dict(DEFAULT if spec is None else spec, **over)
+    if os.path.exists(path):
+        os.unlink(path)
+    db = sqlite3.connect(path)
+    db.executescript(schema())
+    db.execute("PRAGMA application_id = %d" % spec.get("app_id", APP_ID))
+    db.execute("PRAGMA user_version = %d" % spec.get("version", 1))
+    n, half = spec["flushes"], spec["flushes"] // 2
+    end = T0 + n * SEC
+    meta = {"format": "trainbpf-recording", "trainbpf_version": "0.1.0", "hostname": "fixture",
+            "kernel": "6.18", "ncpus": "2", "mem_total_kb": "4000000",
+            "command": "python3 train.py", "start_mono_ns": str(T0),
+            "start_unix_s": "1700000000.0", "flush_ns": str(SEC), "epochs_wanted": "auto"}
+    if spec["complete"]:
+        meta.update(end_mono_ns=str(end), complete="1")
+    db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+    for pid, ppid, comm, role, flags, root in spec["procs"]:
+        db.execute("INSERT INTO processes (pid, ppid, comm, exe, role, flags, root, rank, "
+                   "start_ns, end_ns, exit_code) VALUES (?,?,?,?,?,?,?,NULL,?,?,0)",
+                   (pid, ppid, comm, "/usr/bin/" + comm, role, flags, root, T0, end))
+    exp = {"threads": {}, "procs": {}, "epochs": {1: {}, 2: {}}, "duration_s": n}
+    rows, states = [], []
+    for th in spec["threads"]:
+        tid, pid, comm = th[0], th[1], th[2]
+        db.execute("INSERT INTO threads VALUES (?,?,?,?,?)", (tid, pid, comm, T0, end))
+        tot = [0] * 8
+        for i in range(n):
+            ms = _flush_ms(spec, th, i)
+            ns = [m * 1_000_000 for m in ms]
+            cp = ns if tid == pid else [0] * 8
+            ts = T0 + (i + 1) * SEC
+            rows.append((ts, tid, pid, *ns, *cp, 4096 * (i + 1), 0, 10))
+            ep = exp["epochs"][1 if i < half else 2].setdefault(pid, {"own": [0] * 8,
+                                                                    "main": [0] * 8})
+            for c in range(8):
+                tot[c] += ns[c]
+                ep["own"][c] += ns[c]
+                if tid == pid:
+                    ep["main"][c] += ns[c]
+            if spec["states"]:
+                states += _states(spec, th, i)
+        exp["threads"][tid] = tot
+        p = exp["procs"].setdefault(pid, [0] * 8)
+        for c in range(8):
+            p[c] += tot[c]
+    db.executemany("INSERT INTO samples VALUES (%s)" % ",".join("?" * 22), rows)
+    db.executemany("INSERT INTO states VALUES (?,?,?,?,?,?)", states)
+    db.execute("INSERT INTO epochs VALUES ('marker', 1, ?, ?, 1)", (T0, T0 + half * SEC))
+    db.execute("INSERT INTO epochs VALUES ('marker', 2, ?, ?, 1)", (T0 + half * SEC, end))
+    step_ns = SEC // spec["steps_per_s"]
+    steps = [("marker", 100, T0 + k * step_ns) for k in range(n * spec["steps_per_s"])]
+    db.executemany("INSERT INTO steps VALUES (?,?,?)", steps)
+    for ep, ident, sev, summary in spec["diagnosis"]:
+        db.execute("INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?)",
+                   (ep, ident, sev, sev * 50, 15.0, 100, summary, "why " + ident,
+                    "fix " + ident))
+    db.executemany("INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?)", spec["gpu_calls"])
+    db.executemany("INSERT INTO counters VALUES (?,?)", spec["counters"].items())
+    db.commit()
+    db.close()
+    exp["headline"] = exp["threads"][100]
+    exp["steps"] = len(steps)
+    exp["nstates"] = len(states)
+    return exp
+
+
+def big_spec(threads=100, hours=1.0):
+    """A 1-hour, 100-thread recording (flushes once a second) for timing."""
+    th = [(1000 + k, 1000, "python3" if k == 0 else "worker%d" % k,
+           _mix(cpu=500, data_wait=300, idle=200), _mix(cpu=450, io=50, idle=500))
+          for k in range(threads)]
+    return dict(DEFAULT, flushes=int(hours * 3600),
+                procs=[(1000, 1, "python3", "trainer", 0, 1)], threads=th, states=False)

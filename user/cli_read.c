@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <argp.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli_read.h"
+
+enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
+
+static const struct argp_option report_opts[] = {
+	{ "format", OPT_FORMAT, "text|json|csv", 0, "Report format (default text)" },
+	{ "epoch", OPT_EPOCH, "N", 0, "Only epoch N's window (its label, as the report prints it)" },
+	{ "pid", OPT_PID, "PID", 0, "Only this process and its threads" },
+	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{},
+};
+
+static const struct argp_option trace_opts[] = {
+	{ "output", 'o', "FILE", 0, "Write the trace to FILE (required)" },
+	{},
+};
+
+static const struct argp_option diff_opts[] = {
+	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{},
+};
+
+static long parse_long(const char *arg, struct argp_state *state, const char *what,
+		       long lo)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > INT_MAX)
+		argp_error(state, "invalid %s: '%s'", what, arg);
+	return v;
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct read_env *env = state->input;
+
+	switch (key) {
+	case 'o':
+		env->output = arg;
+		break;
+	case OPT_FORMAT:
+		if (!strcmp(arg, "text"))
+			env->format = RD_TEXT;
+		else if (!strcmp(arg, "json"))
+			env->format = RD_JSON;
+		else if (!strcmp(arg, "csv"))
+			env->format = RD_CSV;
+		else
+			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
+		break;
+	case OPT_EPOCH:
+		env->filter.epoch_set = true;
+		env->filter.epoch = parse_long(arg, state, "epoch", LONG_MIN);
+		break;
+	case OPT_PID:
+		env->filter.pid = (pid_t)parse_long(arg, state, "PID", 1);
+		break;
+	case ARGP_KEY_ARG:
+		if (env->ninputs == 2)
+			argp_error(state, "too many files: '%s'", arg);
+		env->inputs[env->ninputs++] = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static FILE *open_out(const char *path)
+{
+	FILE *f = path ? fopen(path, "w") : stdout;
+
+	if (!f)
+		fprintf(stderr, "trainbpf: cannot write %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+static int close_out(FILE *f, const char *path)
+{
+	int bad = ferror(f);
+
+	if (f != stdout)
+		bad |= fclose(f);
+	else
+		bad |= fflush(f);
+	if (bad) {
+		fprintf(stderr, "trainbpf: cannot write %s\n", path ? path : "stdout");
+		return 1;
+	}
+	return 0;
+}
+
+/* Opens and loads one recording; one line on stderr if it cannot. */
+static int load(struct recording *r, const char *path, const struct rec_filter *flt)
+{
+	char err[512];
+
+	if (rec_open(r, path, err, sizeof(err)) || rec_load(r, flt, err, sizeof(err))) {
+		fprintf(stderr, "trainbpf: %s\n", err);
+		rec_close(r);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_report(const struct read_env *env)
+{
+	struct recording r;
+	struct report_counters c;
+	FILE *out;
+
+	if (load(&r, env->inputs[0], &env->filter))
+		return 1;
+	out = open_out(env->output);
+	if (!out) {
+		rec_close(&r);
+		return 1;
+	}
+	rec_counters(&r, &c);
+	if (env->format == RD_JSON)
+		report_json(out, &r.job, &c, r.end_ns);
+	else if (env->format == RD_CSV)
+		report_csv(out, &r.job);
+	else
+		report_text(out, &r.job, &c, r.end_ns);
+	rec_close(&r);
+	return close_out(out, env->output);
+}
+
+static int run_trace(const struct read_env *env)
+{
+	struct recording r;
+	char err[512];
+	FILE *out;
+	int rc = 1;
+
+	if (rec_open(&r, env->inputs[0], err, sizeof(err))) {
+		fprintf(stderr, "trainbpf: %s\n", err);
+		return 1;
+	}
+	out = open_out(env->output);
+	if (!out)
+		goto cleanup;
+	if (trace_export(&r, out, err, sizeof(err))) {
+		fprintf(stderr, "trainbpf: %s\n", err);
+		close_out(out, env->output);
+		goto cleanup;
+	}
+	rc = close_out(out, env->output);
+cleanup:
+	rec_close(&r);
+	return rc;
+}
+
+static int run_diff(const struct read_env *env)
+{
+	struct recording a, b;
+	FILE *out;
+	int rc = 1;
+
+	if (load(&a, env->inputs[0], &env->filter))
+		return 1;
+	if (load(&b, env->inputs[1], &env->filter)) {
+		rec_close(&a);
+		return 1;
+	}
+	out = open_out(env->output);
+	if (out) {
+		diff_text(out, &a, &b);
+		rc = close_out(out, env->output);
+	}
+	rec_close(&a);
+	rec_close(&b);
+	return rc;
+}
+
+struct subcommand {
+	const char *name;
+	const struct argp_option *opts;
+	const char *args, *doc;
+	int nfiles;
+	int (*run)(const struct read_env *env);
+};
+
+static const struct subcommand subs[] = {
+	{ "report", report_opts, "RUN.DB",
+	  "Print the report of a recording (trainbpf record), as the live tool prints it.\v"
+	  "EXAMPLES:\n    trainbpf report run.db\n    trainbpf report run.db --format csv --epoch 3\n"
+	  "    trainbpf report run.db --format json --pid 1234", 1, run_report },
+	{ "trace", trace_opts, "RUN.DB -o TRACE.JSON",
+	  "Write a recording as a Chrome trace (open it in ui.perfetto.dev or "
+	  "chrome://tracing): each thread's states, epochs, steps, and per-process "
+	  "category shares per flush.", 1, run_trace },
+	{ "diff", diff_opts, "A.DB B.DB",
+	  "Two recordings side by side: headline shares, epochs matched by label, "
+	  "steps/s, and how the diagnosis changed.", 2, run_diff },
+};
+
+bool cli_read_dispatch(int argc, char **argv, int *rc)
+{
+	struct read_env env = { .format = RD_TEXT };
+	char name[64];
+
+	for (size_t i = 0; argc > 1 && i < sizeof(subs) / sizeof(subs[0]); i++) {
+		const struct subcommand *s = &subs[i];
+		struct argp argp = { s->opts, parse_arg, s->args, s->doc };
+
+		if (strcmp(argv[1], s->name))
+			continue;
+		/* "trainbpf report" in --help and in errors. */
+		snprintf(name, sizeof(name), "trainbpf %s", s->name);
+		argv[1] = name;
+		argp_err_exit_status = 2;
+		argp_parse(&argp, argc - 1, argv + 1, 0, NULL, &env);
+		if (env.ninputs != s->nfiles ||
+		    (s->run == run_trace && !env.output)) {
+			fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, s->args);
+			*rc = 2;
+			return true;
+		}
+		*rc = s->run(&env);
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * Two recordings side by side: did a change (a flag, more workers, a new
+ * library) move the time where it was meant to? Shares, not seconds: runs
+ * of different lengths compare by the part of the time each category took.
+ */
+#include <math.h>
+#include <string.h>
+#include "cli_read.h"
+
+/* A finding's severity moves "better" or "worse" past this much. */
+#define SEVERITY_STEP 0.05
+
+static void shares(const int64_t c[TB_NCAT], double pct[TB_NCAT])
+{
+	int64_t total = 0;
+
+	for (int i = 0; i < TB_NCAT; i++)
+		total += c[i];
+	for (int i = 0; i < TB_NCAT; i++)
+		pct[i] = total > 0 ? 100.0 * c[i] / total : 0.0;
+}
+
+static void run_shares(const struct recording *r, double pct[TB_NCAT])
+{
+	uint64_t hl[TB_NCAT];
+	int64_t s[TB_NCAT];
+
+	job_headline(&r->job, hl);
+	for (int i = 0; i < TB_NCAT; i++)
+		s[i] = (int64_t)hl[i];
+	shares(s, pct);
+}
+
+static void headline(FILE *f, const struct recording *a, const struct recording *b)
+{
+	static const int groups[TB_NROLLUP][4] = {
+		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
+		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
+	};
+	double pa[TB_NCAT], pb[TB_NCAT];
+
+	run_shares(a, pa);
+	run_shares(b, pb);
+	fprintf(f, "Headline (trainers' critical path, %% of its time)\n");
+	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		double sa = 0, sb = 0;
+
+		for (int k = 0; groups[r][k] >= 0; k++) {
+			sa += pa[groups[r][k]];
+			sb += pb[groups[r][k]];
+		}
+		fprintf(f, "  %-16s %6.1f%% %6.1f%% %+9.1f\n", tb_rollup_names[r], sa, sb, sb - sa);
+		for (int k = 0; groups[r][k] >= 0; k++) {
+			int c = groups[r][k];
+
+			fprintf(f, "    %-14s %6.1f%% %6.1f%% %+9.1f\n", tb_cat_names[c], pa[c],
+				pb[c], pb[c] - pa[c]);
+		}
+	}
+}
+
+static double steps_per_s(const struct ep_steps *s)
+{
+	return s->count && s->total_ms > 0 ? s->count / (s->total_ms / 1e3) : 0.0;
+}
+
+static double run_steps(const struct recording *r)
+{
+	struct ep_steps s;
+
+	epochs_step_stats(&r->ep, r->start_ns, r->end_ns, false, &s);
+	return steps_per_s(&s);
+}
+
+static double rel_pct(double a, double b)
+{
+	return a > 0 ? 100.0 * (b / a - 1) : 0.0;
+}
+
+static void steps_line(FILE *f, const struct recording *a, const struct recording *b)
+{
+	double sa = run_steps(a), sb = run_steps(b);
+
+	if (!sa && !sb) {
+		fprintf(f, "Steps: none seen in either run\n\n");
+		return;
+	}
+	fprintf(f, "Steps/s: A %.2f, B %.2f", sa, sb);
+	if (sa && sb)
+		fprintf(f, " (%+.1f%%)", rel_pct(sa, sb));
+	fprintf(f, "\n\n");
+}
+
+static const struct ep_stream *stream(const struct recording *r)
+{
+	enum ep_source s = epochs_source(&r->ep);
+
+	return s == EP_NSRC ? NULL : &r->ep.src[s];
+}
+
+static const struct epoch *epoch_by_label(const struct ep_stream *st, long label)
+{
+	for (int i = 0; st && i < st->n; i++)
+		if (st->list[i].label == label)
+			return &st->list[i];
+	return NULL;
+}
+
+static void epoch_row(FILE *f, const struct recording *a, const struct epoch *ea,
+		      const struct recording *b, const struct epoch *eb)
+{
+	int64_t ha[TB_NCAT], hb[TB_NCAT];
+	double pa[TB_NCAT], pb[TB_NCAT], da = (ea->end - ea->start) / 1e9,
+	       db = (eb->end - eb->start) / 1e9;
+
+	epoch_headline(&a->job, ea, ha);
+	epoch_headline(&b->job, eb, hb);
+	shares(ha, pa);
+	shares(hb, pb);
+	fprintf(f, "  %5ld %8.2f %8.2f %+7.1f%% %8.2f %8.2f", ea->label, da, db,
+		rel_pct(da, db), steps_per_s(&ea->steps), steps_per_s(&eb->steps));
+	for (int c = 0; c < TB_NCAT; c++)
+		fprintf(f, " %+5.1f", pb[c] - pa[c]);
+	fputc('\n', f);
+}
+
+static void epochs_table(FILE *f, const struct recording *a, const struct recording *b)
+{
+	static const char *const heads[TB_NCAT] = { "cpu", "gpu", "comm", "data", "io",
+						    "rq", "lock", "idle" };
+	const struct ep_stream *sa = stream(a), *sb = stream(b);
+	int matched = 0;
+
+	fprintf(f, "Epochs (matched by label; category columns: B-A in points of the headline)\n");
+	fprintf(f, "  %5s %8s %8s %8s %8s %8s", "EPOCH", "A_S", "B_S", "TIME", "A_STEP/S",
+		"B_STEP/S");
+	for (int c = 0; c < TB_NCAT; c++)
+		fprintf(f, " %5s", heads[c]);
+	fputc('\n', f);
+	for (int i = 0; sa && i < sa->n; i++) {
+		const struct epoch *eb = epoch_by_label(sb, sa->list[i].label);
+
+		if (!eb) {
+			fprintf(f, "  %5ld %8.2f %8s (only in A)\n", sa->list[i].label,
+				(sa->list[i].end - sa->list[i].start) / 1e9, "-");
+			continue;
+		}
+		epoch_row(f, a, &sa->list[i], b, eb);
+		matched++;
+	}
+	for (int i = 0; sb && i < sb->n; i++)
+		if (!epoch_by_label(sa, sb->list[i].label))
+			fprintf(f, "  %5ld %8s %8.2f (only in B)\n", sb->list[i].label, "-",
+				(sb->list[i].end - sb->list[i].start) / 1e9);
+	if (!matched)
+		fprintf(f, "  (no epoch in both runs)\n");
+	fputc('\n', f);
+}
+
+/* The first run-level finding of a with id, or NULL. */
+static const struct dg_finding *finding(const struct recording *r, enum dg_id id)
+{
+	for (int i = 0; i < r->nsaved; i++)
+		if (r->saved[i].run && r->saved[i].f.id == id)
+			return &r->saved[i].f;
+	return NULL;
+}
+
+static void diagnosis(FILE *f, const struct recording *a, const struct recording *b)
+{
+	int shown = 0;
+
+	fprintf(f, "Diagnosis (severity 0-1, A -> B)\n");
+	for (int id = 0; id <= DG_NIDS; id++) {
+		const struct dg_finding *fa = finding(a, id), *fb = finding(b, id);
+		const char *what;
+
+		if (!fa && !fb)
+			continue;
+		if (!fa)
+			what = "appeared";
+		else if (!fb)
+			what = "gone";
+		else if (fb->severity < fa->severity - SEVERITY_STEP)
+			what = "better";
+		else if (fb->severity > fa->severity + SEVERITY_STEP)
+			what = "worse";
+		else
+			what = "same";
+		fprintf(f, "  %-9s %-18s ", what, diag_id_name(id));
+		if (fa)
+			fprintf(f, "%.2f", fa->severity);
+		else
+			fprintf(f, "  - ");
+		fprintf(f, " -> ");
+		if (fb)
+			fprintf(f, "%.2f", fb->severity);
+		else
+			fprintf(f, "  - ");
+		fprintf(f, "  %s\n", (fb ? fb : fa)->summary);
+		shown++;
+	}
+	if (!shown)
+		fprintf(f, "  no finding in either run\n");
+}
+
+void diff_text(FILE *f, const struct recording *a, const struct recording *b)
+{
+	fprintf(f, "trainbpf diff\n  A: %s (%.2f s)\n  B: %s (%.2f s)\n\n", a->path,
+		(a->end_ns - a->start_ns) / 1e9, b->path, (b->end_ns - b->start_ns) / 1e9);
+	headline(f, a, b);
+	fputc('\n', f);
+	steps_line(f, a, b);
+	epochs_table(f, a, b);
+	diagnosis(f, a, b);
+}

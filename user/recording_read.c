@@ -1,0 +1,981 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * A recording back into struct job, epochs, steps, gpu and diag. Every
+ * query checks every step: a truncated or corrupt file fails in the middle
+ * of a table, and must end in one line, not in half a report.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "recording_read.h"
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+struct q {
+	sqlite3_stmt *st;
+	int rc;
+};
+
+static int q_open(struct recording *r, struct q *q, const char *sql, char *err, size_t errlen)
+{
+	q->st = NULL;
+	q->rc = sqlite3_prepare_v2(r->db, sql, -1, &q->st, NULL);
+	if (q->rc != SQLITE_OK)
+		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
+	return 0;
+}
+
+/* true while there is a row; q->rc tells DONE from an error afterwards. */
+static bool q_row(struct q *q)
+{
+	q->rc = sqlite3_step(q->st);
+	return q->rc == SQLITE_ROW;
+}
+
+static int q_close(struct recording *r, struct q *q, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	if (q->rc != SQLITE_DONE && q->rc != SQLITE_OK)
+		rc = ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
+	sqlite3_finalize(q->st);
+	q->st = NULL;
+	return rc;
+}
+
+static int64_t col_i64(struct q *q, int i)
+{
+	return sqlite3_column_int64(q->st, i);
+}
+
+static bool col_null(struct q *q, int i)
+{
+	return sqlite3_column_type(q->st, i) == SQLITE_NULL;
+}
+
+/* A text column, "" for NULL (every column may be NULL in a hostile file). */
+static const char *col_str(struct q *q, int i)
+{
+	const unsigned char *s = sqlite3_column_text(q->st, i);
+
+	return s ? (const char *)s : "";
+}
+
+/* Times are unsigned in the structures: a negative one is bad data, 0. */
+static uint64_t col_ns(struct q *q, int i)
+{
+	int64_t v = col_i64(q, i);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p)
+		abort();	/* as job.c: out of memory, nothing left to say */
+	return p;
+}
+
+static int pragma_int(struct recording *r, const char *sql, int64_t *out,
+		      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, sql, err, errlen))
+		return -1;
+	*out = q_row(&q) ? col_i64(&q, 0) : 0;
+	if (q.rc == SQLITE_ROW)
+		q.rc = SQLITE_DONE;
+	return q_close(r, &q, err, errlen);
+}
+
+static int check_header(struct recording *r, char *err, size_t errlen)
+{
+	int64_t app, ver;
+
+	if (pragma_int(r, "PRAGMA application_id", &app, err, errlen) ||
+	    pragma_int(r, "PRAGMA user_version", &ver, err, errlen))
+		return -1;
+	if (app != REC_APP_ID)
+		return ERR("%s: not a trainbpf recording (SQLite application_id 0x%llx, want 0x%x)",
+			   r->path, (unsigned long long)(uint32_t)app, REC_APP_ID);
+	if (ver > REC_VERSION)
+		return ERR("%s: recorded by a newer trainbpf (schema %lld; this one reads up to %d)",
+			   r->path, (long long)ver, REC_VERSION);
+	if (ver < 1)
+		return ERR("%s: not a trainbpf recording (schema version %lld)", r->path, (long long)ver);
+	return 0;
+}
+
+/*
+ * A WAL file needs its -shm beside it even to read; a reader that cannot
+ * create one (a root-owned directory) reads the database file alone,
+ * which holds everything up to the last checkpoint.
+ */
+static int open_db(struct recording *r, const char *path, bool immutable)
+{
+	char uri[4200];
+
+	if (!immutable)
+		return sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
+	snprintf(uri, sizeof(uri), "file:%s?immutable=1", path);
+	return sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+}
+
+int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
+{
+	struct stat sb;
+
+	memset(r, 0, sizeof(*r));
+	r->path = path;
+	if (stat(path, &sb))
+		return ERR("cannot open %s: %s", path, strerror(errno));
+	if (!S_ISREG(sb.st_mode))
+		return ERR("cannot read %s: not a regular file", path);
+	if (strlen(path) > 4000)
+		return ERR("cannot open %s: path too long", path);
+	for (int immutable = 0; immutable < 2; immutable++) {
+		if (open_db(r, path, immutable) != SQLITE_OK) {
+			snprintf(err, errlen, "cannot open %s: %s", path,
+				 r->db ? sqlite3_errmsg(r->db) : "out of memory");
+			sqlite3_close(r->db);
+			r->db = NULL;
+			continue;
+		}
+		if (!check_header(r, err, errlen))
+			return 0;
+		/* Only a WAL -shm problem deserves the second try. */
+		if (sqlite3_errcode(r->db) != SQLITE_CANTOPEN &&
+		    sqlite3_errcode(r->db) != SQLITE_READONLY)
+			break;
+		sqlite3_close(r->db);
+		r->db = NULL;
+	}
+	sqlite3_close(r->db);
+	r->db = NULL;
+	return -1;
+}
+
+/* ---- meta ---- */
+
+static int load_meta(struct recording *r, char *err, size_t errlen)
+{
+	struct q q;
+	bool have_start = false;
+
+	if (q_open(r, &q, "SELECT key, value FROM meta", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		const char *k = col_str(&q, 0), *v = col_str(&q, 1);
+
+		if (!strcmp(k, "start_mono_ns")) {
+			r->start_ns = strtoull(v, NULL, 10);
+			have_start = true;
+		} else if (!strcmp(k, "start_unix_s")) {
+			r->job.window_start_unix = strtod(v, NULL);
+		} else if (!strcmp(k, "end_mono_ns")) {
+			r->end_ns = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "complete")) {
+			r->complete = !strcmp(v, "1");
+		} else if (!strcmp(k, "states_lost")) {
+			r->states_lost = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "epochs_wanted")) {
+			double iv;
+
+			if (epochs_parse_source(v, &r->ep.want, &iv))
+				r->ep.want = EP_AUTO;
+		}
+	}
+	if (q_close(r, &q, err, errlen))
+		return -1;
+	if (!have_start)
+		return ERR("%s: incomplete recording: no start time in meta", r->path);
+	return 0;
+}
+
+/* A recording cut short has no end time: its last flush is the end. */
+static int find_end(struct recording *r, char *err, size_t errlen)
+{
+	int64_t last;
+
+	if (r->end_ns)
+		return 0;
+	if (pragma_int(r, "SELECT max(ts_ns) FROM samples", &last, err, errlen))
+		return -1;
+	r->end_ns = last > 0 && (uint64_t)last > r->start_ns ? (uint64_t)last : r->start_ns;
+	return 0;
+}
+
+/* ---- processes and threads ---- */
+
+static enum tb_role role_from(const char *s)
+{
+	if (!strcmp(s, "trainer"))
+		return TB_ROLE_TRAINER;
+	if (!strcmp(s, "worker"))
+		return TB_ROLE_WORKER;
+	return TB_ROLE_OTHER;
+}
+
+static int load_procs(struct recording *r, const struct rec_filter *flt,
+		      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT pid, ppid, comm, exe, role, flags, root, start_ns, "
+		   "end_ns, exit_code FROM processes ORDER BY start_ns, pid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 0);
+		struct proc_rec *p;
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		p = job_add_proc(&r->job, pid, (pid_t)col_i64(&q, 1), col_str(&q, 2),
+				 col_ns(&q, 7));
+		strncpy(p->exe, col_str(&q, 3), sizeof(p->exe) - 1);
+		p->role = role_from(col_str(&q, 4));
+		p->flags = (unsigned int)col_i64(&q, 5);
+		p->root = col_i64(&q, 6) != 0;
+		p->end_ns = col_ns(&q, 8);
+		p->exit_code = (int)col_i64(&q, 9);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* The process pid that had started by ts (pids are reused), else any. */
+static struct proc_rec *proc_at(struct job *job, pid_t pid, uint64_t ts)
+{
+	struct proc_rec *any = NULL;
+
+	for (int i = job->nprocs - 1; i >= 0; i--) {
+		if (job->procs[i].pid != pid)
+			continue;
+		if (job->procs[i].start_ns <= ts)
+			return &job->procs[i];
+		any = &job->procs[i];
+	}
+	return any;
+}
+
+static int load_threads(struct recording *r, const struct rec_filter *flt,
+			char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT tid, pid, comm, start_ns, end_ns FROM threads "
+		   "ORDER BY start_ns, tid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 1);
+		uint64_t start = col_ns(&q, 3);
+		struct proc_rec *p;
+		struct thread_rec *t;
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		p = proc_at(&r->job, pid, start);
+		if (!p)	/* a thread whose process row is missing: keep its time */
+			p = job_add_proc(&r->job, pid, 0, col_str(&q, 2), start);
+		t = job_add_thread(p, (pid_t)col_i64(&q, 0), col_str(&q, 2), start);
+		t->end_ns = col_ns(&q, 4);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* ---- samples: per-thread totals, per-epoch per-process deltas ---- */
+
+struct tref {
+	pid_t tid;
+	uint64_t start;
+	int proc;
+	struct thread_rec *t;
+};
+
+static int tref_cmp(const void *a, const void *b)
+{
+	const struct tref *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Threads by (tid, start): a flush row finds its thread in log time. */
+static struct tref *thread_index(struct job *job, int *n)
+{
+	struct tref *ix;
+	int k = 0;
+
+	*n = 0;
+	for (int i = 0; i < job->nprocs; i++)
+		*n += job->procs[i].nthreads;
+	ix = xcalloc(*n, sizeof(*ix));
+	for (int i = 0; i < job->nprocs; i++)
+		for (int j = 0; j < job->procs[i].nthreads; j++)
+			ix[k++] = (struct tref){ job->procs[i].threads[j].tid,
+						 job->procs[i].threads[j].start_ns, i,
+						 &job->procs[i].threads[j] };
+	qsort(ix, *n, sizeof(*ix), tref_cmp);
+	return ix;
+}
+
+/* The thread tid that had started by ts, else its first one; NULL if none. */
+static const struct tref *thread_at(const struct tref *ix, int n, pid_t tid, uint64_t ts)
+{
+	int lo = 0, hi = n, best = -1;
+
+	while (lo < hi) {	/* first entry with tid >= wanted */
+		int mid = (lo + hi) / 2;
+
+		if (ix[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int i = lo; i < n && ix[i].tid == tid; i++) {
+		if (best < 0 || ix[i].start <= ts)
+			best = i;
+		if (ix[i].start > ts)
+			break;
+	}
+	return best < 0 ? NULL : &ix[best];
+}
+
+/* Per epoch of the reported source, per process: sums of its flushes. */
+struct ep_acc {
+	struct epoch *list;
+	int n;
+	struct ep_proc **d;	/* [epoch][proc], allocated on first use */
+	int nprocs;
+};
+
+/* The epoch whose (start, end] holds ts: a flush ends the time it sums. */
+static int epoch_of(const struct ep_acc *a, uint64_t ts)
+{
+	int lo = 0, hi = a->n;
+
+	while (lo < hi) {	/* first epoch starting at or after ts */
+		int mid = (lo + hi) / 2;
+
+		if (a->list[mid].start < ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || ts > a->list[lo - 1].end)
+		return -1;
+	return lo - 1;
+}
+
+static void add_epoch(struct ep_acc *a, const struct tref *t, bool is_main, uint64_t ts,
+		      const int64_t own[TB_NCAT], const int64_t cp[TB_NCAT])
+{
+	int e = epoch_of(a, ts);
+	struct ep_proc *p;
+
+	if (e < 0)
+		return;
+	if (!a->d[e])
+		a->d[e] = xcalloc(a->nprocs, sizeof(struct ep_proc));
+	p = &a->d[e][t->proc];
+	for (int c = 0; c < TB_NCAT; c++) {
+		p->own[c] += own[c];
+		if (is_main) {
+			p->main_own[c] += own[c];
+			p->main_cp[c] += cp[c];
+		}
+	}
+}
+
+static void add_sample(struct thread_rec *t, const int64_t own[TB_NCAT],
+		       const int64_t cp[TB_NCAT], const int64_t extra[3])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		t->own[c] += own[c];
+		t->cp[c] += cp[c];
+	}
+	t->io_rbytes += extra[0];
+	t->io_wbytes += extra[1];
+	t->nswitch += extra[2];
+}
+
+/* Deltas are gains; a negative one is bad data and counts as nothing. */
+static void sample_cols(struct q *q, int64_t own[TB_NCAT], int64_t cp[TB_NCAT],
+			int64_t extra[3])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		own[c] = col_i64(q, 3 + c);
+		cp[c] = col_i64(q, 3 + TB_NCAT + c);
+		own[c] = own[c] > 0 ? own[c] : 0;
+		cp[c] = cp[c] > 0 ? cp[c] : 0;
+	}
+	for (int k = 0; k < 3; k++) {
+		extra[k] = col_i64(q, 3 + 2 * TB_NCAT + k);
+		extra[k] = extra[k] > 0 ? extra[k] : 0;
+	}
+}
+
+static int load_samples(struct recording *r, struct ep_acc *acc, uint64_t ws,
+			uint64_t we, bool windowed, char *err, size_t errlen)
+{
+	struct job *job = &r->job;
+	int nix, rc = -1;
+	struct tref *ix = thread_index(job, &nix);
+	struct q q;
+
+	if (q_open(r, &q, "SELECT ts_ns, tid, pid, cpu, gpu_wait, comm, data_wait, io, "
+		   "runqueue, lock, idle, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, cp_io, "
+		   "cp_runqueue, cp_lock, cp_idle, io_rbytes, io_wbytes, nswitch FROM samples",
+		   err, errlen))
+		goto cleanup;
+	while (q_row(&q)) {
+		uint64_t ts = col_ns(&q, 0);
+		int64_t own[TB_NCAT], cp[TB_NCAT], extra[3];
+		const struct tref *t;
+
+		if (windowed && (ts <= ws || ts > we))
+			continue;
+		t = thread_at(ix, nix, (pid_t)col_i64(&q, 1), ts);
+		/* Not in threads (or filtered out by --pid): not reported. */
+		if (!t || job->procs[t->proc].pid != (pid_t)col_i64(&q, 2))
+			continue;
+		sample_cols(&q, own, cp, extra);
+		add_sample(t->t, own, cp, extra);
+		add_epoch(acc, t, t->tid == job->procs[t->proc].pid, ts, own, cp);
+	}
+	rc = q_close(r, &q, err, errlen);
+cleanup:
+	free(ix);
+	return rc;
+}
+
+/* ---- epochs ---- */
+
+static enum ep_source source_from(const char *s)
+{
+	for (int i = 0; i < EP_NSRC; i++)
+		if (!strcmp(s, epochs_source_name(i)))
+			return i;
+	return EP_NSRC;
+}
+
+static void push_epoch(struct ep_stream *st, long label, uint64_t start, uint64_t end,
+		       bool complete)
+{
+	struct epoch *e;
+
+	if (st->n == st->cap) {
+		st->cap = st->cap ? st->cap * 2 : 8;
+		st->list = realloc(st->list, st->cap * sizeof(*st->list));
+		if (!st->list)
+			abort();
+	}
+	e = &st->list[st->n++];
+	memset(e, 0, sizeof(*e));
+	e->label = label;
+	e->start = start;
+	e->end = end > start ? end : start;
+	e->complete = complete;
+}
+
+static int load_epoch_rows(struct recording *r, char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT source, label, start_ns, end_ns, complete FROM epochs "
+		   "ORDER BY start_ns", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		enum ep_source s = source_from(col_str(&q, 0));
+
+		if (s == EP_NSRC)
+			continue;	/* a source this build does not know */
+		push_epoch(&r->ep.src[s], (long)col_i64(&q, 1), col_ns(&q, 2),
+			   col_null(&q, 3) ? r->end_ns : col_ns(&q, 3), col_i64(&q, 4) != 0);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* Keeps only the epochs the reports show: one source, maybe one epoch. */
+static int pick_epochs(struct recording *r, const struct rec_filter *flt,
+		       char *err, size_t errlen)
+{
+	enum ep_source s = epochs_source(&r->ep);
+	struct ep_stream *st;
+
+	for (int i = 0; i < EP_NSRC; i++) {
+		if (i == (int)s)
+			continue;
+		free(r->ep.src[i].list);
+		memset(&r->ep.src[i], 0, sizeof(r->ep.src[i]));
+	}
+	if (!flt->epoch_set)
+		return 0;
+	st = s == EP_NSRC ? NULL : &r->ep.src[s];
+	for (int i = 0; st && i < st->n; i++) {
+		if (st->list[i].label != flt->epoch)
+			continue;
+		st->list[0] = st->list[i];
+		st->n = 1;
+		return 0;
+	}
+	if (!st || !st->n)
+		return ERR("%s: no epoch %ld: the recording has no epochs", r->path, flt->epoch);
+	return ERR("%s: no epoch %ld (epochs %ld to %ld)", r->path, flt->epoch,
+		   st->list[0].label, st->list[st->n - 1].label);
+}
+
+static bool changed(const struct ep_proc *d)
+{
+	for (int c = 0; c < TB_NCAT; c++)
+		if (d->own[c] || d->main_cp[c] || d->main_own[c])
+			return true;
+	return false;
+}
+
+/* The accumulated flushes into each epoch's d[], as close_epoch makes it. */
+static void finish_epochs(struct recording *r, struct ep_acc *acc)
+{
+	for (int i = 0; i < acc->n; i++) {
+		struct epoch *e = &acc->list[i];
+
+		e->d = xcalloc(acc->nprocs, sizeof(*e->d));
+		for (int k = 0; acc->d[i] && k < acc->nprocs; k++) {
+			struct ep_proc d = acc->d[i][k];
+			const struct proc_rec *p = &r->job.procs[k];
+
+			if (!changed(&d))
+				continue;
+			d.pid = p->pid;
+			d.start = p->start_ns;
+			d.end = p->end_ns;
+			e->d[e->n++] = d;
+		}
+		epochs_step_stats(&r->ep, e->start, e->end, true, &e->steps);
+	}
+}
+
+/* ---- steps ---- */
+
+static void push_u64(uint64_t **arr, int *n, int *cap, uint64_t v)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 64;
+		*arr = realloc(*arr, *cap * sizeof(**arr));
+		if (!*arr)
+			abort();
+	}
+	(*arr)[(*n)++] = v;
+}
+
+static void marker_step(struct epochs *ep, pid_t pid, uint64_t ts)
+{
+	int i;
+
+	push_u64(&ep->steps, &ep->nsteps, &ep->capsteps, ts);
+	for (i = 0; i < ep->nstep_pids && ep->step_pids[i] != pid; i++)
+		;
+	if (i == ep->nstep_pids && i < EP_MAX_STEP_PIDS && pid)
+		ep->step_pids[ep->nstep_pids++] = pid;
+}
+
+/* Steps found from calls: one series per process, as its main thread's. */
+static void call_step(struct steps *st, pid_t pid, uint64_t ts)
+{
+	struct st_thread *t = NULL;
+
+	for (int i = 0; i < st->nth && !t; i++)
+		if (st->th[i].pid == pid)
+			t = &st->th[i];
+	if (!t) {
+		st->th = realloc(st->th, (st->nth + 1) * sizeof(*st->th));
+		if (!st->th)
+			abort();
+		t = &st->th[st->nth++];
+		memset(t, 0, sizeof(*t));
+		t->pid = t->tid = pid;
+	}
+	push_u64(&t->bounds, &t->nbounds, &t->capbounds, ts);
+}
+
+static int load_steps(struct recording *r, const struct rec_filter *flt,
+		      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT source, pid, ts_ns FROM steps ORDER BY ts_ns", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 1);
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		if (!strcmp(col_str(&q, 0), "marker"))
+			marker_step(&r->ep, pid, col_ns(&q, 2));
+		else if (!strcmp(col_str(&q, 0), "calls"))
+			call_step(&r->steps, pid, col_ns(&q, 2));
+	}
+	r->ep.calls = &r->steps;
+	return q_close(r, &q, err, errlen);
+}
+
+/* ---- CUDA/NCCL ---- */
+
+static struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid)
+{
+	struct gpu_proc *p;
+
+	for (int i = 0; i < g->nprocs; i++)
+		if (g->procs[i].pid == pid)
+			return &g->procs[i];
+	g->procs = realloc(g->procs, (g->nprocs + 1) * sizeof(*p));
+	if (!g->procs)
+		abort();
+	p = &g->procs[g->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->detached = true;	/* nothing attached: gpu_free must not detach */
+	return p;
+}
+
+/* An object of family fam mapped by p: the report lists the libraries per process. */
+static void gpu_map(struct gpu *g, struct gpu_proc *p, int obj)
+{
+	struct gpu_mapping *m;
+
+	for (int i = 0; i < p->nmaps; i++)
+		if (p->maps[i].obj == obj)
+			return;
+	p->maps = realloc(p->maps, (p->nmaps + 1) * sizeof(*m));
+	if (!p->maps)
+		abort();
+	m = &p->maps[p->nmaps++];
+	memset(m, 0, sizeof(*m));
+	m->obj = obj;
+	m->multi_fds[0] = m->multi_fds[1] = m->multi_fds[2] = -1;
+}
+
+static int gpu_object(struct gpu *g, const char *path, int fam, const char *version,
+		      bool is_static)
+{
+	struct gpu_object *o;
+
+	for (int i = 0; i < g->nobjs; i++)
+		if (!strcmp(g->objs[i].path, path) && (g->objs[i].families & (1u << fam)))
+			return i;
+	g->objs = realloc(g->objs, (g->nobjs + 1) * sizeof(*o));
+	if (!g->objs)
+		abort();
+	o = &g->objs[g->nobjs];
+	memset(o, 0, sizeof(*o));
+	strncpy(o->path, path, sizeof(o->path) - 1);
+	o->families = 1u << fam;
+	o->is_static[fam] = is_static;
+	strncpy(o->version[fam], version, sizeof(o->version[fam]) - 1);
+	return g->nobjs++;
+}
+
+static int family_from(const char *s)
+{
+	for (int f = 0; f < GF_NFAMILIES; f++)
+		if (!strcmp(s, gpu_family_names[f]))
+			return f;
+	return -1;
+}
+
+static bool has_table(struct recording *r, const char *name)
+{
+	sqlite3_stmt *st;
+	bool yes = false;
+
+	if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+			       "AND name = ?", -1, &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return yes;
+}
+
+/* gpu_libraries (added to the schema later): the files, as found. */
+static int load_gpu_libraries(struct recording *r, const struct rec_filter *flt,
+			      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (!has_table(r, "gpu_libraries"))
+		return 0;
+	if (q_open(r, &q, "SELECT pid, family, path, version, static FROM gpu_libraries",
+		   err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 0);
+		int fam = family_from(col_str(&q, 1));
+
+		if (fam < 0 || (flt->pid && pid != flt->pid))
+			continue;
+		gpu_map(&r->gpu, gpu_proc_get(&r->gpu, pid),
+			gpu_object(&r->gpu, col_str(&q, 2), fam, col_str(&q, 3),
+				   col_i64(&q, 4) != 0));
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* Without gpu_libraries, a family called is a family mapped, file unknown. */
+static void infer_libraries(struct gpu *g)
+{
+	if (g->nobjs)
+		return;
+	for (int i = 0; i < g->nprocs; i++)
+		for (int a = 0; a < gpu_napis; a++)
+			if (g->procs[i].stat[a].calls || g->procs[i].stat[a].nested)
+				gpu_map(g, &g->procs[i], gpu_object(g, "(file not recorded)",
+								    gpu_apis[a].family, "", false));
+}
+
+static int load_gpu(struct recording *r, const struct rec_filter *flt,
+		    char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT pid, api, calls, nested, bytes, ns FROM gpu_calls",
+		   err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 0);
+		int a = gpu_api_find(col_str(&q, 1));
+		struct tb_api_stat *s;
+
+		if (a < 0 || (flt->pid && pid != flt->pid))
+			continue;
+		s = &gpu_proc_get(&r->gpu, pid)->stat[a];
+		s->calls += col_ns(&q, 2);
+		s->nested += col_ns(&q, 3);
+		s->bytes += col_ns(&q, 4);
+		s->ns += col_ns(&q, 5);
+		if (gpu_apis[a].kind == TB_AK_LAUNCH && s->calls)
+			r->gpu.launches = true;	/* launches are counted only when asked */
+	}
+	if (q_close(r, &q, err, errlen) || load_gpu_libraries(r, flt, err, errlen))
+		return -1;
+	infer_libraries(&r->gpu);
+	return 0;
+}
+
+/* ---- diagnosis and counters ---- */
+
+static void saved_push(struct recording *r, const struct dg_finding *f, bool run, long epoch)
+{
+	struct dg_saved *s;
+
+	r->saved = realloc(r->saved, (r->nsaved + 1) * sizeof(*s));
+	if (!r->saved)
+		abort();
+	s = &r->saved[r->nsaved++];
+	s->f = *f;
+	s->run = run;
+	s->epoch = epoch;
+}
+
+static void finding_cols(struct q *q, struct dg_finding *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->id = diag_id_find(col_str(q, 1));
+	f->severity = sqlite3_column_double(q->st, 2);
+	f->value = sqlite3_column_double(q->st, 3);
+	f->threshold = sqlite3_column_double(q->st, 4);
+	f->pid = (pid_t)col_i64(q, 5);
+	snprintf(f->summary, sizeof(f->summary), "%s", col_str(q, 6));
+	snprintf(f->evidence, sizeof(f->evidence), "%s", col_str(q, 7));
+	snprintf(f->advice, sizeof(f->advice), "%s", col_str(q, 8));
+}
+
+/*
+ * Under --epoch N the window is epoch N: its findings are the run's too.
+ * Under --pid N only the findings that name that process.
+ */
+static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
+			  char *err, size_t errlen)
+{
+	struct dg_finding f;
+	struct q q;
+
+	/* Not NULL even when empty: the reports judge nothing on a recording. */
+	r->saved = xcalloc(1, sizeof(*r->saved));
+	if (q_open(r, &q, "SELECT epoch, id, severity, value, threshold, pid, summary, "
+		   "evidence, advice FROM diagnosis ORDER BY rowid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		bool run = col_null(&q, 0);
+		long epoch = (long)col_i64(&q, 0);
+
+		finding_cols(&q, &f);
+		if (flt->pid && f.pid != flt->pid)
+			continue;
+		if (flt->epoch_set && (run || epoch != flt->epoch))
+			continue;
+		saved_push(r, &f, run, epoch);
+		if (flt->epoch_set)
+			saved_push(r, &f, true, epoch);
+	}
+	r->diag.saved = r->saved;
+	r->diag.nsaved = r->nsaved;
+	r->job.diag = &r->diag;
+	return q_close(r, &q, err, errlen);
+}
+
+static int load_counters(struct recording *r, char *err, size_t errlen)
+{
+	static const struct { const char *key; size_t off; } keys[] = {
+		{ "events_lost", offsetof(struct tb_counters, events_lost) },
+		{ "slots_exhausted", offsetof(struct tb_counters, slots_exhausted) },
+		{ "storage_failed", offsetof(struct tb_counters, storage_failed) },
+		{ "sched_missed", offsetof(struct tb_counters, sched_missed) },
+		{ "api_stats_full", offsetof(struct tb_counters, api_stats_full) },
+		{ "api_preempted", offsetof(struct tb_counters, api_preempted) },
+	};
+	struct q q;
+
+	if (q_open(r, &q, "SELECT key, value FROM counters", err, errlen))
+		return -1;
+	while (q_row(&q))
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (!strcmp(col_str(&q, 0), keys[k].key))
+				*(uint64_t *)((char *)&r->bpf + keys[k].off) = col_ns(&q, 1);
+	return q_close(r, &q, err, errlen);
+}
+
+void rec_counters(const struct recording *r, struct report_counters *out)
+{
+	job_counters(&r->job, &r->bpf, out);
+}
+
+/* ---- the window ---- */
+
+static bool outside(uint64_t start, uint64_t end, uint64_t ws, uint64_t we)
+{
+	return (end && end <= ws) || start >= we;
+}
+
+/*
+ * One epoch's window: threads and processes that did not live in it go,
+ * the others are cut to it (alive at its end reads as end_ns 0).
+ */
+static void clip_window(struct job *job, uint64_t ws, uint64_t we)
+{
+	int np = 0;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+		int nt = 0;
+
+		for (int j = 0; j < p->nthreads; j++) {
+			struct thread_rec t = p->threads[j];
+
+			if (outside(t.start_ns, t.end_ns, ws, we) && !sum_cats(t.own))
+				continue;
+			t.start_ns = t.start_ns < ws ? ws : t.start_ns;
+			t.end_ns = t.end_ns > we ? 0 : t.end_ns;
+			p->threads[nt++] = t;
+		}
+		p->nthreads = nt;
+		if (!nt && outside(p->start_ns, p->end_ns, ws, we)) {
+			free(p->threads);
+			continue;
+		}
+		p->start_ns = p->start_ns < ws ? ws : p->start_ns;
+		p->end_ns = p->end_ns > we ? 0 : p->end_ns;
+		job->procs[np++] = *p;
+	}
+	job->nprocs = np;
+}
+
+static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
+			     char *err, size_t errlen)
+{
+	enum ep_source s = epochs_source(&r->ep);
+	struct ep_acc acc = { 0 };
+	uint64_t ws = r->start_ns, we = r->end_ns;
+	int rc;
+
+	if (s != EP_NSRC) {
+		acc.list = r->ep.src[s].list;
+		acc.n = r->ep.src[s].n;
+	}
+	if (flt->epoch_set) {
+		ws = acc.list[0].start;
+		we = acc.list[0].end;
+	}
+	acc.nprocs = r->job.nprocs;
+	acc.d = xcalloc(acc.n, sizeof(*acc.d));
+	rc = load_samples(r, &acc, ws, we, flt->epoch_set, err, errlen);
+	if (!rc)
+		finish_epochs(r, &acc);
+	for (int i = 0; i < acc.n; i++)
+		free(acc.d[i]);
+	free(acc.d);
+	if (flt->epoch_set) {
+		r->job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
+		r->start_ns = ws;
+		r->end_ns = we;
+		clip_window(&r->job, ws, we);
+	}
+	return rc;
+}
+
+int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen)
+{
+	r->ep.want = EP_AUTO;
+	r->ep.interval_s = EP_AUTO_INTERVAL_S;
+	if (load_meta(r, err, errlen) || find_end(r, err, errlen) ||
+	    load_procs(r, flt, err, errlen) || load_threads(r, flt, err, errlen) ||
+	    load_epoch_rows(r, err, errlen) || pick_epochs(r, flt, err, errlen) ||
+	    load_steps(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
+	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
+	    load_counters(r, err, errlen))
+		return -1;
+	r->job.window_start_ns = r->start_ns;
+	r->ep.prev.ts = r->end_ns;
+	r->job.epochs = &r->ep;
+	r->job.gpu = &r->gpu;
+	return 0;
+}
+
+void rec_close(struct recording *r)
+{
+	for (int s = 0; s < EP_NSRC; s++) {
+		for (int i = 0; i < r->ep.src[s].n; i++)
+			free(r->ep.src[s].list[i].d);
+		free(r->ep.src[s].list);
+	}
+	free(r->ep.steps);
+	steps_free(&r->steps);
+	for (int i = 0; i < r->gpu.nprocs; i++)
+		free(r->gpu.procs[i].maps);
+	free(r->gpu.procs);
+	free(r->gpu.objs);
+	free(r->saved);
+	job_free(&r->job);
+	sqlite3_close(r->db);
+	memset(r, 0, sizeof(*r));
+}
+
+int rec_query(struct recording *r, const char *sql,
+	      void (*row)(struct sqlite3_stmt *st, void *arg), void *arg,
+	      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, sql, err, errlen))
+		return -1;
+	while (q_row(&q))
+		row(q.st, arg);
+	return q_close(r, &q, err, errlen);
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Reading a recording (docs/recording.md) back into the structures the
+ * live tool reports from: the job with its processes, threads and their
+ * totals summed from the flushes, the epochs with per-process deltas, the
+ * steps, the CUDA/NCCL counts and the diagnosis as it was judged. The
+ * reports then print a recording exactly as they print a live run.
+ */
+#ifndef TB_RECORDING_READ_H
+#define TB_RECORDING_READ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "diagnosis.h"
+#include "epochs.h"
+#include "gpu.h"
+#include "job.h"
+#include "report.h"
+#include "steps.h"
+
+#define REC_APP_ID 0x74627066	/* "tbpf" */
+#define REC_VERSION 1
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+/* What to load: the whole run, or one epoch's window, or one process. */
+struct rec_filter {
+	bool epoch_set;
+	long epoch;		/* label, of the reported epoch source */
+	pid_t pid;		/* 0: every process */
+};
+
+struct recording {
+	struct sqlite3 *db;
+	const char *path;
+	struct job job;
+	struct gpu gpu;
+	struct epochs ep;
+	struct steps steps;
+	struct diag diag;
+	struct dg_saved *saved;
+	int nsaved;
+	struct tb_counters bpf;
+	uint64_t start_ns, end_ns;	/* the recording (or the epoch's window) */
+	bool complete;		/* meta.complete: it ended cleanly */
+	uint64_t states_lost;	/* meta.states_lost */
+};
+
+/*
+ * Opens path read-only and checks that it is a recording this build can
+ * read. On failure writes one line into err and returns -1.
+ */
+int rec_open(struct recording *r, const char *path, char *err, size_t errlen);
+/* Loads everything the reports need; -1 and a line in err on failure. */
+int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen);
+void rec_close(struct recording *r);
+/*
+ * Runs sql and calls row for each result row, checking every step: 0, or
+ * -1 and a line in err (a corrupt page half-way through a table).
+ */
+int rec_query(struct recording *r, const char *sql,
+	      void (*row)(struct sqlite3_stmt *st, void *arg), void *arg,
+	      char *err, size_t errlen);
+
+/* The counters of report_text/report_json. */
+void rec_counters(const struct recording *r, struct report_counters *out);
+
+#endif

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * --format csv: one row per process (its threads summed), then one per
+ * thread, seconds per category: what a spreadsheet or pandas wants.
+ */
+#include "cli_read.h"
+
+/* RFC 4180: quoted, quotes doubled; comm is bytes the job chose. */
+static void csv_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT])
+{
+	fprintf(f, ",%.9f", total / 1e9);
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, ",%.9f", c[i] / 1e9);
+	fputc('\n', f);
+}
+
+void report_csv(FILE *f, const struct job *job)
+{
+	uint64_t tot[TB_NCAT];
+
+	fprintf(f, "kind,pid,tid,comm,role,time_s");
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, ",%s_s", tb_cat_names[i]);
+	fputc('\n', f);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		proc_totals(p, tot);
+		fprintf(f, "process,%d,,", p->pid);
+		csv_str(f, p->comm);
+		fprintf(f, ",%s", role_name(p->role));
+		csv_times(f, sum_cats(tot), tot);
+	}
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++) {
+			const struct thread_rec *t = &p->threads[j];
+
+			fprintf(f, "thread,%d,%d,", p->pid, t->tid);
+			csv_str(f, t->comm);
+			fprintf(f, ",%s", role_name(p->role));
+			csv_times(f, sum_cats(t->own), t->own);
+		}
+	}
+}
