@@ -23,7 +23,7 @@ USER_SRCS := $(wildcard user/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/user/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration workloads demo install clean vmlinux
+.PHONY: all static check unit integration workloads demo install clean vmlinux fuzz
 # Keep the BPF object and skeleton: they are outputs, not scratch.
 .SECONDARY:
 all: $(OUTPUT)/trainbpf
@@ -67,6 +67,22 @@ integration: all workloads
 	/usr/bin/python3 -m pytest -v tests/integration --ignore=tests/integration/test_reference.py
 
 check: unit integration
+
+# The recording reader under libFuzzer and ASan: every user object rebuilt
+# with clang's instrumentation; new inputs go to the build directory, the
+# seeds (tests/fuzz/make_corpus.py) stay as they are.
+FUZZ_TIME ?= 60
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+FUZZ_OBJS := $(patsubst $(OUTPUT)/user/%.o,$(OUTPUT)/fuzz/%.o,$(LIB_OBJS))
+$(OUTPUT)/fuzz $(OUTPUT)/fuzz-corpus:
+	mkdir -p $@
+$(OUTPUT)/fuzz/%.o: user/%.c $(SKELS) $(wildcard user/*.h) $(wildcard include/*.h) | $(OUTPUT)/fuzz
+	$(CLANG) $(FUZZ_CFLAGS) $(INCLUDES) -Iuser -c $< -o $@
+$(OUTPUT)/fuzz_recording: tests/fuzz/fuzz_recording.c $(FUZZ_OBJS)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(INCLUDES) -Iuser $^ $(LDLIBS) -o $@
+
+fuzz: $(OUTPUT)/fuzz_recording | $(OUTPUT)/fuzz-corpus
+	$< -max_total_time=$(FUZZ_TIME) -timeout=10 $(OUTPUT)/fuzz-corpus tests/fuzz/corpus
 
 demo: all
 	./scripts/demo.sh

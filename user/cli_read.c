@@ -141,7 +141,7 @@ static int run_trace(const struct read_env *env)
 	struct recording r;
 	char err[512];
 	FILE *out;
-	int rc = 1;
+	int rc = 1, states;
 
 	if (rec_open(&r, env->inputs[0], err, sizeof(err))) {
 		fprintf(stderr, "trainbpf: %s\n", err);
@@ -150,11 +150,18 @@ static int run_trace(const struct read_env *env)
 	out = open_out(env->output);
 	if (!out)
 		goto cleanup;
-	if (trace_export(&r, out, err, sizeof(err))) {
+	states = trace_export(&r, out, err, sizeof(err));
+	if (states < 0) {
 		fprintf(stderr, "trainbpf: %s\n", err);
 		close_out(out, env->output);
 		goto cleanup;
 	}
+	if (!states)
+		fprintf(stderr, "trainbpf: %s: no states recorded (a recording without the "
+			"state stream): the trace has the counters, epochs and steps only\n", r.path);
+	else if (r.states_lost)
+		fprintf(stderr, "trainbpf: %s: warning: %llu state intervals were lost while "
+			"recording\n", r.path, (unsigned long long)r.states_lost);
 	rc = close_out(out, env->output);
 cleanup:
 	rec_close(&r);

@@ -133,6 +133,7 @@ static void step_row(sqlite3_stmt *st, void *arg)
 	fputs("}}", w->f);
 }
 
+/* 1 if the recording had states, 0 if not, -1 on error. */
 int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 {
 	static const struct rec_filter all;
@@ -155,11 +156,5 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	fprintf(f, "\n],\"otherData\":{\"tool\":\"trainbpf\",\"version\":\"%s\","
 		"\"states\":%ld,\"states_lost\":%llu}}\n", TB_VERSION, w.states,
 		(unsigned long long)r->states_lost);
-	if (!w.states)
-		fprintf(stderr, "trainbpf: %s: no states recorded (a recording without the "
-			"state stream): the trace has the counters, epochs and steps only\n", r->path);
-	else if (r->states_lost)
-		fprintf(stderr, "trainbpf: %s: warning: %llu state intervals were lost while "
-			"recording\n", r->path, (unsigned long long)r->states_lost);
-	return 0;
+	return w.states > 0;
 }

@@ -75,6 +75,8 @@ def make_recording(path, spec=None, **over):
     if os.path.exists(path):
         os.unlink(path)
     db = sqlite3.connect(path)
+    # Small pages make small files: the fuzzer's seeds.
+    db.execute("PRAGMA page_size = %d" % spec.get("page_size", 4096))
     db.executescript(schema())
     db.execute("PRAGMA application_id = %d" % spec.get("app_id", APP_ID))
     db.execute("PRAGMA user_version = %d" % spec.get("version", 1))

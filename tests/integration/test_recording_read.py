@@ -1,0 +1,308 @@
+"""trainbpf report / trace / diff on recordings of known contents.
+
+The recordings come from recording_fixture.py (docs/recording.md's own
+schema), so these tests need neither root nor the writer.
+"""
+import csv
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import ROOT, TRAINBPF, run_trainbpf
+import recording_fixture as rf
+
+SEC = 1e9
+
+
+@pytest.fixture
+def rec(tmp_path):
+    path = str(tmp_path / "run.db")
+    return path, rf.make_recording(path)
+
+
+def report(path, *args):
+    r = run_trainbpf(["report", path, *args])
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def near(a, b, tol=1e-6):
+    return abs(a - b) <= tol
+
+
+def test_json_totals_equal_fixture_sums(rec):
+    path, exp = rec
+    doc = json.loads(report(path, "--format", "json"))
+    assert near(doc["window"]["duration_s"], exp["duration_s"])
+    threads = {t["tid"]: t for p in doc["processes"] for t in p["threads"]}
+    assert set(threads) == set(exp["threads"])
+    for tid, want in exp["threads"].items():
+        for c, cat in enumerate(rf.CATS):
+            assert near(threads[tid]["time_s"][cat], want[c] / SEC), (tid, cat)
+    for p in doc["processes"]:
+        for c, cat in enumerate(rf.CATS):
+            assert near(p["time_s"][cat], exp["procs"][p["pid"]][c] / SEC)
+    for c, cat in enumerate(rf.CATS):
+        assert near(doc["headline"]["time_s"][cat], exp["headline"][c] / SEC)
+    assert doc["counters"]["events_lost"] == 3
+    assert [d["id"] for d in doc["diagnosis"]] == ["data_loading", "cpu_contention"]
+    assert doc["diagnosis"][0]["severity"] == pytest.approx(0.6)
+    apis = doc["gpu"]["apis"]
+    assert apis[0]["name"] == "cudaStreamSynchronize" and apis[0]["calls"] == 40
+
+
+def test_json_epochs_are_deltas_of_the_flushes_inside(rec):
+    path, exp = rec
+    doc = json.loads(report(path, "--format", "json"))
+    ep = doc["epochs"]
+    assert ep["source"] == "marker" and [e["epoch"] for e in ep["list"]] == [1, 2]
+    for e in ep["list"]:
+        want = exp["epochs"][e["epoch"]]
+        assert near(e["duration_s"], 5.0)
+        for c, cat in enumerate(rf.CATS):
+            assert near(e["time_s"][cat], want[100]["main"][c] / SEC)
+        procs = {p["pid"]: p for p in e["processes"]}
+        for pid, d in want.items():
+            for c, cat in enumerate(rf.CATS):
+                assert near(procs[pid]["time_s"][cat], d["own"][c] / SEC)
+        assert e["steps"]["count"] == 20 and near(e["steps"]["avg_ms"], 250.0, 1e-3)
+        assert [d["id"] for d in e["diagnosis"]] == ["data_loading"]
+    assert ep["list"][1]["diagnosis"][0]["severity"] == pytest.approx(0.9)
+    assert doc["steps"]["source"] == "marker" and near(doc["steps"]["per_s"], 4.0, 1e-3)
+
+
+def test_text_is_the_live_report(rec):
+    path, exp = rec
+    out = report(path)
+    assert out.startswith("trainbpf 0.1.0: 10.00 s traced, 2 processes, 3 threads (30.00 thread-s)")
+    # The headline's shares are the trainer main thread's: 50/10/40.
+    assert "  computation     50.0%   cpu 50.0% gpu_wait 0.0%" in out
+    assert "  io & data       40.0%   data_wait 40.0% io 0.0%" in out
+    assert "=== Epoch 2 (marker) 5.0 s, 20 steps (marker)" in out
+    assert "  slowest: data_wait; data loading 50.0%" in out
+    assert "[0.60] data loading 40.0% of the trainers' time (> 15%)" in out
+    assert "3 events lost" in out
+
+
+def csv_rows(text):
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_csv_rows_per_process_and_thread(rec):
+    path, exp = rec
+    rows = csv_rows(report(path, "--format", "csv"))
+    procs = {int(r["pid"]): r for r in rows if r["kind"] == "process"}
+    threads = {int(r["tid"]): r for r in rows if r["kind"] == "thread"}
+    assert set(procs) == set(exp["procs"]) and set(threads) == set(exp["threads"])
+    for tid, want in exp["threads"].items():
+        for c, cat in enumerate(rf.CATS):
+            assert near(float(threads[tid][cat + "_s"]), want[c] / SEC)
+        assert near(float(threads[tid]["time_s"]), sum(want) / SEC)
+    for pid, want in exp["procs"].items():
+        for c, cat in enumerate(rf.CATS):
+            assert near(float(procs[pid][cat + "_s"]), want[c] / SEC)
+
+
+def test_epoch_filter_is_that_window(rec):
+    path, exp = rec
+    rows = csv_rows(report(path, "--format", "csv", "--epoch", "2"))
+    want = exp["epochs"][2]
+    for r in rows:
+        if r["kind"] == "process":
+            for c, cat in enumerate(rf.CATS):
+                assert near(float(r[cat + "_s"]), want[int(r["pid"])]["own"][c] / SEC)
+    doc = json.loads(report(path, "--format", "json", "--epoch", "2"))
+    assert near(doc["window"]["duration_s"], 5.0)
+    assert [e["epoch"] for e in doc["epochs"]["list"]] == [2]
+    assert [d["severity"] for d in doc["diagnosis"]] == [pytest.approx(0.9)]
+    assert doc["steps"]["count"] == 19  # the last one runs past the window's end
+
+
+def test_pid_filter_is_that_process(rec):
+    path, exp = rec
+    rows = csv_rows(report(path, "--format", "csv", "--pid", "101"))
+    assert {r["pid"] for r in rows} == {"101"}
+    assert [int(r["tid"]) for r in rows if r["kind"] == "thread"] == [101]
+    doc = json.loads(report(path, "--format", "json", "--pid", "100", "--epoch", "1"))
+    assert [p["pid"] for p in doc["processes"]] == [100]
+    assert near(doc["processes"][0]["time_s"]["cpu"],
+                exp["epochs"][1][100]["own"][0] / SEC)
+
+
+def test_crashed_recording_ends_at_its_last_flush(tmp_path):
+    path = str(tmp_path / "cut.db")
+    exp = rf.make_recording(path, complete=False, flushes=6)
+    doc = json.loads(report(path, "--format", "json"))
+    assert near(doc["window"]["duration_s"], 6.0)
+    assert near(doc["headline"]["time_s"]["cpu"], exp["headline"][0] / SEC)
+
+
+def validate_trace(doc):
+    events = doc["traceEvents"]
+    named = {(e["pid"], e["tid"]) for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    pids = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    tracks = {}
+    for e in events:
+        for k in ("ph", "ts", "pid", "tid"):
+            assert k in e, e
+        assert e["ph"] != "B" and e["ph"] != "E"  # complete events only
+        if e["ph"] == "M":
+            continue
+        assert e["pid"] in pids, e
+        if e["ph"] != "C":
+            assert (e["pid"], e["tid"]) in named, e
+        if e["ph"] == "X":
+            assert e["dur"] >= 0
+            tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["dur"]))
+    for key, spans in tracks.items():
+        spans.sort()
+        for (t0, d0), (t1, _) in zip(spans, spans[1:]):
+            assert t0 + d0 <= t1 + 1e-3, (key, t0, d0, t1)  # no overlap on a track
+    return events
+
+
+def trace(path, out):
+    r = run_trainbpf(["trace", path, "-o", out])
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        return r, json.load(f)
+
+
+def test_trace_structure(rec, tmp_path):
+    path, exp = rec
+    r, doc = trace(path, str(tmp_path / "t.json"))
+    events = validate_trace(doc)
+    states = [e for e in events if e["ph"] == "X" and e["cat"] == "state"]
+    assert len(states) == exp["nstates"]
+    main = [e for e in states if e["tid"] == 100]
+    by_cat = {}
+    for e in main:
+        by_cat[e["name"]] = by_cat.get(e["name"], 0) + e["dur"]
+    for c, cat in enumerate(rf.CATS):
+        assert near(by_cat.get(cat, 0), exp["threads"][100][c] / 1e3, 1e-3)
+    assert min(e["ts"] for e in states) == 0  # relative to the start
+    epochs = [e for e in events if e["ph"] == "X" and e["cat"] == "epoch"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in epochs] == [
+        ("epoch 1", 0, 5e6), ("epoch 2", 5e6, 5e6)]
+    assert sum(e["ph"] == "i" and e["s"] == "g" for e in events) == 2
+    assert sum(e["ph"] == "i" and e["cat"] == "step" for e in events) == exp["steps"]
+    counters = [e for e in events if e["ph"] == "C" and e["pid"] == 100]
+    assert len(counters) == 10
+    half = counters[:5]
+    # Process 100 in the first half: (600 + 250) ms cpu of 2 s thread time.
+    assert all(near(e["args"]["cpu"], 42.5, 0.01) for e in half)
+    assert r.stderr == ""
+
+
+def test_trace_without_states_says_so(tmp_path):
+    path = str(tmp_path / "ns.db")
+    rf.make_recording(path, states=False)
+    r, doc = trace(path, str(tmp_path / "t.json"))
+    assert "no states recorded" in r.stderr
+    events = validate_trace(doc)
+    assert any(e["ph"] == "C" for e in events)
+    assert any(e["ph"] == "i" for e in events)
+
+
+def test_diff_deltas(tmp_path):
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    rf.make_recording(a)
+    threads = [list(t) for t in rf.DEFAULT["threads"]]
+    # B: the trainer's data wait halves into cpu in the second half.
+    threads[0][4] = rf._mix(cpu=650, data_wait=250, comm=100)
+    rf.make_recording(b, threads=[tuple(t) for t in threads], steps_per_s=5, diagnosis=[
+        (None, "data_loading", 0.2, "data loading 32.5% of the trainers' time (> 15%)"),
+        (1, "data_loading", 0.3, "data loading 30.0% of the trainers' time (> 15%)"),
+        (None, "host_bound", 0.5, "host-bound")])
+    r = run_trainbpf(["diff", a, b])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # cpu 50% -> 62.5%, data_wait 40% -> 27.5% on the headline.
+    assert "    cpu              50.0%   62.5%     +12.5" in out
+    assert "    data_wait        40.0%   27.5%     -12.5" in out
+    assert "Steps/s: A 4.00, B 5.00 (+25.0%)" in out
+    line2 = next(l for l in out.splitlines() if l.strip().startswith("2 "))
+    assert line2.split()[6:10] == ["+25.0", "+0.0", "+0.0", "-25.0"]
+    line1 = next(l for l in out.splitlines() if l.strip().startswith("1 "))
+    assert line1.split()[6:10] == ["+0.0", "+0.0", "+0.0", "+0.0"]
+    assert "  better    data_loading       0.60 -> 0.20" in out
+    assert "  gone      cpu_contention     0.20 ->   - " in out
+    assert "  appeared  host_bound           -  -> 0.50" in out
+
+
+def bad(args):
+    r = run_trainbpf(args)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("trainbpf: "), r.stderr
+    assert r.stdout == ""
+    return r.stderr
+
+
+def test_errors_are_one_line(rec, tmp_path):
+    path, _ = rec
+    assert "No such file" in bad(["report", str(tmp_path / "missing.db")])
+    text = tmp_path / "text.db"
+    text.write_text("not a database, just text\n" * 100)
+    assert "not a database" in bad(["report", str(text)])
+    with open(path, "rb") as f:
+        head = f.read(5000)
+    (tmp_path / "cut.db").write_bytes(head)
+    assert "malformed" in bad(["report", str(tmp_path / "cut.db")])
+    other = str(tmp_path / "other.db")
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (x)")
+    db.execute("PRAGMA application_id = 42")
+    db.commit()
+    db.close()
+    assert "not a trainbpf recording" in bad(["report", other])
+    newer = str(tmp_path / "newer.db")
+    rf.make_recording(newer, version=2)
+    assert "newer trainbpf" in bad(["report", newer])
+    for sub in (["trace", newer, "-o", str(tmp_path / "t.json")], ["diff", path, newer]):
+        assert "newer trainbpf" in bad(sub)
+    assert "no epoch 9" in bad(["report", path, "--epoch", "9"])
+    r = run_trainbpf(["report", path, "--format", "xml"])
+    assert r.returncode == 2
+    r = run_trainbpf(["trace", path])
+    assert r.returncode == 2
+
+
+def test_corrupt_pages_never_crash(rec, tmp_path):
+    """Every 512th byte flipped in turn, over the whole file: 0 or 1, no signal."""
+    path, _ = rec
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    bad_path = str(tmp_path / "flip.db")
+    for off in range(100, len(data), len(data) // 60):
+        flipped = bytearray(data)
+        flipped[off] ^= 0xff
+        with open(bad_path, "wb") as f:
+            f.write(flipped)
+        r = run_trainbpf(["report", bad_path, "--format", "json"])
+        assert r.returncode in (0, 1), (off, r.returncode, r.stderr)
+        if r.returncode:
+            assert r.stderr.count("\n") == 1, r.stderr
+
+
+FUZZER = os.path.join(ROOT, "build", "fuzz_recording")
+
+
+def test_fuzz_bounded_run(tmp_path):
+    """A short libFuzzer run (ASan) from the seed corpus: no crash, no leak."""
+    if not shutil.which("clang"):
+        pytest.skip("clang is needed for the fuzzer")
+    subprocess.run(["make", "-C", ROOT, "build/fuzz_recording"], check=True,
+                   capture_output=True, timeout=300)
+    work = tmp_path / "corpus"
+    work.mkdir()
+    r = subprocess.run([FUZZER, "-runs=3000", "-timeout=10", str(work),
+                        os.path.join(ROOT, "tests", "fuzz", "corpus")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Done 3000 runs" in r.stderr
