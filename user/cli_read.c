@@ -99,13 +99,22 @@ static int close_out(FILE *f, const char *path)
 	return 0;
 }
 
+/* An error line: sqlite quotes names from the file, bytes and all. */
+static void say(const char *err)
+{
+	fputs("trainbpf: ", stderr);
+	for (const unsigned char *p = (const unsigned char *)err; *p; p++)
+		fputc(*p >= 0x20 && *p < 0x7f ? *p : '?', stderr);
+	fputc('\n', stderr);
+}
+
 /* Opens and loads one recording; one line on stderr if it cannot. */
 static int load(struct recording *r, const char *path, const struct rec_filter *flt)
 {
 	char err[512];
 
 	if (rec_open(r, path, err, sizeof(err)) || rec_load(r, flt, err, sizeof(err))) {
-		fprintf(stderr, "trainbpf: %s\n", err);
+		say(err);
 		rec_close(r);
 		return -1;
 	}
@@ -144,7 +153,7 @@ static int run_trace(const struct read_env *env)
 	int rc = 1, states;
 
 	if (rec_open(&r, env->inputs[0], err, sizeof(err))) {
-		fprintf(stderr, "trainbpf: %s\n", err);
+		say(err);
 		return 1;
 	}
 	out = open_out(env->output);
@@ -152,7 +161,7 @@ static int run_trace(const struct read_env *env)
 		goto cleanup;
 	states = trace_export(&r, out, err, sizeof(err));
 	if (states < 0) {
-		fprintf(stderr, "trainbpf: %s\n", err);
+		say(err);
 		close_out(out, env->output);
 		goto cleanup;
 	}

@@ -769,6 +769,78 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 	return 0;
 }
 
+/* ---- optional tables, added after schema 1 was first written ---- */
+
+static struct st_proc *sync_proc(struct steps *st, pid_t pid)
+{
+	for (int i = 0; i < st->npr; i++)
+		if (st->pr[i].pid == pid)
+			return &st->pr[i];
+	st->pr = realloc(st->pr, (st->npr + 1) * sizeof(*st->pr));
+	if (!st->pr)
+		abort();
+	memset(&st->pr[st->npr], 0, sizeof(*st->pr));
+	st->pr[st->npr].pid = pid;
+	return &st->pr[st->npr++];
+}
+
+/* syncs: entries of outermost CUDA syncs and blocking copies (syncs/step). */
+static int load_syncs(struct recording *r, const struct rec_filter *flt,
+		      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (!has_table(r, "syncs"))
+		return 0;
+	if (q_open(r, &q, "SELECT pid, ts_ns FROM syncs ORDER BY ts_ns", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 0);
+		struct st_proc *p;
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		p = sync_proc(&r->steps, pid);
+		push_u64(&p->syncs, &p->nsyncs, &p->capsyncs, col_ns(&q, 1));
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* worker_gens: DataLoader worker generations and their start-up stalls. */
+static int load_gens(struct recording *r, const struct rec_filter *flt,
+		     char *err, size_t errlen)
+{
+	struct epochs *ep = &r->ep;
+	struct q q;
+
+	if (!has_table(r, "worker_gens"))
+		return 0;
+	if (q_open(r, &q, "SELECT parent, fork_ns, nworkers, epoch, stall_s, stall_err_s "
+		   "FROM worker_gens ORDER BY fork_ns", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		struct ep_worker_gen *g;
+
+		if (flt->pid && (pid_t)col_i64(&q, 0) != flt->pid)
+			continue;
+		if (ep->ngens == ep->capgens) {
+			ep->capgens = ep->capgens ? ep->capgens * 2 : 8;
+			ep->gens = realloc(ep->gens, ep->capgens * sizeof(*ep->gens));
+			if (!ep->gens)
+				abort();
+		}
+		g = &ep->gens[ep->ngens++];
+		memset(g, 0, sizeof(*g));
+		g->parent = (pid_t)col_i64(&q, 0);
+		g->fork_ts = col_ns(&q, 1);
+		g->nworkers = (int)col_i64(&q, 2);
+		g->epoch = (long)col_i64(&q, 3);
+		g->stall_s = col_null(&q, 4) ? -1 : sqlite3_column_double(q.st, 4);
+		g->stall_err_s = sqlite3_column_double(q.st, 5);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
 /* ---- diagnosis and counters ---- */
 
 static void saved_push(struct recording *r, const struct dg_finding *f, bool run, long epoch)
@@ -937,7 +1009,8 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	if (load_meta(r, err, errlen) || find_end(r, err, errlen) ||
 	    load_procs(r, flt, err, errlen) || load_threads(r, flt, err, errlen) ||
 	    load_epoch_rows(r, err, errlen) || pick_epochs(r, flt, err, errlen) ||
-	    load_steps(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
+	    load_steps(r, flt, err, errlen) || load_syncs(r, flt, err, errlen) ||
+	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
 	    load_counters(r, err, errlen))
 		return -1;
@@ -956,6 +1029,7 @@ void rec_close(struct recording *r)
 		free(r->ep.src[s].list);
 	}
 	free(r->ep.steps);
+	free(r->ep.gens);
 	steps_free(&r->steps);
 	for (int i = 0; i < r->gpu.nprocs; i++)
 		free(r->gpu.procs[i].maps);

@@ -131,9 +131,14 @@ def make_recording(path, spec=None, **over):
                     "fix " + ident))
     db.executemany("INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?)", spec["gpu_calls"])
     db.executemany("INSERT INTO counters VALUES (?,?)", spec["counters"].items())
+    if spec.get("syncs", True):  # one cudaStreamSynchronize per step
+        db.executemany("INSERT INTO syncs VALUES (?,?)",
+                       [(100, ts + step_ns // 2) for _, _, ts in steps])
+    db.execute("INSERT INTO worker_gens VALUES (100, ?, 1, 2, 0.5, 0.01)",
+               (T0 + half * SEC,))
     db.commit()
     db.close()
-    exp["headline"] = exp["threads"][100]
+    exp["headline"] = exp["threads"].get(100)
     exp["steps"] = len(steps)
     exp["nstates"] = len(states)
     return exp

@@ -87,6 +87,36 @@ def test_text_is_the_live_report(rec):
     assert "  slowest: data_wait; data loading 50.0%" in out
     assert "[0.60] data loading 40.0% of the trainers' time (> 15%)" in out
     assert "3 events lost" in out
+    # Optional tables: one sync per step, one worker generation.
+    assert "=== Epoch 1 (marker) 5.0 s, 20 steps (marker), 250.0 ms/step (min 250.0, " \
+        "max 250.0, std 0.0), 1.0 syncs/step ===" in out
+    assert "Worker generations: 1 (DataLoader workers forked afresh)" in out
+    assert "avg 0.50 s, max 0.50 s" in out
+
+
+def test_optional_tables_may_be_absent(rec):
+    path, exp = rec
+    db = sqlite3.connect(path)
+    for t in ("gpu_libraries", "syncs", "worker_gens"):
+        db.execute("DROP TABLE %s" % t)
+    db.commit()
+    db.close()
+    out = report(path)
+    assert "cudart -                     pid 100     (file not recorded)" in out
+    assert "0.0 syncs/step" in out and "Worker generations" not in out
+
+
+def test_gpu_libraries_listed(rec):
+    path, _ = rec
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO gpu_libraries VALUES (100, 'cudart', "
+               "'/opt/lib/libcudart.so.13', '13.0.96', 0)")
+    db.commit()
+    db.close()
+    doc = json.loads(report(path, "--format", "json"))
+    libs = doc["gpu"]["libraries"]
+    assert [(l["pid"], l["kind"], l["path"], l["version"]) for l in libs] == [
+        (100, "cudart", "/opt/lib/libcudart.so.13", "13.0.96")]
 
 
 def csv_rows(text):
