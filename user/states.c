@@ -9,7 +9,7 @@
 #include "states.h"
 #include "tracer.h"
 
-static int flush(struct states *st)
+int states_flush(struct states *st)
 {
 	int err;
 
@@ -23,26 +23,34 @@ static int flush(struct states *st)
 	return err;
 }
 
-/* One record: batched, so the writer can insert many per statement. */
-static int on_record(void *ctx, void *data, size_t len)
+/* Batched, so that the writer can insert many records per statement. */
+int states_push(struct states *st, const struct tb_state_rec *r)
 {
-	struct states *st = ctx;
-
-	if (len < sizeof(struct tb_state_rec))
-		return 0;
-	memcpy(&st->batch[st->n++], data, sizeof(struct tb_state_rec));
+	st->batch[st->n++] = *r;
 	if (st->n == TB_STATES_BATCH)
-		return flush(st);
+		return states_flush(st);
 	return 0;
 }
 
-int states_open(struct states *st, struct tracer *tr, states_fn fn, void *ctx)
+static int on_record(void *ctx, void *data, size_t len)
+{
+	if (len < sizeof(struct tb_state_rec))
+		return 0;
+	return states_push(ctx, data);
+}
+
+int states_init(struct states *st, states_fn fn, void *ctx)
 {
 	memset(st, 0, sizeof(*st));
 	st->fn = fn;
 	st->ctx = ctx;
 	st->batch = calloc(TB_STATES_BATCH, sizeof(*st->batch));
-	if (!st->batch) {
+	return st->batch ? 0 : -ENOMEM;
+}
+
+int states_open(struct states *st, struct tracer *tr, states_fn fn, void *ctx)
+{
+	if (states_init(st, fn, ctx)) {
 		fprintf(stderr, "trainbpf: out of memory for the state stream\n");
 		return -1;
 	}
@@ -68,7 +76,7 @@ int states_drain(struct states *st)
 		return 0;
 	err = ring_buffer__consume(st->rb);
 	if (err >= 0)
-		err = flush(st);
+		err = states_flush(st);
 	if (err < 0)
 		return err;
 	return (int)(st->delivered - before);

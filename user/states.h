@@ -50,6 +50,16 @@ void states_close(struct states *st);
 /* Intervals BPF dropped because the ring was full (counters.states_lost). */
 uint64_t states_lost(const struct tracer *tr);
 
+/*
+ * The batching under states_drain, apart from the ring (unit tests):
+ * states_init allocates, states_push queues one record and hands a full
+ * batch to fn, states_flush hands over the rest. An error of fn stops the
+ * ring's drain and stays in err; the batch is dropped, not retried.
+ */
+int states_init(struct states *st, states_fn fn, void *ctx);
+int states_push(struct states *st, const struct tb_state_rec *r);
+int states_flush(struct states *st);
+
 /* A states_fn writing tab-separated lines to a FILE * (ctx). */
 int states_write_tsv(void *ctx, const struct tb_state_rec *recs, size_t n);
 void states_tsv_header(FILE *f);
