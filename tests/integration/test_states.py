@@ -16,8 +16,12 @@ critical path splits over several categories as consecutive pieces), so:
 """
 import collections
 import json
+import subprocess
 
-from conftest import disk_dir, run_trainbpf, threads_by_tid, workload
+import pytest
+
+from conftest import (DDP_TRAIN, SYSTEM_PYTHON, disk_dir, run_trainbpf,
+                      threads_by_tid, workload)
 
 CATS = ["cpu", "gpu_wait", "comm", "data_wait", "io", "runqueue", "lock", "idle"]
 # What test_accuracy.py's truth says each mixed thread blocks in.
@@ -171,3 +175,34 @@ def test_a_full_ring_counts_and_reports_its_losses(tmp_path):
     for tid, rr in recs.items():
         for (a0, b0, *_), (a1, *_) in zip(rr, rr[1:]):
             assert a0 < b0 <= a1
+
+
+@pytest.mark.skipif(subprocess.run([SYSTEM_PYTHON, "-c", "import torch"]).returncode != 0,
+                    reason="python3-torch not installed")
+def test_a_real_pytorch_job_keeps_exact_books(tmp_path):
+    # Forked DataLoader workers, gloo threads, pools: nobody here wrote it.
+    report, recs, trailer, _ = trace_with_states(
+        tmp_path, [SYSTEM_PYTHON, DDP_TRAIN, "--world-size", "1", "--epochs", "1"])
+    assert trailer["states_lost"] == 0 and report["counters"]["states_lost"] == 0
+    tids = threads_by_tid(report)
+    assert len(tids) >= 10
+    for tid, (_, t) in tids.items():
+        check_exact(t, recs[tid])
+    # Waits on traced threads were split on the critical path: the rank's
+    # main thread waited on its workers (data_wait) and pieces of lock.
+    assert any(x[2] == "data_wait" for r in recs.values() for x in r)
+
+
+def test_probed_gpu_regions_keep_exact_books(tmp_path):
+    # CUDA sync and NCCL calls of the stand-in libraries, spinning: the
+    # uprobes close intervals too (entry as cpu, return as the region).
+    report, recs, trailer, _ = trace_with_states(
+        tmp_path, [workload("gpujob"), "--truth", str(tmp_path / "t.json"),
+                   "--steps", "10", "--mode", "spin", "--cpu-us", "1000",
+                   "--sync-us", "20000", "--nccl-us", "20000", "--threads", "2",
+                   "--wait-probes", "20000"])
+    assert trailer["states_lost"] == 0
+    for tid, (_, t) in threads_by_tid(report).items():
+        check_exact(t, recs[tid])
+    cats = {x[2] for r in recs.values() for x in r}
+    assert {"gpu_wait", "comm"} <= cats
