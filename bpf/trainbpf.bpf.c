@@ -57,6 +57,19 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+/*
+ * The state-transition stream (record mode): its own ring, so that a flood
+ * of intervals cannot crowd out lifecycle events. User space sizes it when
+ * the stream is on; off, it stays one page and is never written.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} states SEC(".maps");
+
+/* Off by default: the verifier then drops every stream branch. */
+const volatile __u32 tb_stream_states = 0;
+
 struct tb_counters counters;
 
 static __always_inline struct tb_slot *slot_at(__u32 idx)
@@ -108,11 +121,61 @@ static __always_inline int is_net(struct tb_slot *s)
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits, s->tid == s->tgid);
 }
 
+/*
+ * Sends [start, end) of s to user space. No wakeup: user space drains on
+ * its own clock, and a wakeup per interval would cost more than the record.
+ * Global: verified once, not at every interval close.
+ */
+__noinline int stream_state(struct tb_slot *s, __u64 start, __u64 end,
+			    __u32 own, __u32 cp_flags)
+{
+	struct tb_state_rec *r;
+
+	if (!s)
+		return 0;
+	r = bpf_ringbuf_reserve(&states, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&counters.states_lost, 1);
+		return 0;
+	}
+	r->tid = s->tid;
+	r->pid = s->tgid;
+	r->start_ns = start;
+	r->end_ns = end;
+	r->cat = own;
+	r->cp_cat = cp_flags & 0xff;
+	r->flags = cp_flags >> 8;
+	__builtin_memset(r->pad, 0, sizeof(r->pad));
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/*
+ * The pieces of a lock wait [t, ...) whose critical path was just split:
+ * what each category gained since before[] (sums to the wait).
+ */
+__noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t)
+{
+	if (!s || !before)
+		return 0;
+	for (int c = 0; c < TB_NCAT; c++) {
+		__u64 v = s->cp[c] - before->ns[c];
+
+		if (!v)
+			continue;
+		stream_state(s, t, t + v, TB_LOCK, c | TB_SR_SPLIT << 8);
+		t += v;
+	}
+	return 0;
+}
+
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 					   __u32 cp, __u64 now)
 {
 	__u64 d = now > s->since ? now - s->since : 0;
 
+	if (tb_stream_states && d)
+		stream_state(s, s->since, now, own & (TB_NCAT - 1), cp & (TB_NCAT - 1));
 	s->own[own & (TB_NCAT - 1)] += d;
 	s->cp[cp & (TB_NCAT - 1)] += d;
 	s->since = now;
@@ -198,8 +261,14 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	if (own != TB_IDLE)
 		s->blk_ns += d;
 	if (w && own == TB_LOCK && !tb_waker_is_wholesale(&info)) {
+		struct tb_cat_ns before;
+
+		if (tb_stream_states)
+			__builtin_memcpy(before.ns, s->cp, sizeof(before.ns));
 		if (!cp_split_recent(s, w, open_cp(w), s->since, now))
 			cp_split(s, w, open_cp(w), s->since, now);
+		if (tb_stream_states)
+			stream_split(s, &before, s->since);
 		s->own[TB_LOCK] += d;
 		s->since = now;
 		ckpt_update(s, now);

@@ -188,6 +188,34 @@ struct tb_counters {
 	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
 	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */
 	__u64 api_preempted;	/* a probe's slot update interrupted by a switch */
+	__u64 states_lost;	/* state intervals dropped: states ring buffer full */
+};
+
+/*
+ * One closed interval of one thread, through the dedicated `states` ring
+ * buffer when the stream is on (tb_stream_states). A thread's records tile
+ * its time: each starts where the previous one ended, and per category
+ * they sum to the thread's counters. A lock wait whose critical path is
+ * split over several categories comes as consecutive pieces, one per
+ * critical-path category in enum order, all with cat TB_LOCK and
+ * TB_SR_SPLIT: the split is exact in sum, not in order within the wait.
+ */
+#define TB_SR_SPLIT 0x1
+
+/* Nanoseconds per category (a global BPF function takes it by pointer). */
+struct tb_cat_ns {
+	__u64 ns[TB_NCAT];
+};
+
+struct tb_state_rec {
+	__u32 tid;
+	__u32 pid;
+	__u64 start_ns;
+	__u64 end_ns;
+	__u8 cat;		/* enum tb_cat: the thread's own state */
+	__u8 cp_cat;		/* enum tb_cat: the same time on the critical path */
+	__u8 flags;		/* TB_SR_* */
+	__u8 pad[5];
 };
 
 /* What we know of a traced waker (TB_WK_TRACED). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "cli.h"
 #include "epochs.h"
+#include "states.h"
 #include "trainbpf.h"
 
 const char *argp_program_version = "trainbpf " TB_VERSION;
@@ -32,7 +33,7 @@ static const char doc[] =
 "    sudo trainbpf --format json -- python3 train.py   # launch and trace\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
-       OPT_EPOCH_REGEX };
+       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -49,6 +50,8 @@ static const struct argp_option opts[] = {
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
 	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
+	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
+	{ "states-out", OPT_STATES_OUT, "FILE", 0, "Debugging and test aid: write every closed state interval (tid, pid, start_ns, end_ns, cat, cp_cat) to FILE as tab-separated lines" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
 };
@@ -99,6 +102,16 @@ static void parse_pids(const char *arg, struct argp_state *state,
 		argp_error(state, "invalid PID list: '%s'", arg);
 }
 
+/* The kernel wants a ring buffer's size a power of two of pages. */
+static unsigned int parse_ring_kb(const char *arg, struct argp_state *state)
+{
+	unsigned long kb = parse_uint(arg, state, "ring buffer size", 4, 1 << 20);
+
+	if (kb & (kb - 1))
+		argp_error(state, "invalid ring buffer size: '%s' (a power of two)", arg);
+	return kb;
+}
+
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
 	struct env *env = state->input;
@@ -138,14 +151,15 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_MAX_THREADS:
 		env->max_threads = parse_uint(arg, state, "thread count", 64, 1 << 20);
 		break;
-	case OPT_RINGBUF: {
-		unsigned long kb = parse_uint(arg, state, "ring buffer size", 4, 1 << 20);
-
-		if (kb & (kb - 1))
-			argp_error(state, "invalid ring buffer size: '%s' (a power of two)", arg);
-		env->ringbuf_kb = kb;
+	case OPT_RINGBUF:
+		env->ringbuf_kb = parse_ring_kb(arg, state);
 		break;
-	}
+	case OPT_STATES_RING:
+		env->states_ring_kb = parse_ring_kb(arg, state);
+		break;
+	case OPT_STATES_OUT:
+		env->states_out = arg;
+		break;
 	case OPT_EPOCHS: {
 		enum ep_source src;
 
@@ -177,6 +191,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "nothing to trace: give -p PID or -- COMMAND");
 		if (env->npids && env->command)
 			argp_error(state, "give -p PID or -- COMMAND, not both");
+		if (env->states_out)
+			env->states = true;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -193,6 +209,7 @@ void cli_parse(int argc, char **argv, struct env *env)
 	env->interval_s = 5;
 	env->max_threads = TB_DEFAULT_SLOTS;
 	env->ringbuf_kb = 256;
+	env->states_ring_kb = TB_STATES_RING_KB;
 	env->epochs = EP_AUTO;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);

@@ -24,6 +24,9 @@ struct env {
 	const char *btf_path;	/* NULL: the kernel's own */
 	unsigned int max_threads;
 	unsigned int ringbuf_kb;
+	bool states;		/* stream state intervals (user/states.h): record, --states-out */
+	unsigned int states_ring_kb;
+	const char *states_out;	/* --states-out: the stream as text, for tests */
 	bool launches;		/* probe launches too (costly: opt-in) */
 	int epochs;		/* enum ep_source (epochs.h) */
 	double epoch_interval_s;	/* --epochs interval:SEC */

@@ -125,12 +125,14 @@ void report_json(FILE *f, const struct job *job,
 	fprintf(f, ",\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
 		"\"io_bytes_written\":%llu,\"context_switches\":%llu,"
 		"\"threads_untraced\":%llu,\"sched_events_missed\":%llu,"
-		"\"gpu_stats_full\":%llu,\"gpu_probe_preempted\":%llu}}\n",
+		"\"gpu_stats_full\":%llu,\"gpu_probe_preempted\":%llu,"
+		"\"states_lost\":%llu}}\n",
 		(unsigned long long)c->bpf.events_lost,
 		(unsigned long long)c->io_rbytes, (unsigned long long)c->io_wbytes,
 		(unsigned long long)c->switches,
 		(unsigned long long)(c->bpf.slots_exhausted + c->bpf.storage_failed),
 		(unsigned long long)c->bpf.sched_missed,
 		(unsigned long long)c->bpf.api_stats_full,
-		(unsigned long long)c->bpf.api_preempted);
+		(unsigned long long)c->bpf.api_preempted,
+		(unsigned long long)c->bpf.states_lost);
 }

@@ -17,6 +17,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "procfs.h"
+#include "states.h"
 #include "steps.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
@@ -180,6 +181,10 @@ static int load(struct tracer *tr, const struct env *env)
 	bpf_map__set_max_entries(skel->maps.slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.free_slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.events, env->ringbuf_kb * 1024);
+	if (env->states) {
+		skel->rodata->tb_stream_states = 1;
+		bpf_map__set_max_entries(skel->maps.states, env->states_ring_kb * 1024);
+	}
 	select_uprobe_programs(tr, env);
 	select_write_probe(tr, env);
 	err = trainbpf_bpf__load(skel);
@@ -449,6 +454,8 @@ void tracer_wait(struct tracer *tr, int ms)
 
 int tracer_drain_events(struct tracer *tr)
 {
+	if (tr->states)
+		states_drain(tr->states);
 	return ring_buffer__consume(tr->rb);
 }
 

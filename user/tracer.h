@@ -16,6 +16,7 @@
 struct trainbpf_bpf;
 struct ring_buffer;
 struct gpu;
+struct states;
 
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
@@ -32,6 +33,7 @@ struct tracer {
 	struct slot_owner *owner;
 	struct job *job;
 	struct gpu *gpu;	/* NULL until the GPU side is set up */
+	struct states *states;	/* the state stream's consumer, or NULL */
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
 	uint64_t events_seen;
 };
@@ -48,6 +50,7 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root);
 /* Adds every descendant of traced processes that /proc shows. */
 void tracer_add_descendants(struct tracer *tr);
 
+/* Drains lifecycle events, and the state stream when it has a consumer. */
 int tracer_drain_events(struct tracer *tr);
 /* Sleeps until ms pass, a signal, or an event that asks for a wakeup. */
 void tracer_wait(struct tracer *tr, int ms);

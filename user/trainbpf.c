@@ -21,6 +21,7 @@
 #include "launch.h"
 #include "procfs.h"
 #include "report.h"
+#include "states.h"
 #include "steps.h"
 #include "tracer.h"
 
@@ -190,8 +191,9 @@ static FILE *open_output(const struct env *env)
 	return f;
 }
 
-static void final_report(struct tracer *tr, struct job *job,
-			 const struct env *env, FILE *out)
+/* Returns the time the report's open intervals were closed at. */
+static uint64_t final_report(struct tracer *tr, struct job *job,
+			     const struct env *env, FILE *out)
 {
 	struct tb_counters bpf;
 	struct report_counters c;
@@ -208,11 +210,54 @@ static void final_report(struct tracer *tr, struct job *job,
 	if (bpf.slots_exhausted || bpf.storage_failed)
 		fprintf(stderr, "trainbpf: warning: %llu threads not traced (more than --max-threads at once)\n",
 			(unsigned long long)(bpf.slots_exhausted + bpf.storage_failed));
+	if (bpf.states_lost)
+		fprintf(stderr, "trainbpf: warning: %llu state intervals lost (state stream ring full; try --states-ring)\n",
+			(unsigned long long)bpf.states_lost);
 	if (env->format == TB_FMT_JSON)
 		report_json(out, job, &c, now);
 	else
 		report_text(out, job, &c, now);
 	fflush(out);
+	return now;
+}
+
+/* --states-out: the state stream as text, a debugging and test aid. */
+static int open_states_out(struct states *st, struct tracer *tr,
+			   const struct env *env, FILE **f)
+{
+	if (!env->states_out)
+		return 0;
+	*f = fopen(env->states_out, "w");
+	if (!*f) {
+		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->states_out,
+			strerror(errno));
+		return -1;
+	}
+	states_tsv_header(*f);
+	if (states_open(st, tr, states_write_tsv, *f))
+		return -1;
+	tr->states = st;
+	return 0;
+}
+
+/*
+ * The records that closed after the report was made go out too; the
+ * trailer says where the report cut, so that a reader can match its totals.
+ */
+static void close_states_out(struct states *st, struct tracer *tr, FILE *f,
+			     uint64_t report_ns)
+{
+	if (!f)
+		return;
+	if (report_ns) {
+		states_drain(st);
+		fprintf(f, "# report_ns=%llu states_lost=%llu\n",
+			(unsigned long long)report_ns,
+			(unsigned long long)states_lost(tr));
+	}
+	tr->states = NULL;
+	states_close(st);
+	fclose(f);
 }
 
 int main(int argc, char **argv)
@@ -225,7 +270,9 @@ int main(int argc, char **argv)
 	struct diag dg;
 	struct steps steps = {};
 	struct launch l = { .pid = 0 };
-	FILE *out = NULL;
+	struct states states = {};
+	FILE *out = NULL, *states_out = NULL;
+	uint64_t report_ns = 0;
 	int err = 1;
 
 	/* A subcommand's first argument: report, trace, diff read recordings. */
@@ -241,7 +288,8 @@ int main(int argc, char **argv)
 	if (!out)
 		return 1;
 	install_signals();
-	if (tracer_open(&tr, &env, &job))
+	if (tracer_open(&tr, &env, &job) ||
+	    open_states_out(&states, &tr, &env, &states_out))
 		goto cleanup;
 	gpu_init(&gpu, &tr, env.launches, env.verbose);
 	tr.gpu = job.gpu = &gpu;
@@ -256,10 +304,11 @@ int main(int argc, char **argv)
 	}
 	gpu_tick(&gpu, &job, now_ns());	/* -p: the libraries are there already */
 	trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout);
-	final_report(&tr, &job, &env, out);
+	report_ns = final_report(&tr, &job, &env, out);
 	launch_reap(&l);
 	err = env.command ? launch_exit_code(&l) : 0;
 cleanup:
+	close_states_out(&states, &tr, states_out, report_ns);
 	gpu_free(&gpu);	/* its probes before the programs they run */
 	epochs_free(&ep);
 	diag_free(&dg);
