@@ -13,8 +13,8 @@ VERSION := 0.1.0
 INCLUDES := -Iinclude -Ivmlinux -I$(OUTPUT) -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
 CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
-LDLIBS := -lbpf -lelf -lz -lm
-STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a
+LDLIBS := -lbpf -lelf -lz -lsqlite3 -lm
+STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/*.h)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-      libzstd-dev check python3 python3-pytest python3-torch util-linux
+      libzstd-dev libsqlite3-dev check python3 python3-pytest python3-torch util-linux
       linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2)
 
 missing=()

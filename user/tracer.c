@@ -17,6 +17,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "procfs.h"
+#include "record.h"
 #include "steps.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
@@ -405,13 +406,16 @@ static int handle_event(void *ctx, void *data, size_t len)
 	}
 	if (len >= sizeof(struct tb_text_event) &&
 	    (e->type == TB_EV_MARK || e->type == TB_EV_TEXT)) {
-		if (tr->job->epochs)
+		if (tr->job->epochs) {
 			epochs_on_event(tr->job->epochs, data);
+			record_on_text(tr->rec, tr->job->epochs, data);
+		}
 		return 0;
 	}
 	if (len < sizeof(*e))
 		return 0;
 	tr->events_seen++;
+	record_on_lifecycle(tr->rec, e);
 	p = job_proc(tr->job, e->pid);
 	if (e->type == TB_EV_FORK) {
 		if (!p || p->end_ns)
