@@ -218,3 +218,28 @@ def test_record_cannot_create(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
         f"trainbpf: cannot create {tmp_path}/no/run.db: unable to open database file"]
+
+
+def test_record_epochs_steps_and_lines(tmp_path):
+    db_path, truth_path = tmp_path / "run.db", tmp_path / "truth.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--",
+                        workload("epochs"), "-e", "3", "-d", "0.5", "-s", "5",
+                        "-o", str(truth_path), "--mode", "both"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    truth = json.loads(truth_path.read_text())
+    db = open_db(db_path)
+    assert meta(db)["epoch_source"] == "marker"
+    marker = db.execute("SELECT * FROM epochs WHERE source = 'marker' "
+                        "ORDER BY start_ns").fetchall()
+    assert [e["label"] for e in marker] == [1, 2, 3]
+    assert [e["complete"] for e in marker] == [1, 1, 0]
+    for e, t in zip(marker, truth["epochs"]):
+        assert t["start_ns"] <= e["start_ns"] <= t["mark_end_ns"]
+    assert db.execute("SELECT count(*) FROM steps WHERE source = 'marker' AND pid = ?",
+                      (truth["pid"],)).fetchone()[0] == 15
+    lines = [e["text"] for e in db.execute(
+        "SELECT text FROM events WHERE type = 'text' ORDER BY ts_ns")]
+    assert lines == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+    marks = db.execute("SELECT count(*) FROM events WHERE type = 'mark'").fetchone()[0]
+    assert marks == 3 + 15
