@@ -200,11 +200,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-void cli_parse(int argc, char **argv, struct env *env)
+static void env_defaults(struct env *env)
 {
-	static const struct argp argp = { opts, parse_arg,
-		"-p PID[,PID...]\n-- COMMAND [ARG...]", doc };
-
 	memset(env, 0, sizeof(*env));
 	env->interval_s = 5;
 	env->max_threads = TB_DEFAULT_SLOTS;
@@ -212,5 +209,66 @@ void cli_parse(int argc, char **argv, struct env *env)
 	env->states_ring_kb = TB_STATES_RING_KB;
 	env->epochs = EP_AUTO;
 	argp_err_exit_status = 2;
+}
+
+void cli_parse(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { opts, parse_arg,
+		"-p PID[,PID...]\n-- COMMAND [ARG...]", doc };
+
+	env_defaults(env);
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
+}
+
+static const char record_doc[] =
+"trainbpf record: trace a job like trainbpf does, into a SQLite database\n"
+"\n"
+"Per thread and second: the time each category gained; processes, threads,\n"
+"epochs, steps, fork/exec/exit and marker events as they happen; the GPU\n"
+"call counts, the diagnosis and the counters at the end. Committed once a\n"
+"second: Ctrl-C, SIGTERM, the job ending or trainbpf being killed leave a\n"
+"readable file. Schema: docs/recording.md.\n"
+"\n"
+"EXAMPLES:\n"
+"    sudo trainbpf record -o run.db -p 1234\n"
+"    sudo trainbpf record -o run.db -d 600 -- python3 train.py\n";
+
+/* The live options, -o naming the database; no final report to format. */
+static const struct argp_option record_opts[] = {
+	{ "output", 'o', "FILE", 0, "The recording (SQLite; required; replaced if it exists)" },
+	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
+	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
+	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
+	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (see trainbpf --help)" },
+	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
+	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
+	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	{},
+};
+
+static error_t parse_record_arg(int key, char *arg, struct argp_state *state)
+{
+	struct env *env = state->input;
+
+	if (key == 'o') {
+		env->record_path = arg;
+		return 0;
+	}
+	if (key == ARGP_KEY_END && !env->record_path)
+		argp_error(state, "record needs -o FILE");
+	return parse_arg(key, arg, state);
+}
+
+void cli_parse_record(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { record_opts, parse_record_arg,
+		"-o FILE -p PID[,PID...]\n-o FILE -- COMMAND [ARG...]", record_doc };
+
+	env_defaults(env);
+	env->interval_s = 0;
+	env->states = true;	/* the trace's slices: record_states.c */
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
 }

@@ -31,9 +31,12 @@ struct env {
 	int epochs;		/* enum ep_source (epochs.h) */
 	double epoch_interval_s;	/* --epochs interval:SEC */
 	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */
+	const char *record_path;	/* record: the SQLite file (-o); NULL: live */
 };
 
 /* Parses argv into env. Exits with status 2 and one line on bad input. */
 void cli_parse(int argc, char **argv, struct env *env);
+/* The same for "record" (argv[0] is "record"): -o is the database. */
+void cli_parse_record(int argc, char **argv, struct env *env);
 
 #endif

@@ -169,8 +169,7 @@ void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force
 			sample_proc(d, job->procs[i].pid, now);
 }
 
-/* The rank: the environment's, else the first NCCL communicator's. */
-static int proc_rank(const struct job *job, const struct diag *d, pid_t pid)
+int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 {
 	const struct dg_pinfo *pi = pinfo((struct diag *)d, pid, false);
 	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, pid) : NULL;
@@ -207,7 +206,7 @@ static void view_proc(struct dg_view *v, const struct job *job, const struct dia
 	p->pid = pr->pid;
 	p->ppid = pr->ppid;
 	p->role = pr->role;
-	p->rank = proc_rank(job, d, pr->pid);
+	p->rank = diag_proc_rank(job, d, pr->pid);
 	memcpy(p->own, own, sizeof(p->own));
 	memcpy(p->main_cp, main_cp, sizeof(p->main_cp));
 	memcpy(p->main_own, main_own, sizeof(p->main_own));

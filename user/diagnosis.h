@@ -116,6 +116,9 @@ void diag_free(struct diag *d);
 /* Once a second (force: now): memory, RSS and ranks of the live processes. */
 void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force);
 
+/* A process's rank: its environment's RANK, else its first NCCL communicator's; -1. */
+int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid);
+
 /* Windows to judge. Free with diag_view_free. */
 int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
 		  uint64_t now);

@@ -18,6 +18,7 @@
 #include "gpu.h"
 #include "procfs.h"
 #include "states.h"
+#include "record.h"
 #include "steps.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
@@ -410,13 +411,16 @@ static int handle_event(void *ctx, void *data, size_t len)
 	}
 	if (len >= sizeof(struct tb_text_event) &&
 	    (e->type == TB_EV_MARK || e->type == TB_EV_TEXT)) {
-		if (tr->job->epochs)
+		if (tr->job->epochs) {
 			epochs_on_event(tr->job->epochs, data);
+			record_on_text(tr->rec, tr->job->epochs, data);
+		}
 		return 0;
 	}
 	if (len < sizeof(*e))
 		return 0;
 	tr->events_seen++;
+	record_on_lifecycle(tr->rec, e);
 	p = job_proc(tr->job, e->pid);
 	if (e->type == TB_EV_FORK) {
 		if (!p || p->end_ns)

@@ -17,6 +17,7 @@ struct trainbpf_bpf;
 struct ring_buffer;
 struct gpu;
 struct states;
+struct recorder;
 
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
@@ -34,6 +35,7 @@ struct tracer {
 	struct job *job;
 	struct gpu *gpu;	/* NULL until the GPU side is set up */
 	struct states *states;	/* the state stream's consumer, or NULL */
+	struct recorder *rec;	/* trainbpf record: gets the events too; else NULL */
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
 	uint64_t events_seen;
 };

@@ -4,12 +4,13 @@
  * targets, load and attach the BPF programs, register the job's running
  * threads (or launch the command), then refresh the accounting on a short
  * clock until the job exits, time runs out or a signal comes, and print
- * the final report.
+ * the final report. "trainbpf record" does the same into a SQLite file.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "account.h"
 #include "cli.h"
@@ -20,8 +21,9 @@
 #include "job.h"
 #include "launch.h"
 #include "procfs.h"
-#include "report.h"
+#include "record.h"
 #include "states.h"
+#include "report.h"
 #include "steps.h"
 #include "tracer.h"
 
@@ -148,10 +150,11 @@ static uint64_t wait_tick(struct tracer *tr, struct job *job, uint64_t *next_tic
 	return now;
 }
 
-/* Ticks until the job is gone, time is up, or a signal. */
-static void trace_loop(struct tracer *tr, struct job *job,
-		       const struct env *env, struct launch *l, FILE *live)
+/* Ticks until the job is gone, time is up, a signal, or the recording fails. */
+static int trace_loop(struct tracer *tr, struct job *job,
+		      const struct env *env, struct launch *l, FILE *live)
 {
+	int err = 0;
 	uint64_t interval = env->interval_s * 1e9, start = job->window_start_ns;
 	uint64_t next_live = start + interval;
 	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
@@ -163,6 +166,10 @@ static void trace_loop(struct tracer *tr, struct job *job,
 
 		refresh(tr, job, now);
 		launch_reap(l);
+		if (tr->rec && record_tick(tr->rec, tr, job, now)) {
+			err = -1;
+			break;
+		}
 		if (interval)
 			report_epochs_live(live, job, job->epochs);
 		if (interval && now >= next_live) {
@@ -177,6 +184,7 @@ static void trace_loop(struct tracer *tr, struct job *job,
 		kill(l->pid, SIGTERM);
 		launch_wait(l, 2000);
 	}
+	return err;
 }
 
 static FILE *open_output(const struct env *env)
@@ -191,19 +199,19 @@ static FILE *open_output(const struct env *env)
 	return f;
 }
 
-/* Returns the time the report's open intervals were closed at. */
-static uint64_t final_report(struct tracer *tr, struct job *job,
-			     const struct env *env, FILE *out)
+/* The last refresh: every total final, every epoch closed. */
+static uint64_t final_refresh(struct tracer *tr, struct job *job)
 {
-	struct tb_counters bpf;
-	struct report_counters c;
 	uint64_t now = now_ns();
 
 	refresh(tr, job, now);
 	diag_sample(job->diag, job, now, true);
 	epochs_finish(job->epochs, job, now);
-	tracer_counters(tr, &bpf);
-	job_counters(job, &bpf, &c);
+	return now;
+}
+
+static void warn_losses(const struct tb_counters bpf)
+{
 	if (bpf.events_lost)
 		fprintf(stderr, "trainbpf: warning: %llu events lost (process lifecycle, epoch markers or lines: ring buffer full; try --ringbuf-size)\n",
 			(unsigned long long)bpf.events_lost);
@@ -213,12 +221,45 @@ static uint64_t final_report(struct tracer *tr, struct job *job,
 	if (bpf.states_lost)
 		fprintf(stderr, "trainbpf: warning: %llu state intervals lost (state stream ring full; try --states-ring)\n",
 			(unsigned long long)bpf.states_lost);
+}
+
+/* Returns the time the report's open intervals were closed at. */
+static uint64_t final_report(struct tracer *tr, struct job *job,
+			     const struct env *env, FILE *out)
+{
+	struct tb_counters bpf;
+	struct report_counters c;
+	uint64_t now = final_refresh(tr, job);
+
+	tracer_counters(tr, &bpf);
+	job_counters(job, &bpf, &c);
+	warn_losses(bpf);
 	if (env->format == TB_FMT_JSON)
 		report_json(out, job, &c, now);
 	else
 		report_text(out, job, &c, now);
 	fflush(out);
 	return now;
+}
+
+static int final_record(struct tracer *tr, struct job *job, const struct env *env)
+{
+	struct tb_counters bpf;
+	uint64_t now = final_refresh(tr, job);
+	struct stat st = { .st_size = 0 };
+	int nthreads = 0;
+
+	tracer_counters(tr, &bpf);
+	warn_losses(bpf);
+	if (record_finish(tr->rec, tr, job, now))
+		return -1;
+	for (int i = 0; i < job->nprocs; i++)
+		nthreads += job->procs[i].nthreads;
+	stat(env->record_path, &st);
+	fprintf(stderr, "trainbpf: recorded %.1f s, %d processes, %d threads into %s (%.1f MB)\n",
+		(now - job->window_start_ns) / 1e9, job->nprocs, nthreads,
+		env->record_path, st.st_size / 1e6);
+	return 0;
 }
 
 /* --states-out: the state stream as text, a debugging and test aid. */
@@ -260,9 +301,10 @@ static void close_states_out(struct states *st, struct tracer *tr, FILE *f,
 	fclose(f);
 }
 
-int main(int argc, char **argv)
+/* The tool's life, live or recording (env->record_path). */
+static int trace(const struct env *env_in)
 {
-	struct env env;
+	struct env env = *env_in;
 	struct job job = {};
 	struct tracer tr = {};
 	struct gpu gpu = {};
@@ -270,21 +312,18 @@ int main(int argc, char **argv)
 	struct diag dg;
 	struct steps steps = {};
 	struct launch l = { .pid = 0 };
+	struct recorder rec = {};
 	struct states states = {};
 	FILE *out = NULL, *states_out = NULL;
 	uint64_t report_ns = 0;
 	int err = 1;
 
-	/* A subcommand's first argument: report, trace, diff read recordings. */
-	if (cli_read_dispatch(argc, argv, &err))
-		return err;
-	cli_parse(argc, argv, &env);
 	diag_init(&dg);
 	job.diag = &dg;
 	if (check_pids(&env))
 		return 1;
 	/* Fail on an unwritable report file before the job runs, not after. */
-	out = open_output(&env);
+	out = env.record_path ? stdout : open_output(&env);
 	if (!out)
 		return 1;
 	install_signals();
@@ -298,17 +337,34 @@ int main(int argc, char **argv)
 		goto cleanup;
 	ep.calls = &steps;
 	job.epochs = &ep;
+	if (env.record_path) {
+		if (record_open(&rec, env.record_path, &env, &job) ||
+		    record_states(&rec, &states, &tr))
+			goto cleanup;
+		tr.rec = &rec;
+	}
 	if (start_targets(&tr, &env, &l)) {
 		err = env.command ? 127 : 1;
 		goto cleanup;
 	}
 	gpu_tick(&gpu, &job, now_ns());	/* -p: the libraries are there already */
-	trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout);
-	report_ns = final_report(&tr, &job, &env, out);
+	if (trace_loop(&tr, &job, &env, &l, env.format == TB_FMT_JSON ? stderr : stdout))
+		goto cleanup;
+	if (env.record_path) {
+		if (final_record(&tr, &job, &env))
+			goto cleanup;
+	} else {
+		report_ns = final_report(&tr, &job, &env, out);
+	}
 	launch_reap(&l);
 	err = env.command ? launch_exit_code(&l) : 0;
 cleanup:
 	close_states_out(&states, &tr, states_out, report_ns);
+	if (tr.states) {	/* record: the final refresh drained it */
+		tr.states = NULL;
+		states_close(&states);
+	}
+	record_close(&rec);
 	gpu_free(&gpu);	/* its probes before the programs they run */
 	epochs_free(&ep);
 	diag_free(&dg);
@@ -318,4 +374,46 @@ cleanup:
 	if (out && out != stdout)
 		fclose(out);
 	return err;
+}
+
+static int live_main(int argc, char **argv)
+{
+	struct env env;
+
+	cli_parse(argc, argv, &env);
+	return trace(&env);
+}
+
+static int record_main(int argc, char **argv)
+{
+	struct env env;
+
+	argv[0] = "trainbpf record";	/* argp names the program by it */
+	cli_parse_record(argc, argv, &env);
+	return trace(&env);
+}
+
+/*
+ * Subcommands, by the first argument; anything else is the live tool's
+ * options. To add one: a line here and a NAME_main(argc, argv) that gets
+ * argv from the subcommand's name on (argv[0] = "NAME").
+ */
+static const struct subcommand {
+	const char *name;
+	int (*main)(int argc, char **argv);
+} subcommands[] = {
+	{ "record", record_main },
+};
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	/* report, trace, diff: reading recordings (cli_read.c). */
+	if (cli_read_dispatch(argc, argv, &rc))
+		return rc;
+	for (size_t i = 0; argc > 1 && i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].main(argc - 1, argv + 1);
+	return live_main(argc, argv);
 }

@@ -1,0 +1,286 @@
+"""trainbpf record: the recording against the workload's own truth, and
+what is left of it when trainbpf is stopped or killed.
+
+The samples are per-thread gains per flush; summed, they are the thread's
+totals, so the per-category check of test_accuracy applies to them as is.
+A live thread's totals at a flush are its whole life up to that flush (the
+open interval included), so the sum of a thread's rows is, to the
+nanosecond, its last row's time minus its start: that holds in a recording
+cut by kill -9 too, where no final report was ever made.
+"""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+from conftest import TRAINBPF, disk_dir, workload
+from test_accuracy import CATS, check_composition
+
+FLUSH_S = 1.0
+TICK_S = 0.2
+
+
+def open_db(path):
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def meta(db):
+    return {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM meta")}
+
+
+def as_report(db):
+    """The recording's threads in the shape of the JSON report's."""
+    sums = {r["tid"]: r for r in db.execute(
+        "SELECT tid, " + ", ".join(f"sum({c}) AS {c}" for c in CATS) +
+        " FROM samples GROUP BY tid")}
+    procs = {}
+    for t in db.execute("SELECT * FROM threads"):
+        s = sums[t["tid"]]
+        procs.setdefault(t["pid"], []).append({
+            "tid": t["tid"], "comm": t["comm"],
+            "time_s": {c: s[c] / 1e9 for c in CATS},
+            "lifetime_s": (t["end_ns"] - t["start_ns"]) / 1e9,
+        })
+    return {"processes": [{"pid": p, "threads": th} for p, th in procs.items()]}
+
+
+def check_header(db):
+    assert db.execute("PRAGMA application_id").fetchone()[0] == 0x74627066
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def check_sums_are_lifetimes(db):
+    """Each thread's rows sum to its life up to its last row, exactly."""
+    rows = db.execute(
+        "SELECT t.tid, t.start_ns, t.end_ns, max(s.ts_ns) AS last, " +
+        " + ".join(f"sum(s.{c})" for c in CATS) + " AS total "
+        "FROM threads t JOIN samples s ON s.tid = t.tid GROUP BY t.tid").fetchall()
+    assert rows
+    for r in rows:
+        upto = r["end_ns"] if r["end_ns"] else r["last"]
+        assert abs(r["total"] - (upto - r["start_ns"])) <= 1000, dict(r)
+
+
+def test_record_matches_truth(tmp_path):
+    db_path, truth_path = tmp_path / "run.db", tmp_path / "truth.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--",
+                        workload("mixed"), "-d", "4", "-o", str(truth_path),
+                        "-D", disk_dir()], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    db = open_db(db_path)
+    check_header(db)
+    m = meta(db)
+    assert m["complete"] == "1" and m["format"] == "trainbpf-recording"
+    assert int(m["end_mono_ns"]) > int(m["start_mono_ns"])
+    truth = json.loads(truth_path.read_text())
+    check_composition(as_report(db), truth)
+    check_sums_are_lifetimes(db)
+    # A thread busy all along has a row per flush, none with zero gains.
+    spin = next(t for t in truth["threads"] if t["name"] == "tb_spin")
+    n = db.execute("SELECT count(*) FROM samples WHERE tid = ?", (spin["tid"],)).fetchone()[0]
+    assert 4 <= n <= 6
+    zero = db.execute("SELECT count(*) FROM samples WHERE " +
+                      " AND ".join(f"{c} = 0 AND cp_{c} = 0" for c in CATS) +
+                      " AND io_rbytes = 0 AND io_wbytes = 0 AND nswitch = 0").fetchone()[0]
+    assert zero == 0
+    # The feeder process: forked, exited; its events and its row say so.
+    kinds = [e["type"] for e in db.execute(
+        "SELECT type FROM events WHERE pid = ? ORDER BY ts_ns", (truth["feeder_pid"],))]
+    assert kinds == ["fork", "exit"]
+    feeder = db.execute("SELECT * FROM processes WHERE pid = ?",
+                        (truth["feeder_pid"],)).fetchone()
+    assert feeder["ppid"] == truth["pid"] and feeder["role"] == "worker"
+    assert feeder["end_ns"] is not None
+    io = next(t for t in truth["threads"] if t["name"] == "tb_io")
+    got = db.execute("SELECT sum(io_rbytes) FROM samples WHERE tid = ?", (io["tid"],)).fetchone()[0]
+    assert got == io["bytes"]
+    counters = dict(db.execute("SELECT key, value FROM counters").fetchall())
+    assert counters["events_lost"] == 0 and counters["record_flushes"] >= 3
+
+
+def start_mixed(tmp_path, seconds):
+    truth = tmp_path / "truth.json"
+    job = subprocess.Popen([workload("mixed"), "-d", str(seconds), "-o", str(truth),
+                            "-D", disk_dir()])
+    time.sleep(0.3)     # its threads exist
+    return job, truth
+
+
+def start_record(db_path, pid):
+    p = subprocess.Popen([TRAINBPF, "record", "-o", str(db_path), "-p", str(pid)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.5)     # attached, and a few flushes made
+    return p
+
+
+def test_record_target_exits(tmp_path):
+    job, truth_path = start_mixed(tmp_path, 4)
+    rec = subprocess.run([TRAINBPF, "record", "-o", str(tmp_path / "run.db"),
+                          "-p", str(job.pid)], capture_output=True, text=True, timeout=60)
+    job.wait(timeout=30)
+    assert rec.returncode == 0, rec.stderr
+    db = open_db(tmp_path / "run.db")
+    check_header(db)
+    assert meta(db)["complete"] == "1"
+    assert meta(db)["command"] == f"-p {job.pid}"
+    check_sums_are_lifetimes(db)
+    truth = json.loads(truth_path.read_text())
+    tids = {t["tid"] for t in db.execute("SELECT tid FROM threads")}
+    assert {t["tid"] for t in truth["threads"]} <= tids
+    assert all(t["end_ns"] for t in db.execute("SELECT end_ns FROM threads"))
+
+
+def stop_and_check(tmp_path, sig):
+    job, _ = start_mixed(tmp_path, 30)
+    try:
+        rec = start_record(tmp_path / "run.db", job.pid)
+        sent = time.monotonic_ns()
+        rec.send_signal(sig)
+        _, err = rec.communicate(timeout=30)
+        assert rec.returncode == 0, err
+    finally:
+        job.kill()
+        job.wait()
+    db = open_db(tmp_path / "run.db")
+    check_header(db)
+    m = meta(db)
+    assert m["complete"] == "1"
+    assert int(m["end_mono_ns"]) >= sent
+    # The final flush came after the signal: the threads' rows reach it.
+    last = db.execute("SELECT max(ts_ns) FROM samples").fetchone()[0]
+    assert last >= sent
+    check_sums_are_lifetimes(db)
+
+
+def test_record_sigint(tmp_path):
+    stop_and_check(tmp_path, signal.SIGINT)
+
+
+def test_record_sigterm(tmp_path):
+    stop_and_check(tmp_path, signal.SIGTERM)
+
+
+def test_record_survives_kill_9(tmp_path):
+    job, _ = start_mixed(tmp_path, 30)
+    try:
+        rec = start_record(tmp_path / "run.db", job.pid)
+        killed = time.monotonic_ns()
+        rec.kill()
+        rec.wait(timeout=10)
+    finally:
+        job.kill()
+        job.wait()
+    assert os.path.exists(str(tmp_path / "run.db") + "-wal")
+    db = open_db(tmp_path / "run.db")
+    check_header(db)
+    m = meta(db)
+    assert "complete" not in m and "end_mono_ns" not in m
+    last = db.execute("SELECT max(ts_ns) FROM samples").fetchone()[0]
+    assert killed - last <= (FLUSH_S + TICK_S + 0.1) * 1e9, (killed - last) / 1e9
+    check_sums_are_lifetimes(db)
+    # Every thread of the job is there, busy ones with a row per flush.
+    spin = db.execute("SELECT count(*) FROM samples s JOIN threads t ON s.tid = t.tid "
+                      "WHERE t.comm = 'tb_spin'").fetchone()[0]
+    assert spin >= 2
+
+
+def test_record_disk_full(tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(small)],
+                   check=True)
+    job, _ = start_mixed(tmp_path, 40)
+    try:
+        t0 = time.monotonic()
+        rec = subprocess.run([TRAINBPF, "record", "-o", str(small / "run.db"),
+                              "-p", str(job.pid)], capture_output=True, text=True,
+                             timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        job.kill()
+        job.wait()
+        subprocess.run(["umount", str(small)], check=True)
+    assert rec.returncode == 1, rec.stderr
+    lines = rec.stderr.strip().splitlines()
+    assert len(lines) == 1 and "disk is full" in lines[0], rec.stderr
+    assert took < 30
+
+
+def test_record_cannot_create(tmp_path):
+    r = subprocess.run([TRAINBPF, "record", "-o", str(tmp_path / "no" / "run.db"),
+                        "--", "true"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        f"trainbpf: cannot create {tmp_path}/no/run.db: unable to open database file"]
+
+
+def test_record_epochs_steps_and_lines(tmp_path):
+    db_path, truth_path = tmp_path / "run.db", tmp_path / "truth.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--",
+                        workload("epochs"), "-e", "3", "-d", "0.5", "-s", "5",
+                        "-o", str(truth_path), "--mode", "both"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    truth = json.loads(truth_path.read_text())
+    db = open_db(db_path)
+    assert meta(db)["epoch_source"] == "marker"
+    marker = db.execute("SELECT * FROM epochs WHERE source = 'marker' "
+                        "ORDER BY start_ns").fetchall()
+    assert [e["label"] for e in marker] == [1, 2, 3]
+    assert [e["complete"] for e in marker] == [1, 1, 0]
+    for e, t in zip(marker, truth["epochs"]):
+        assert t["start_ns"] <= e["start_ns"] <= t["mark_end_ns"]
+    assert db.execute("SELECT count(*) FROM steps WHERE source = 'marker' AND pid = ?",
+                      (truth["pid"],)).fetchone()[0] == 15
+    lines = [e["text"] for e in db.execute(
+        "SELECT text FROM events WHERE type = 'text' ORDER BY ts_ns")]
+    assert lines == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+    marks = db.execute("SELECT count(*) FROM events WHERE type = 'mark'").fetchone()[0]
+    assert marks == 3 + 15
+
+
+def test_record_states_then_report_and_trace(tmp_path):
+    """record turns the state stream on: every closed interval is a row of
+    `states`, and per thread they tile its life and sum to its samples
+    (both are the BPF books: exact up to a ns of rounding per row). Then
+    report and trace read the file back without root."""
+    db_path = tmp_path / "run.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--",
+                        workload("bottleneck"), "-m", "data-cpu", "-d", "2",
+                        "-o", str(tmp_path / "truth.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    db = open_db(db_path)
+    counters = dict(db.execute("SELECT key, value FROM counters"))
+    assert counters["states_lost"] == 0 and counters["states_dropped"] == 0
+    assert counters["states_rows"] == db.execute("SELECT count(*) FROM states").fetchone()[0] > 0
+    for (tid,) in db.execute("SELECT DISTINCT tid FROM samples"):
+        rows = db.execute("SELECT start_ns, end_ns, cat FROM states WHERE tid = ? "
+                          "ORDER BY start_ns", (tid,)).fetchall()
+        for (s0, e0, _), (s1, _, _) in zip(rows, rows[1:]):
+            assert e0 == s1, (tid, e0, s1)
+        got = [0] * len(CATS)
+        for s, e, c in rows:
+            got[c] += e - s
+        want = db.execute("SELECT " + ",".join(f"sum({c})" for c in CATS) +
+                          " FROM samples WHERE tid = ?", (tid,)).fetchone()
+        for c, (g, w) in enumerate(zip(got, want)):
+            assert abs(g - w) <= 1000, (tid, CATS[c], g, w)
+    rep = subprocess.run([TRAINBPF, "report", str(db_path), "--format", "json"],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    assert "data_loading" in [d["id"] for d in json.loads(rep.stdout)["diagnosis"]]
+    trace = tmp_path / "trace.json"
+    tr = subprocess.run([TRAINBPF, "trace", str(db_path), "-o", str(trace)],
+                        capture_output=True, text=True, timeout=60)
+    assert tr.returncode == 0, tr.stderr
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    slices = [e for e in events if e["ph"] == "X" and e.get("cat") != "epoch"]
+    assert len(slices) >= counters["states_rows"], (len(slices), counters["states_rows"])

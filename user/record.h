@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * trainbpf record: the job as the live tool sees it, into one SQLite file
+ * (schema and contract: docs/recording.md). Between flushes the recorder
+ * only queues what happened (events, step markers); a flush writes, in one
+ * transaction, each thread's gains since its last row, the processes and
+ * threads that are new or changed, the epochs that closed and the queued
+ * events. WAL mode and a commit per flush: a recording cut by kill -9
+ * holds everything up to the last flush.
+ *
+ * Files: record.c (the file, meta, flushes), record_job.c (processes,
+ * threads, samples), record_events.c (events, epochs, steps),
+ * record_final.c (what is only known at the end).
+ */
+#ifndef TB_RECORD_H
+#define TB_RECORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "cli.h"
+#include "job.h"
+#include "epochs.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+struct tracer;
+
+#define REC_APP_ID 0x74627066	/* "tbpf" */
+#define REC_SCHEMA_VERSION 1
+#define REC_FLUSH_NS 1000000000ull
+/*
+ * A thread that only slept since its last row gets a row at most this
+ * often: idle pool threads would otherwise fill most of the file with
+ * rows of one number. Its sum is unchanged (the row carries all of it).
+ */
+#define REC_IDLE_ROW_NS 60000000000ull
+
+/* What the last row of a thread said, to write the next one as gains. */
+struct rec_thread {
+	uint64_t own[TB_NCAT], cp[TB_NCAT];
+	uint64_t rbytes, wbytes, nswitch;
+	uint64_t row_ns;	/* when its last row was written */
+	uint64_t end_ns;	/* as last written */
+	char comm[TB_COMM_LEN];
+	bool known;		/* its threads row exists */
+};
+
+/* What the processes row says, to rewrite it only when it changes. */
+struct rec_proc {
+	struct rec_thread *th;	/* parallel to proc_rec.threads */
+	int nth;
+	bool known;
+	uint64_t start_ns, end_ns;
+	pid_t ppid;
+	int role, rank;
+	unsigned int flags;
+	char comm[TB_COMM_LEN];
+	char exe[TB_PATH_LEN];
+};
+
+/* A lifecycle or text event, queued until the next flush. */
+struct rec_event {
+	uint64_t ts;
+	const char *type;	/* fork | exec | exit | mark | text */
+	pid_t pid, tid, ppid;	/* 0: not known (NULL) */
+	int code;
+	bool has_code;
+	char text[TB_TEXT_LEN + 1];
+};
+
+struct rec_step {
+	uint64_t ts;
+	pid_t pid;
+};
+
+enum rec_stmt {
+	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
+	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_N,
+};
+
+struct recorder {
+	struct sqlite3 *db;
+	const char *path;
+	struct sqlite3_stmt *st[RS_N];
+	bool failed;		/* one error said; nothing more is written */
+	struct rec_proc *procs;	/* parallel to job->procs */
+	int nprocs;
+	struct rec_event *ev;
+	int nev, capev;
+	struct rec_step *steps;
+	int nsteps, capsteps;
+	int marker_steps;	/* epochs->nsteps already queued */
+	int epochs_written[EP_NSRC];
+	uint64_t next_flush;
+	/* for the counters table: what recording cost */
+	uint64_t flushes, rows, flush_ns_max, flush_ns_sum;
+	uint64_t states_rows, states_dropped;	/* record_states.c */
+};
+
+/* States rows kept (~40 bytes each with the index-free table: ~0.1 GB). */
+#define REC_STATES_MAX_ROWS 2500000ull
+
+/*
+ * Creates path (replacing a file there), the schema and the meta rows
+ * known at the start. One line on stderr and -1 on error.
+ */
+int record_open(struct recorder *r, const char *path, const struct env *env,
+		const struct job *job);
+/* Closes the file; the recording stays incomplete unless finished. */
+void record_close(struct recorder *r);
+
+/* After each refresh: flushes when a second passed or an epoch closed. -1: failed. */
+int record_tick(struct recorder *r, struct tracer *tr, const struct job *job,
+		uint64_t now);
+/* At the end, after the last refresh and epochs_finish. -1: failed. */
+int record_finish(struct recorder *r, struct tracer *tr, const struct job *job,
+		  uint64_t now);
+
+/* From the ring buffer (tracer.c): queued for the next flush. */
+void record_on_lifecycle(struct recorder *r, const struct tb_event *e);
+void record_on_text(struct recorder *r, const struct epochs *ep,
+		    const struct tb_text_event *e);
+
+/* record_job.c: processes, threads, samples of one flush; -1 on error. */
+int record_job(struct recorder *r, const struct job *job, uint64_t now, bool last);
+/* record_events.c: queued events and steps, closed epochs; -1 on error. */
+int record_events(struct recorder *r, const struct job *job);
+struct steps;
+/* At the end: the steps found from the call period (not final before). */
+int record_call_steps(struct recorder *r, const struct steps *st);
+/* Whether an epoch closed since the last flush. */
+bool record_epoch_closed(const struct recorder *r, const struct job *job);
+/* record_states.c: the state stream into `states`, bounded. -1 on error. */
+struct states;
+int record_states(struct recorder *r, struct states *st, struct tracer *tr);
+/* record_final.c: gpu_calls, diagnosis, counters. */
+int record_counters(struct recorder *r, struct tracer *tr, const struct job *job);
+int record_final(struct recorder *r, const struct job *job, uint64_t now);
+
+/* Helpers shared by the record_*.c files (record.c). */
+int rec_step(struct recorder *r, enum rec_stmt s);	/* runs, resets; -1 on error */
+void rec_fail(struct recorder *r, const char *what);
+int rec_meta(struct recorder *r, const char *key, const char *value);
+void rec_bind_int(struct recorder *r, enum rec_stmt s, int i, int64_t v);
+void rec_bind_text(struct recorder *r, enum rec_stmt s, int i, const char *v);
+void rec_bind_null(struct recorder *r, enum rec_stmt s, int i);
+void rec_bind_double(struct recorder *r, enum rec_stmt s, int i, double v);
+
+#endif

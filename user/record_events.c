@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * Events, epochs and steps. Ring-buffer events arrive between flushes and
+ * wait in a queue; epochs are written once closed (a boundary fixes their
+ * end, and the epoch flushes at once); step markers as they come. Steps
+ * found from the call period are written at the end only: detection drops
+ * recent steps again when the loop changes (steps.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "record.h"
+#include "steps.h"
+
+static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *type)
+{
+	struct rec_event *e;
+
+	if (r->nev == r->capev) {
+		int cap = r->capev ? r->capev * 2 : 64;
+		struct rec_event *n = realloc(r->ev, cap * sizeof(*n));
+
+		if (!n)
+			abort();
+		r->ev = n;
+		r->capev = cap;
+	}
+	e = &r->ev[r->nev++];
+	memset(e, 0, sizeof(*e));
+	e->ts = ts;
+	e->type = type;
+	return e;
+}
+
+static void queue_step(struct recorder *r, uint64_t ts, pid_t pid)
+{
+	if (r->nsteps == r->capsteps) {
+		int cap = r->capsteps ? r->capsteps * 2 : 256;
+		struct rec_step *n = realloc(r->steps, cap * sizeof(*n));
+
+		if (!n)
+			abort();
+		r->steps = n;
+		r->capsteps = cap;
+	}
+	r->steps[r->nsteps++] = (struct rec_step){ ts, pid };
+}
+
+void record_on_lifecycle(struct recorder *r, const struct tb_event *e)
+{
+	static const char *const types[] = {
+		[TB_EV_FORK] = "fork", [TB_EV_EXEC] = "exec", [TB_EV_EXIT] = "exit",
+	};
+	struct rec_event *ev;
+
+	if (!r || e->type < TB_EV_FORK || e->type > TB_EV_EXIT)
+		return;
+	ev = new_event(r, e->ts, types[e->type]);
+	ev->pid = e->pid;
+	ev->ppid = e->type == TB_EV_FORK ? (pid_t)e->ppid : 0;
+	if (e->type == TB_EV_EXIT) {
+		ev->code = e->exit_code;
+		ev->has_code = true;
+	}
+	if (e->type == TB_EV_EXEC)
+		snprintf(ev->text, sizeof(ev->text), "%.*s", TB_PATH_LEN, e->path);
+}
+
+/* The lines of a write that match the epoch regex, "\n"-joined. */
+static bool matched_lines(const struct epochs *ep, char *buf, char *out, size_t len)
+{
+	char *save = NULL;
+	size_t off = 0;
+
+	out[0] = '\0';
+	if (!ep->re_ok)
+		return false;
+	for (char *line = strtok_r(buf, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save))
+		if (!regexec(&ep->re, line, 0, NULL, 0) && off < len)
+			off += snprintf(out + off, len - off, "%s%s", off ? "\n" : "", line);
+	return off > 0;
+}
+
+/* After epochs_on_event: a marker it took as a step is a step here too. */
+void record_on_text(struct recorder *r, const struct epochs *ep,
+		    const struct tb_text_event *e)
+{
+	char buf[TB_TEXT_LEN + 1], lines[TB_TEXT_LEN + 1];
+	size_t len = e->len < TB_TEXT_LEN ? e->len : TB_TEXT_LEN;
+	struct rec_event *ev;
+
+	if (!r)
+		return;
+	memcpy(buf, e->text, len);
+	buf[len] = '\0';
+	if (e->type == TB_EV_TEXT && !matched_lines(ep, buf, lines, sizeof(lines)))
+		return;
+	buf[strcspn(buf, "\n")] = '\0';	/* a marker is one line */
+	ev = new_event(r, e->ts, e->type == TB_EV_MARK ? "mark" : "text");
+	ev->pid = e->pid;
+	ev->tid = e->tid;
+	snprintf(ev->text, sizeof(ev->text), "%s", e->type == TB_EV_MARK ? buf : lines);
+	for (; r->marker_steps < ep->nsteps; r->marker_steps++)
+		queue_step(r, e->ts, e->pid);
+}
+
+static void bind_or_null(struct recorder *r, int i, int64_t v, bool known)
+{
+	if (known)
+		rec_bind_int(r, RS_EVENT, i, v);
+}
+
+static int write_events(struct recorder *r)
+{
+	for (int i = 0; i < r->nev && !r->failed; i++) {
+		const struct rec_event *e = &r->ev[i];
+
+		rec_bind_int(r, RS_EVENT, 1, e->ts);
+		rec_bind_text(r, RS_EVENT, 2, e->type);
+		bind_or_null(r, 3, e->pid, e->pid);
+		bind_or_null(r, 4, e->tid, e->tid);
+		bind_or_null(r, 5, e->ppid, e->ppid);
+		bind_or_null(r, 6, e->code, e->has_code);
+		if (e->text[0])
+			rec_bind_text(r, RS_EVENT, 7, e->text);
+		rec_step(r, RS_EVENT);
+	}
+	r->nev = 0;
+	return r->failed ? -1 : 0;
+}
+
+static int write_step(struct recorder *r, const char *source, pid_t pid, uint64_t ts)
+{
+	rec_bind_text(r, RS_STEP, 1, source);
+	if (pid)
+		rec_bind_int(r, RS_STEP, 2, pid);
+	rec_bind_int(r, RS_STEP, 3, ts);
+	return rec_step(r, RS_STEP);
+}
+
+static int write_marker_steps(struct recorder *r)
+{
+	for (int i = 0; i < r->nsteps && !r->failed; i++)
+		write_step(r, "marker", r->steps[i].pid, r->steps[i].ts);
+	r->nsteps = 0;
+	return r->failed ? -1 : 0;
+}
+
+static int write_epoch(struct recorder *r, enum ep_source s, const struct epoch *e)
+{
+	rec_bind_text(r, RS_EPOCH, 1, epochs_source_name(s));
+	rec_bind_int(r, RS_EPOCH, 2, e->label);
+	rec_bind_int(r, RS_EPOCH, 3, e->start);
+	rec_bind_int(r, RS_EPOCH, 4, e->end);
+	rec_bind_int(r, RS_EPOCH, 5, e->complete);
+	return rec_step(r, RS_EPOCH);
+}
+
+bool record_epoch_closed(const struct recorder *r, const struct job *job)
+{
+	for (int s = 0; job->epochs && s < EP_NSRC; s++)
+		if (job->epochs->src[s].n > r->epochs_written[s])
+			return true;
+	return false;
+}
+
+int record_events(struct recorder *r, const struct job *job)
+{
+	write_events(r);
+	write_marker_steps(r);
+	for (int s = 0; job->epochs && s < EP_NSRC && !r->failed; s++) {
+		const struct ep_stream *st = &job->epochs->src[s];
+
+		for (; r->epochs_written[s] < st->n && !r->failed; r->epochs_written[s]++)
+			write_epoch(r, s, &st->list[r->epochs_written[s]]);
+	}
+	return r->failed ? -1 : 0;
+}
+
+/* The thread of process pid whose steps stand for it: the main one if it has any. */
+static const struct st_thread *step_thread(const struct steps *st, pid_t pid)
+{
+	const struct st_thread *best = NULL;
+
+	for (int i = 0; i < st->nth; i++) {
+		const struct st_thread *t = &st->th[i];
+
+		if (t->pid != pid || !t->nbounds)
+			continue;
+		if (t->tid == pid)
+			return t;
+		if (!best || t->nbounds > best->nbounds)
+			best = t;
+	}
+	return best;
+}
+
+static bool pid_done(const struct steps *st, int upto, pid_t pid)
+{
+	for (int i = 0; i < upto; i++)
+		if (st->th[i].pid == pid)
+			return true;
+	return false;
+}
+
+/* At the end: the step starts the call period gave, one thread per process. */
+int record_call_steps(struct recorder *r, const struct steps *st)
+{
+	for (int i = 0; st && i < st->nth && !r->failed; i++) {
+		const struct st_thread *t;
+
+		if (pid_done(st, i, st->th[i].pid))
+			continue;
+		t = step_thread(st, st->th[i].pid);
+		for (int k = 0; t && k < t->nbounds && !r->failed; k++)
+			write_step(r, "calls", t->pid, t->bounds[k]);
+	}
+	return r->failed ? -1 : 0;
+}

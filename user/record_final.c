@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * What is written at the end (GPU call counts, the diagnosis, the meta
+ * that marks a recording complete), and the counters, which every flush
+ * rewrites so that a cut recording still says what was lost.
+ */
+#include <stdio.h>
+#include "diagnosis.h"
+#include "gpu.h"
+#include "record.h"
+#include "report.h"
+#include "tracer.h"
+
+#define MAX_FINDINGS 32
+
+static int counter(struct recorder *r, const char *key, uint64_t v)
+{
+	rec_bind_text(r, RS_COUNTER, 1, key);
+	rec_bind_int(r, RS_COUNTER, 2, (int64_t)v);
+	return rec_step(r, RS_COUNTER);
+}
+
+/* Same keys as the JSON report's counters, plus what recording cost. */
+int record_counters(struct recorder *r, struct tracer *tr, const struct job *job)
+{
+	struct tb_counters bpf;
+	struct report_counters c;
+
+	tracer_counters(tr, &bpf);
+	job_counters(job, &bpf, &c);
+	counter(r, "events_lost", c.bpf.events_lost);
+	counter(r, "io_bytes_read", c.io_rbytes);
+	counter(r, "io_bytes_written", c.io_wbytes);
+	counter(r, "context_switches", c.switches);
+	counter(r, "threads_untraced", c.bpf.slots_exhausted + c.bpf.storage_failed);
+	counter(r, "sched_events_missed", c.bpf.sched_missed);
+	counter(r, "gpu_stats_full", c.bpf.api_stats_full);
+	counter(r, "gpu_probe_preempted", c.bpf.api_preempted);
+	counter(r, "states_lost", c.bpf.states_lost);
+	counter(r, "states_dropped", r->states_dropped);
+	counter(r, "states_rows", r->states_rows);
+	counter(r, "record_flushes", r->flushes);
+	counter(r, "record_sample_rows", r->rows);
+	counter(r, "record_flush_max_ns", r->flush_ns_max);
+	return counter(r, "record_flush_total_ns", r->flush_ns_sum);
+}
+
+static int write_gpu_calls(struct recorder *r, const struct gpu *g)
+{
+	for (int i = 0; g && i < g->nprocs && !r->failed; i++) {
+		const struct gpu_proc *p = &g->procs[i];
+
+		for (int a = 0; a < gpu_napis && !r->failed; a++) {
+			const struct tb_api_stat *s = &p->stat[a];
+
+			if (!s->calls && !s->nested)
+				continue;
+			rec_bind_int(r, RS_GPU, 1, p->pid);
+			rec_bind_text(r, RS_GPU, 2, gpu_apis[a].name);
+			rec_bind_text(r, RS_GPU, 3, gpu_kind_names[gpu_apis[a].kind]);
+			rec_bind_int(r, RS_GPU, 4, s->calls);
+			rec_bind_int(r, RS_GPU, 5, s->nested);
+			rec_bind_int(r, RS_GPU, 6, s->bytes);
+			rec_bind_int(r, RS_GPU, 7, s->ns);
+			rec_step(r, RS_GPU);
+		}
+	}
+	return r->failed ? -1 : 0;
+}
+
+static int write_findings(struct recorder *r, const struct epoch *e,
+			  const struct dg_finding *fs, int n)
+{
+	for (int i = 0; i < n && !r->failed; i++) {
+		if (e)
+			rec_bind_int(r, RS_DIAG, 1, e->label);
+		rec_bind_text(r, RS_DIAG, 2, diag_id_name(fs[i].id));
+		rec_bind_double(r, RS_DIAG, 3, fs[i].severity);
+		rec_bind_double(r, RS_DIAG, 4, fs[i].value);
+		rec_bind_double(r, RS_DIAG, 5, fs[i].threshold);
+		if (fs[i].pid)
+			rec_bind_int(r, RS_DIAG, 6, fs[i].pid);
+		rec_bind_text(r, RS_DIAG, 7, fs[i].summary);
+		rec_bind_text(r, RS_DIAG, 8, fs[i].evidence);
+		rec_bind_text(r, RS_DIAG, 9, fs[i].advice);
+		rec_step(r, RS_DIAG);
+	}
+	return r->failed ? -1 : 0;
+}
+
+/* One window: the run (e NULL) or an epoch of the source the reports use. */
+static int diagnose(struct recorder *r, const struct job *job, const struct epoch *e,
+		    uint64_t now)
+{
+	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_view v;
+	int n, err = e ? diag_view_epoch(&v, job, job->diag, e) :
+			 diag_view_run(&v, job, job->diag, now);
+
+	if (err)
+		return 0;	/* no view, no findings: as the reports do */
+	n = diag_run(&v, fs, MAX_FINDINGS);
+	diag_view_free(&v);
+	return write_findings(r, e, fs, n);
+}
+
+static int write_diagnosis(struct recorder *r, const struct job *job, uint64_t now)
+{
+	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
+	const struct ep_stream *st = s == EP_NSRC ? NULL : &job->epochs->src[s];
+
+	if (!job->diag)
+		return 0;
+	diagnose(r, job, NULL, now);
+	for (int i = 0; st && i < st->n && !r->failed; i++)
+		diagnose(r, job, &st->list[i], now);
+	return r->failed ? -1 : 0;
+}
+
+static int write_end_meta(struct recorder *r, const struct job *job, uint64_t now)
+{
+	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
+	char buf[32];
+
+	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
+	rec_meta(r, "end_mono_ns", buf);
+	return rec_meta(r, "complete", "1");
+}
+
+int record_final(struct recorder *r, const struct job *job, uint64_t now)
+{
+	if (job->epochs)
+		record_call_steps(r, job->epochs->calls);
+	if (job->gpu) {
+		gpu_refresh(job->gpu);
+		write_gpu_calls(r, job->gpu);
+	}
+	write_diagnosis(r, job, now);
+	return write_end_meta(r, job, now);
+}
