@@ -30,7 +30,13 @@ static const char doc[] =
 "EXAMPLES:\n"
 "    sudo trainbpf -p 1234              # trace job 1234 until it exits\n"
 "    sudo trainbpf -p 1234 -i 2 -d 60   # live table every 2 s, stop after 60 s\n"
-"    sudo trainbpf --format json -- python3 train.py   # launch and trace\n";
+"    sudo trainbpf --format json -- python3 train.py   # launch and trace\n"
+"\n"
+"SUBCOMMANDS (each has its own --help):\n"
+"    sudo trainbpf record -o run.db -- python3 train.py   # into SQLite\n"
+"    trainbpf report run.db [--format text|json|csv] [--epoch N] [--pid N]\n"
+"    trainbpf trace run.db -o trace.json                  # Chrome/Perfetto\n"
+"    trainbpf diff before.db after.db\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT };
