@@ -48,7 +48,12 @@ static const char schema[] =
 "CREATE TABLE diagnosis ("
 "  epoch INTEGER, id TEXT NOT NULL, severity REAL, value REAL, threshold REAL,"
 "  pid INTEGER, summary TEXT, evidence TEXT, advice TEXT);"
-"CREATE TABLE counters (key TEXT PRIMARY KEY, value INTEGER);";
+"CREATE TABLE counters (key TEXT PRIMARY KEY, value INTEGER);"
+"CREATE TABLE gpu_libraries (pid INTEGER NOT NULL, family TEXT NOT NULL,"
+"  path TEXT, version TEXT, static INTEGER);"
+"CREATE TABLE syncs (pid INTEGER NOT NULL, ts_ns INTEGER NOT NULL);"
+"CREATE TABLE worker_gens (parent INTEGER NOT NULL, fork_ns INTEGER NOT NULL,"
+"  nworkers INTEGER, epoch INTEGER, stall_s REAL, stall_err_s REAL);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -69,6 +74,9 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_COUNTER] = "INSERT OR REPLACE INTO counters VALUES (?,?)",
 	[RS_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
 	[RS_STATE] = "INSERT INTO states VALUES (?,?,?,?,?,?)",
+	[RS_GPU_LIB] = "INSERT INTO gpu_libraries VALUES (?,?,?,?,?)",
+	[RS_SYNC] = "INSERT INTO syncs VALUES (?,?)",
+	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 };
 
 void rec_fail(struct recorder *r, const char *what)

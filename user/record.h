@@ -76,7 +76,8 @@ struct rec_step {
 
 enum rec_stmt {
 	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
-	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_N,
+	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_GPU_LIB, RS_SYNC, RS_GEN,
+	RS_N,
 };
 
 struct recorder {

@@ -9,6 +9,7 @@
 #include "gpu.h"
 #include "record.h"
 #include "report.h"
+#include "steps.h"
 #include "tracer.h"
 
 #define MAX_FINDINGS 32
@@ -128,13 +129,66 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 	return rec_meta(r, "complete", "1");
 }
 
+/* The CUDA/NCCL files each process mapped, as the live report lists them. */
+static void write_gpu_libraries(struct recorder *r, const struct gpu *g)
+{
+	for (int i = 0; i < g->nprocs && !r->failed; i++)
+		for (int m = 0; m < g->procs[i].nmaps && !r->failed; m++) {
+			const struct gpu_object *o = &g->objs[g->procs[i].maps[m].obj];
+
+			for (int f = 0; f < GF_NFAMILIES && !r->failed; f++) {
+				if (!(o->families & (1u << f)))
+					continue;
+				rec_bind_int(r, RS_GPU_LIB, 1, g->procs[i].pid);
+				rec_bind_text(r, RS_GPU_LIB, 2, gpu_family_names[f]);
+				rec_bind_text(r, RS_GPU_LIB, 3, o->path);
+				rec_bind_text(r, RS_GPU_LIB, 4, o->version[f]);
+				rec_bind_int(r, RS_GPU_LIB, 5, o->is_static[f]);
+				rec_step(r, RS_GPU_LIB);
+			}
+		}
+}
+
+/* Sync entries (syncs per step), known in full only at the end like the steps. */
+static void write_syncs(struct recorder *r, const struct steps *st)
+{
+	for (int i = 0; st && i < st->npr && !r->failed; i++)
+		for (int k = 0; k < st->pr[i].nsyncs && !r->failed; k++) {
+			rec_bind_int(r, RS_SYNC, 1, st->pr[i].pid);
+			rec_bind_int(r, RS_SYNC, 2, st->pr[i].syncs[k]);
+			rec_step(r, RS_SYNC);
+		}
+}
+
+static void write_worker_gens(struct recorder *r, const struct epochs *ep)
+{
+	for (int i = 0; i < ep->ngens && !r->failed; i++) {
+		const struct ep_worker_gen *g = &ep->gens[i];
+
+		rec_bind_int(r, RS_GEN, 1, g->parent);
+		rec_bind_int(r, RS_GEN, 2, g->fork_ts);
+		rec_bind_int(r, RS_GEN, 3, g->nworkers);
+		rec_bind_int(r, RS_GEN, 4, g->epoch);
+		if (g->stall_s < 0)
+			rec_bind_null(r, RS_GEN, 5);
+		else
+			rec_bind_double(r, RS_GEN, 5, g->stall_s);
+		rec_bind_double(r, RS_GEN, 6, g->stall_err_s);
+		rec_step(r, RS_GEN);
+	}
+}
+
 int record_final(struct recorder *r, const struct job *job, uint64_t now)
 {
-	if (job->epochs)
+	if (job->epochs) {
 		record_call_steps(r, job->epochs->calls);
+		write_syncs(r, job->epochs->calls);
+		write_worker_gens(r, job->epochs);
+	}
 	if (job->gpu) {
 		gpu_refresh(job->gpu);
 		write_gpu_calls(r, job->gpu);
+		write_gpu_libraries(r, job->gpu);
 	}
 	write_diagnosis(r, job, now);
 	return write_end_meta(r, job, now);

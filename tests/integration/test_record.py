@@ -284,3 +284,37 @@ def test_record_states_then_report_and_trace(tmp_path):
     events = events["traceEvents"] if isinstance(events, dict) else events
     slices = [e for e in events if e["ph"] == "X" and e.get("cat") != "epoch"]
     assert len(slices) >= counters["states_rows"], (len(slices), counters["states_rows"])
+
+
+def test_record_cuda_steps_and_worker_generations(tmp_path):
+    """What is only final at the end (syncs, libraries, generations) is in
+    the file too, and report reads it back as the live tool prints it."""
+    db_path = tmp_path / "gpu.db"
+    truth = tmp_path / "truth.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--", workload("stepjob"),
+                        "--truth", str(truth), "--pattern", "mixed", "--epochs", "2",
+                        "--steps", "30", "--wait-probes", "20000"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    want = json.loads(truth.read_text())
+    rep = subprocess.run([TRAINBPF, "report", str(db_path), "--format", "json"],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    report = json.loads(rep.stdout)
+    for e in report["epochs"]["list"]:
+        if e["steps"]:
+            assert e["steps"]["syncs_per_step"] == want["syncs_per_step"], e["steps"]
+    kinds = {lib["kind"] for lib in report["gpu"]["libraries"] if lib["pid"] == want["pid"]}
+    assert kinds == {"cudart", "cuda", "nccl"}, report["gpu"]["libraries"]
+
+    db_path = tmp_path / "workers.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--epochs", "workers", "--",
+                        workload("workers"), "-e", "3", "-w", "2", "-n", "20",
+                        "-o", str(tmp_path / "wt.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    wt = json.loads((tmp_path / "wt.json").read_text())
+    db = open_db(db_path)
+    gens = [tuple(g) for g in db.execute(
+        "SELECT parent, nworkers, epoch FROM worker_gens ORDER BY fork_ns")]
+    assert gens == [(wt["pid"], 2, k + 1) for k in range(3)], gens
