@@ -114,9 +114,17 @@ static void sync_roles(struct tracer *tr, struct job *job)
 			tracer_set_role(tr, job->procs[i].pid, job->procs[i].role);
 }
 
-static void refresh(struct tracer *tr, struct job *job, uint64_t now)
+/*
+ * Returns the instant the totals are read at: after the events are drained,
+ * since a long drain (a recording's state rows) lets BPF close intervals
+ * past an instant read before it, and totals past their own timestamp.
+ */
+static uint64_t refresh(struct tracer *tr, struct job *job)
 {
+	uint64_t now;
+
 	tracer_drain_events(tr);
+	now = now_ns();
 	account_refresh(tr, now);
 	sync_roles(tr, job);
 	gpu_tick(job->gpu, job, now);
@@ -125,6 +133,7 @@ static void refresh(struct tracer *tr, struct job *job, uint64_t now)
 	/* Periods first: an epoch that ends now counts the steps found now. */
 	steps_tick(job->epochs->calls);
 	epochs_tick(job->epochs, job, now);
+	return now;
 }
 
 /*
@@ -162,9 +171,10 @@ static int trace_loop(struct tracer *tr, struct job *job,
 	uint64_t next_tick = start + TICK_NS;
 
 	while (!stop_signal) {
-		uint64_t now = wait_tick(tr, job, &next_tick);
+		uint64_t now;
 
-		refresh(tr, job, now);
+		wait_tick(tr, job, &next_tick);
+		now = refresh(tr, job);
 		launch_reap(l);
 		if (tr->rec && record_tick(tr->rec, tr, job, now)) {
 			err = -1;
@@ -202,9 +212,8 @@ static FILE *open_output(const struct env *env)
 /* The last refresh: every total final, every epoch closed. */
 static uint64_t final_refresh(struct tracer *tr, struct job *job)
 {
-	uint64_t now = now_ns();
+	uint64_t now = refresh(tr, job);
 
-	refresh(tr, job, now);
 	diag_sample(job->diag, job, now, true);
 	epochs_finish(job->epochs, job, now);
 	return now;
