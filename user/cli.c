@@ -39,7 +39,7 @@ static const char doc[] =
 "    trainbpf diff before.db after.db\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
-       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT };
+       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -57,6 +57,7 @@ static const struct argp_option opts[] = {
 	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
+	{ "step-blocks", OPT_STEP_BLOCKS, "N", 0, "Also print a block (step times, shares, slowest category) every N steps, as they complete" },
 	{ "states-out", OPT_STATES_OUT, "FILE", 0, "Debugging and test aid: write every closed state interval (tid, pid, start_ns, end_ns, cat, cp_cat) to FILE as tab-separated lines" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
@@ -166,6 +167,15 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_STATES_OUT:
 		env->states_out = arg;
 		break;
+	case OPT_STEP_BLOCKS: {
+		char *end;
+		long n = strtol(arg, &end, 10);
+
+		if (end == arg || *end || n < 1 || n > 10000000)
+			argp_error(state, "invalid --step-blocks: '%s' (a count of steps, >= 1)", arg);
+		env->step_blocks = n;
+		break;
+	}
 	case OPT_EPOCHS: {
 		enum ep_source src;
 

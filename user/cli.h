@@ -27,6 +27,7 @@ struct env {
 	bool states;		/* stream state intervals (user/states.h): record, --states-out */
 	unsigned int states_ring_kb;
 	const char *states_out;	/* --states-out: the stream as text, for tests */
+	int step_blocks;	/* --step-blocks N: a live block every N steps; 0 none */
 	bool launches;		/* probe launches too (costly: opt-in) */
 	int epochs;		/* enum ep_source (epochs.h) */
 	double epoch_interval_s;	/* --epochs interval:SEC */

@@ -343,6 +343,20 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	return n;
 }
 
+uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i)
+{
+	const uint64_t *t;
+	uint64_t next;
+	pid_t pid = 0;
+	int n;
+
+	if (ep->nsteps)
+		t = marker_bounds(ep, a, b, &n, &next);
+	else
+		t = steps_bounds(ep->calls, a, b, &n, &next, &pid);
+	return i >= 0 && i < n ? t[i] : 0;
+}
+
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
 			const struct ep_snap *end, bool complete)
 {

@@ -149,6 +149,12 @@ struct epochs {
 	int nhist;
 	struct ep_worker_gen *gens;
 	int ngens, capgens;
+	/* --step-blocks: where the next block starts (report_epochs.c) */
+	struct {
+		uint64_t from, ts;	/* its first step's start; the tick it began */
+		int64_t hl[TB_NCAT];	/* the headline then */
+		long done;		/* steps already in blocks */
+	} block;
 	long gen_epochs;	/* epochs the generations opened */
 	struct ep_fork *forks;	/* not judged yet, by time */
 	int nforks, capforks;
@@ -191,6 +197,8 @@ enum ep_source epochs_source(const struct epochs *ep);
  */
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
 		      struct ep_steps *s);
+/* The start of the i-th step (0-based) that starts in [a, b); 0 if none. */
+uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 const char *epochs_step_source_name(enum ep_step_src s);
 const char *epochs_source_name(enum ep_source s);
 

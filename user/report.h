@@ -51,6 +51,9 @@ int64_t epoch_headline(const struct job *job, const struct epoch *e,
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
 void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep);
+/* --step-blocks: a block when n more steps have completed since the last. */
+void report_step_blocks(FILE *f, const struct job *job, struct epochs *ep, int n,
+			uint64_t now);
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
 void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep);
 /* The steps of the interval since the previous call, one line. */

@@ -123,6 +123,60 @@ void report_steps_live(FILE *f, const struct job *job, uint64_t now)
 	fputc('\n', f);
 }
 
+/*
+ * Every n completed steps, a block: their times, and the headline's shares
+ * since the previous block. Steps are counted as they complete (the next
+ * one has started); the shares run from tick to tick, so they cover the
+ * block's steps give or take a tick and the step in progress.
+ */
+void report_step_blocks(FILE *f, const struct job *job, struct epochs *ep, int n,
+			uint64_t now)
+{
+	struct ep_steps s;
+	uint64_t hl[TB_NCAT];
+	double pct[TB_NCAT];
+	int64_t d[TB_NCAT], total = 0;
+	int best = TB_CPU;
+
+	if (!ep->block.ts) {
+		ep->block.ts = ep->block.from = job->window_start_ns;
+		job_headline(job, hl);
+		for (int c = 0; c < TB_NCAT; c++)
+			ep->block.hl[c] = hl[c];
+	}
+	epochs_step_stats(ep, ep->block.from, now, false, &s);
+	if (s.count < n)
+		return;
+	job_headline(job, hl);
+	for (int c = 0; c < TB_NCAT; c++) {
+		d[c] = (int64_t)hl[c] - ep->block.hl[c];
+		total += d[c];
+	}
+	for (int c = 0; c < TB_NCAT; c++) {
+		pct[c] = pct_of(d[c], total);
+		if (d[c] > d[best])
+			best = c;
+	}
+	fprintf(f, "=== Steps %ld-%ld (%s) %.1f s, %.1f ms/step (min %.1f, max %.1f, std %.1f)",
+		ep->block.done + 1, ep->block.done + s.count,
+		epochs_step_source_name(s.source), (now - ep->block.ts) / 1e9,
+		step_avg(&s), s.min_ms, s.max_ms, step_std(&s));
+	if (job->gpu && gpu_any_library(job->gpu))
+		fprintf(f, ", %.1f syncs/step", (double)s.syncs / s.count);
+	fprintf(f, " ===\n");
+	report_rollup_rows(f, pct, false);
+	fprintf(f, "  slowest: %s\n", tb_cat_names[best]);
+	fflush(f);
+	ep->block.done += s.count;
+	/* The next block starts with the step in progress, or after the last. */
+	ep->block.from = epochs_step_start(ep, ep->block.from, now, s.count);
+	if (!ep->block.from)
+		ep->block.from = now;
+	ep->block.ts = now;
+	for (int c = 0; c < TB_NCAT; c++)
+		ep->block.hl[c] = hl[c];
+}
+
 static void trend(FILE *f, const struct ep_stream *st)
 {
 	const struct epoch *first = NULL, *last = NULL;

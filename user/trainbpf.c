@@ -182,6 +182,8 @@ static int trace_loop(struct tracer *tr, struct job *job,
 		}
 		if (interval)
 			report_epochs_live(live, job, job->epochs);
+		if (env->step_blocks)
+			report_step_blocks(live, job, job->epochs, env->step_blocks, now);
 		if (interval && now >= next_live) {
 			report_live(live, job, now);
 			next_live += interval;

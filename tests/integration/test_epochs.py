@@ -305,3 +305,30 @@ def test_pytorch_epochs_from_its_log(tmp_path):
     for e in lst[:-1]:
         check_headline_sum(e, result["world_size"])
     assert all(e["steps"] is None for e in lst)
+
+
+def test_step_blocks(tmp_path):
+    """--step-blocks 4 on 2 epochs of 10 steps of 150 ms (spin, then
+    sleep): a block per 4 completed steps, numbered on. Each block's shares
+    run from the tick of the previous block to its own: steps 5-8 complete
+    at 1.5 s and 13-16 at 2.7 s into the job, windows that start a block
+    (0.6 s) later and lie inside the spin and the sleep epoch with more
+    than a tick (0.2 s) to spare."""
+    r = run_trainbpf(["-i", "0", "--step-blocks", "4", "--", workload("epochs"),
+                      "-o", str(tmp_path / "t2.json"), "-e", "2", "-d", "1.5", "-s", "10",
+                      "--mode", "marker"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    heads = re.findall(r"=== Steps (\d+)-(\d+) \(marker\) [\d.]+ s, ([\d.]+) ms/step", r.stdout)
+    assert [(int(a), int(b)) for a, b, _ in heads] == [(1, 4), (5, 8), (9, 12), (13, 16)], r.stdout
+    for _, _, avg in heads:
+        assert abs(float(avg) - 150.0) <= 0.2, heads    # absolute deadlines; 0.1 ms rounding
+    blocks = r.stdout.split("=== Steps ")[1:]
+    cpu = [float(re.search(r"computation\s+([\d.]+)%", b).group(1)) for b in blocks]
+    idle = [float(re.search(r"idle ([\d.]+)%", b).group(1)) for b in blocks]
+    assert cpu[1] >= 90.0 and "slowest: cpu" in blocks[1], blocks[1]
+    assert idle[3] >= 90.0 and "slowest: idle" in blocks[3], blocks[3]
+
+
+def test_step_blocks_needs_a_count(tmp_path):
+    r = run_trainbpf(["--step-blocks", "0", "--", "true"])
+    assert r.returncode == 2 and "--step-blocks" in r.stderr
