@@ -88,9 +88,13 @@ def test_balanced_is_silent(tmp_path):
     assert set(findings(report)) <= allowed_noise(truths), report["diagnosis"]
     for e in complete_epochs(report):
         # An epoch is a fifth of the run: it may hold the run's CPU waits.
+        # A missed switch-in (counted) leaves the thread RUNNABLE in our
+        # books until its next switch-out: an epoch boundary read meanwhile
+        # shows that stretch as runqueue, and the next epoch corrects it.
         ids = {d["id"] for d in e["diagnosis"]}
+        missed = report["counters"]["sched_events_missed"]
         assert ids <= {"cpu_contention"}, e
-        assert not ids or rq_share(truths) > 0.02, e
+        assert not ids or rq_share(truths) > 0.02 or missed > 0, e
         assert e["slowest"] == "cpu"
 
 
