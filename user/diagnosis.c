@@ -12,6 +12,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
+#include "procfs.h"
 
 #define SAMPLE_NS 1000000000ull
 #define BOUNDARY_LAG_NS 250000000ull	/* a tick, and some */
@@ -33,21 +34,6 @@ void diag_free(struct diag *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
-}
-
 int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb)
 {
 	const char *t = strstr(text, "MemTotal:"), *a = strstr(text, "MemAvailable:");
@@ -65,7 +51,7 @@ static void sample_memory(struct diag *d, uint64_t now)
 	uint64_t total, avail;
 
 	snprintf(path, sizeof(path), "%s/meminfo", d->proc_root);
-	if (read_file(path, buf, sizeof(buf)) < 0 || diag_parse_meminfo(buf, &total, &avail))
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || diag_parse_meminfo(buf, &total, &avail))
 		return;
 	d->mem_total_kb = total;
 	if (!d->mem_min_ts || avail < d->mem_min_avail_kb) {
@@ -107,7 +93,7 @@ static void read_rank(struct diag *d, struct dg_pinfo *p)
 
 	p->env_read = true;
 	snprintf(path, sizeof(path), "%s/%d/environ", d->proc_root, p->pid);
-	n = read_file(path, buf, sizeof(buf));
+	n = procfs_read_file(path, buf, sizeof(buf));
 	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
 		if (!strncmp(buf + i, "RANK=", 5)) {
 			p->rank = atoi(buf + i + 5);
@@ -153,7 +139,7 @@ static void sample_proc(struct diag *d, pid_t pid, uint64_t now)
 	if (!p->env_read)
 		read_rank(d, p);
 	snprintf(path, sizeof(path), "%s/%d/statm", d->proc_root, pid);
-	if (read_file(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
 		return;
 	add_rss(p, now, res * (sysconf(_SC_PAGESIZE) / 1024));
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "epochs.h"
+#include "grow.h"
 #include "job.h"
 #include "steps.h"
 
@@ -66,25 +67,9 @@ bool epochs_want_text(const struct epochs *ep)
 	return tracks(ep, EP_REGEX);
 }
 
-static void *grow(void *p, int *cap, int need, size_t size)
-{
-	int ncap = *cap ? *cap : 16;
-	void *np;
-
-	if (need <= *cap)
-		return p;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(p, ncap * size);
-	if (!np)
-		return NULL;
-	*cap = ncap;
-	return np;
-}
-
 static void add_pending(struct ep_stream *st, uint64_t ts, long label)
 {
-	struct ep_pending *p = grow(st->pend, &st->cappend, st->npend + 1, sizeof(*p));
+	struct ep_pending *p = tb_grow(st->pend, &st->cappend, st->npend + 1, sizeof(*p));
 	int i;
 
 	if (!p)
@@ -108,7 +93,7 @@ static void add_step_pid(struct epochs *ep, pid_t pid)
 
 static void add_step(struct epochs *ep, uint64_t ts)
 {
-	uint64_t *s = grow(ep->steps, &ep->capsteps, ep->nsteps + 1, sizeof(*s));
+	uint64_t *s = tb_grow(ep->steps, &ep->capsteps, ep->nsteps + 1, sizeof(*s));
 	int i;
 
 	if (!s)
@@ -360,7 +345,7 @@ uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int 
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
 			const struct ep_snap *end, bool complete)
 {
-	struct epoch *list = grow(st->list, &st->cap, st->n + 1, sizeof(*list));
+	struct epoch *list = tb_grow(st->list, &st->cap, st->n + 1, sizeof(*list));
 	struct epoch *e;
 
 	if (!list)
@@ -445,7 +430,7 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
  */
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 {
-	struct ep_fork *f = grow(ep->forks, &ep->capforks, ep->nforks + 1, sizeof(*f));
+	struct ep_fork *f = tb_grow(ep->forks, &ep->capforks, ep->nforks + 1, sizeof(*f));
 	int i;
 
 	if (!f)
@@ -538,7 +523,7 @@ static bool has_live_workers(const struct epochs *ep, const struct job *job,
  */
 static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep_fork *f)
 {
-	struct ep_worker_gen *g = grow(ep->gens, &ep->capgens, ep->ngens + 1, sizeof(*g));
+	struct ep_worker_gen *g = tb_grow(ep->gens, &ep->capgens, ep->ngens + 1, sizeof(*g));
 	bool opens = !ep->gen_epochs;
 
 	if (!g)
@@ -562,7 +547,7 @@ static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep
 static void add_worker(struct epochs *ep, const struct job *job,
 		       const struct ep_snap *cur, const struct ep_fork *f, uint64_t end)
 {
-	struct ep_worker *w = grow(ep->workers, &ep->capworkers, ep->nworkers + 1, sizeof(*w));
+	struct ep_worker *w = tb_grow(ep->workers, &ep->capworkers, ep->nworkers + 1, sizeof(*w));
 	int g;
 
 	if (!w)

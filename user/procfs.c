@@ -21,7 +21,7 @@ static int task_path(char *buf, size_t len, pid_t pid, pid_t tid,
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static ssize_t read_file(const char *path, char *buf, size_t len)
+ssize_t procfs_read_file(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
@@ -42,7 +42,7 @@ int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 	size_t n;
 
 	if (task_path(path, sizeof(path), pid, tid, "stat") ||
-	    read_file(path, buf, sizeof(buf)) < 0)
+	    procfs_read_file(path, buf, sizeof(buf)) < 0)
 		return -1;
 	/* comm may hold spaces and parentheses: it ends at the last ')'. */
 	open_paren = strchr(buf, '(');
@@ -71,7 +71,7 @@ int procfs_schedstat(pid_t pid, pid_t tid, uint64_t *cpu_ns, uint64_t *rq_ns)
 	unsigned long long cpu, rq;
 
 	if (task_path(path, sizeof(path), pid, tid, "schedstat") ||
-	    read_file(path, buf, sizeof(buf)) < 0 ||
+	    procfs_read_file(path, buf, sizeof(buf)) < 0 ||
 	    sscanf(buf, "%llu %llu", &cpu, &rq) != 2)
 		return -1;
 	*cpu_ns = cpu;
@@ -84,7 +84,7 @@ int procfs_io(pid_t pid, pid_t tid, uint64_t *rbytes, uint64_t *wbytes)
 	char path[64], buf[512], *p;
 
 	if (task_path(path, sizeof(path), pid, tid, "io") ||
-	    read_file(path, buf, sizeof(buf)) < 0)
+	    procfs_read_file(path, buf, sizeof(buf)) < 0)
 		return -1;
 	p = strstr(buf, "\nread_bytes:");
 	*rbytes = p ? strtoull(p + 12, NULL, 10) : 0;
@@ -100,7 +100,7 @@ long procfs_syscall(pid_t pid, pid_t tid, long *arg0)
 	unsigned long a0 = 0;
 
 	if (task_path(path, sizeof(path), pid, tid, "syscall") ||
-	    read_file(path, buf, sizeof(buf)) < 0 || !isdigit(buf[0]))
+	    procfs_read_file(path, buf, sizeof(buf)) < 0 || !isdigit(buf[0]))
 		return -1;	/* "running", or "-1 ..." outside a syscall */
 	if (sscanf(buf, "%ld %lx", &nr, &a0) < 1)
 		return -1;
@@ -172,7 +172,7 @@ int procfs_cmdline(pid_t pid, char *buf, size_t len)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	n = read_file(path, buf, len);
+	n = procfs_read_file(path, buf, len);
 	return n < 0 ? -1 : (int)n;
 }
 

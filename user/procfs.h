@@ -14,6 +14,8 @@ struct proc_stat {
 	unsigned int flags;	/* PF_* */
 };
 
+/* A small file whole (NUL-terminated); its length, or -1. */
+ssize_t procfs_read_file(const char *path, char *buf, size_t len);
 int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 bool procfs_is_kthread(const struct proc_stat *st);
 /* Fields 1 and 2 of schedstat: ns on CPU, ns waiting on a runqueue. */

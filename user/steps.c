@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <stdlib.h>
 #include <string.h>
+#include "grow.h"
 #include "steps.h"
 
 bool steps_sym_match(struct st_sym a, struct st_sym b)
@@ -75,26 +76,10 @@ int steps_phase(const struct st_sym *s, int n, int p)
 	return phase;
 }
 
-static void *grow(void *p, int *cap, int need, size_t size)
-{
-	int ncap = *cap ? *cap : 16;
-	void *np;
-
-	if (need <= *cap)
-		return p;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(p, ncap * size);
-	if (!np)
-		return NULL;
-	*cap = ncap;
-	return np;
-}
-
 /* Appends ts to a sorted list; events of different threads come nearly sorted. */
 static void insert_sorted(uint64_t **list, int *n, int *cap, uint64_t ts)
 {
-	uint64_t *l = grow(*list, cap, *n + 1, sizeof(*l));
+	uint64_t *l = tb_grow(*list, cap, *n + 1, sizeof(*l));
 	int i;
 
 	if (!l)
@@ -113,7 +98,7 @@ static struct st_thread *thread_of(struct steps *st, pid_t pid, pid_t tid)
 	for (int i = st->nth - 1; i >= 0; i--)
 		if (st->th[i].tid == tid && st->th[i].pid == pid)
 			return &st->th[i];
-	t = grow(st->th, &st->capth, st->nth + 1, sizeof(*t));
+	t = tb_grow(st->th, &st->capth, st->nth + 1, sizeof(*t));
 	if (!t)
 		return NULL;
 	st->th = t;
@@ -135,7 +120,7 @@ static struct st_proc *proc_of(struct steps *st, pid_t pid)
 	for (int i = 0; i < st->npr; i++)
 		if (st->pr[i].pid == pid)
 			return &st->pr[i];
-	p = grow(st->pr, &st->cappr, st->npr + 1, sizeof(*p));
+	p = tb_grow(st->pr, &st->cappr, st->npr + 1, sizeof(*p));
 	if (!p)
 		return NULL;
 	st->pr = p;
