@@ -23,7 +23,7 @@ USER_SRCS := $(wildcard user/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/user/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration workloads demo install clean vmlinux fuzz
+.PHONY: all static check unit integration golden workloads demo install clean vmlinux fuzz
 # Keep the BPF object and skeleton: they are outputs, not scratch.
 .SECONDARY:
 all: $(OUTPUT)/trainbpf
@@ -54,6 +54,10 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 $(OUTPUT)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(OUTPUT)/tests
 	$(CC) $(CFLAGS) $(INCLUDES) -Iuser $< $(LIB_OBJS) $(LDLIBS) $(shell pkg-config --libs check) -o $@
 
+# tests/golden: a fixed model through every live output (outputs.py).
+$(OUTPUT)/tests/render: tests/golden/render.c $(LIB_OBJS) | $(OUTPUT)/tests
+	$(CC) $(CFLAGS) $(INCLUDES) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+
 unit: $(UNIT_BINS)
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
 
@@ -66,7 +70,12 @@ integration: all workloads
 	/usr/bin/python3 -m pytest -v tests/integration/test_reference.py
 	/usr/bin/python3 -m pytest -v tests/integration --ignore=tests/integration/test_reference.py
 
-check: unit integration
+# Every output against tests/golden/expected: report/trace/diff on fixed
+# recordings and a fixed model byte for byte, live runs by their shape.
+golden: all workloads $(OUTPUT)/tests/render
+	/usr/bin/python3 tests/golden/outputs.py check
+
+check: unit golden integration
 
 # The recording reader under libFuzzer and ASan: every user object rebuilt
 # with clang's instrumentation; new inputs go to the build directory, the

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * A fixed model printed through every output the live tool has: the live
+ * table (with its GPU and steps lines), live epoch blocks, --step-blocks,
+ * and the final text, JSON and CSV reports. Nothing here is measured: the
+ * job's totals grow by fixed amounts per tick, epochs and steps come from
+ * marker events (or from CUDA call events, "calls"), the GPU side is built
+ * by hand. tests/golden/check.sh compares the output with the file made
+ * before user/ was restructured: the restructure may move code, not bytes.
+ *
+ * Usage: render markers|calls
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "diagnosis.h"
+#include "epochs.h"
+#include "gpu.h"
+#include "job.h"
+#include "report.h"
+#include "steps.h"
+#include "cli_read.h"
+
+#define MS 1000000ull
+#define W0 (1000 * 1000 * MS)	/* the window's start, CLOCK_MONOTONIC */
+#define TICK (200 * MS)
+#define TICKS 40
+
+struct scene {
+	struct job job;
+	struct { pid_t pid; uint64_t end; } dies[8];
+	int ndies;
+	struct epochs ep;
+	struct steps steps;
+	struct gpu gpu;
+	struct diag dg;
+	bool calls;
+};
+
+static void add_cat(struct thread_rec *t, int cat, uint64_t own, uint64_t cp)
+{
+	t->own[cat] += own;
+	t->cp[cat] += cp;
+}
+
+static void build_job(struct scene *s)
+{
+	struct proc_rec *p;
+	struct thread_rec *t;
+
+	s->job.window_start_ns = W0;
+	s->job.window_start_unix = 1700000000.25;
+	p = job_add_proc(&s->job, 10, 1, "launcher", W0);
+	p->root = true;
+	p->flags = 0;
+	job_add_thread(p, 10, "launcher", W0);
+	p = job_add_proc(&s->job, 100, 10, "python3", W0);
+	p->flags = TB_PF_FORKED | TB_PF_EXECED;
+	job_add_thread(p, 100, "python3", W0);
+	t = job_add_thread(p, 101, "pt_autograd_0", W0 + 50 * MS);
+	t->io_rbytes = 4096;
+	p = job_add_proc(&s->job, 110, 10, "q\"odd\\comm\n", W0 + 100 * MS);
+	p->flags = TB_PF_FORKED | TB_PF_EXECED;
+	job_add_thread(p, 110, "q\"odd\\comm\n", W0 + 100 * MS);
+}
+
+/* Each tick: the trainers compute, wait for data and talk; helpers sleep. */
+static void grow_job(struct scene *s, int tick)
+{
+	struct job *job = &s->job;
+	bool data_bound = tick >= TICKS / 2;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++) {
+			struct thread_rec *t = &p->threads[j];
+
+			if (t->end_ns)
+				continue;
+			t->nswitch += 7 + j;
+			if (p->pid == 10) {
+				add_cat(t, TB_IDLE, TICK, TICK);
+			} else if (p->pid == 100 && t->tid == 100) {
+				add_cat(t, TB_CPU, 90 * MS, 90 * MS);
+				add_cat(t, TB_DATA_WAIT, data_bound ? 80 * MS : 30 * MS,
+					data_bound ? 80 * MS : 30 * MS);
+				add_cat(t, TB_COMM, 10 * MS, 10 * MS);
+				add_cat(t, TB_GPU_WAIT, data_bound ? 0 : 50 * MS,
+					data_bound ? 0 : 50 * MS);
+				add_cat(t, TB_RUNQUEUE, data_bound ? 20 * MS : 20 * MS,
+					20 * MS);
+				t->io_rbytes += 1 << 20;
+			} else if (p->pid == 110 && t->tid == 110) {
+				add_cat(t, TB_CPU, 120 * MS, 120 * MS);
+				add_cat(t, TB_LOCK, 30 * MS, 30 * MS);
+				add_cat(t, TB_IO, 50 * MS, 50 * MS);
+				t->io_wbytes += 3 << 19;
+			} else if (p->pid >= 200) {
+				add_cat(t, TB_CPU, 60 * MS, 60 * MS);
+				add_cat(t, TB_IO, 40 * MS, 40 * MS);
+				add_cat(t, TB_IDLE, 100 * MS, 100 * MS);
+			} else {
+				add_cat(t, TB_CPU, 30 * MS, 30 * MS);
+				add_cat(t, TB_IDLE, 170 * MS, 170 * MS);
+			}
+		}
+	}
+}
+
+static void mark(struct scene *s, uint64_t ts, const char *text)
+{
+	struct tb_text_event e = { .type = TB_EV_MARK, .pid = 100, .tid = 100, .ts = ts, .fd = 9 };
+
+	e.len = strlen(text);
+	memcpy(e.text, text, e.len);
+	epochs_on_event(&s->ep, &e);
+}
+
+static void call(struct scene *s, uint64_t entry, int api, uint64_t dur)
+{
+	struct tb_call_event e = { .type = TB_EV_CALL, .pid = 100, .tid = 100,
+				   .api = api, .kind = gpu_apis[api].kind,
+				   .entry = entry, .ret = entry + dur };
+
+	steps_on_event(&s->steps, &e);
+}
+
+/* A DataLoader worker forked at ts by the trainer; it exits at end (0: never). */
+static void fork_worker(struct scene *s, pid_t pid, uint64_t ts, uint64_t end)
+{
+	struct proc_rec *p = job_add_proc(&s->job, pid, 100, "python3", ts);
+	struct thread_rec *t = job_add_thread(p, pid, "pt_data_worker", ts);
+
+	(void)t;
+	p->flags = TB_PF_FORKED;
+	if (end)
+		s->dies[s->ndies++] = (typeof(s->dies[0])){ pid, end };
+	epochs_on_fork(&s->ep, pid, 100, ts);
+}
+
+/* What happened during the tick that ends at now. */
+static void events(struct scene *s, int tick, uint64_t now)
+{
+	uint64_t from = now - TICK;
+	int sync = gpu_api_find("cudaStreamSynchronize");
+	int ar = gpu_api_find("ncclAllReduce");
+
+	if (tick == 3 || tick == 15 || tick == 27)
+		mark(s, from + 37 * MS, tick == 3 ? "TRAINBPF epoch 1\n" :
+		     tick == 15 ? "TRAINBPF epoch 2\n" : "TRAINBPF epoch 3\n");
+	if (tick == 5)
+		fork_worker(s, 200, from + 10 * MS, W0 + 3000 * MS);
+	if (tick == 5)
+		fork_worker(s, 201, from + 12 * MS, W0 + 3000 * MS);
+	if (tick == 16)
+		fork_worker(s, 202, from + 5 * MS, 0);
+	for (uint64_t t = from; t < now; t += 50 * MS) {
+		if (tick < 3)
+			continue;
+		if (!s->calls && (t / (50 * MS)) % 2 == 0)
+			mark(s, t + 3 * MS, "TRAINBPF step 1\n");
+		call(s, t + 20 * MS, sync, 2 * MS);
+		call(s, t + 30 * MS, ar, 1 * MS);
+		call(s, t + 40 * MS, sync, 5 * MS);
+	}
+}
+
+/* Workers whose time has come exit within the tick that ends at now. */
+static void exits(struct scene *s, uint64_t now)
+{
+	for (int k = 0; k < s->ndies; k++) {
+		struct proc_rec *p = job_proc(&s->job, s->dies[k].pid);
+
+		if (!p || p->end_ns || s->dies[k].end > now)
+			continue;
+		p->end_ns = p->threads[0].end_ns = s->dies[k].end;
+		p->exit_code = 0;
+		epochs_on_exit(&s->ep, p->pid, p->end_ns);
+	}
+}
+
+static void build_gpu(struct scene *s)
+{
+	struct gpu *g = &s->gpu;
+	struct gpu_proc *p;
+	struct gpu_object *o;
+
+	g->t0 = W0;
+	g->objs = calloc(2, sizeof(*g->objs));
+	g->nobjs = 2;
+	o = &g->objs[0];
+	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/nvidia/cu13/lib/libcudart.so.13");
+	o->families = 1u << GF_CUDART;
+	snprintf(o->version[GF_CUDART], sizeof(o->version[0]), "13");
+	o->offs[gpu_api_find("cudaStreamSynchronize")] = 0x1000;
+	o = &g->objs[1];
+	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/libtorch_cuda.so");
+	o->families = 1u << GF_NCCL;
+	o->is_static[GF_NCCL] = true;
+	snprintf(o->version[GF_NCCL], sizeof(o->version[0]), "2.28.9");
+	o->offs[gpu_api_find("ncclAllReduce")] = 0x2000;
+	g->procs = calloc(1, sizeof(*g->procs));
+	g->nprocs = 1;
+	p = &g->procs[0];
+	p->pid = 100;
+	p->detached = true;
+	p->maps = calloc(2, sizeof(*p->maps));
+	p->nmaps = 2;
+	for (int m = 0; m < 2; m++) {
+		p->maps[m].obj = m;
+		p->maps[m].multi_fds[0] = p->maps[m].multi_fds[1] = p->maps[m].multi_fds[2] = -1;
+	}
+	p->maps[0].probes[GF_CUDART] = 14;
+	p->maps[1].probes[GF_NCCL] = 22;
+	p->comms = calloc(1, sizeof(*p->comms));
+	p->ncomms = 1;
+	p->comms[0] = (struct gpu_comm){ .comm = 0x5599aa00, .parent = 0, .rank = 1,
+					 .nranks = 2, .api = gpu_api_find("ncclCommInitRank") };
+	for (int b = 0; b < 16; b++)
+		p->comms[0].id[b] = (unsigned char)(b * 17 + 3);
+}
+
+/* The counts BPF would have: calls so far, as of tick. */
+static void gpu_counts(struct scene *s, int tick)
+{
+	struct tb_api_stat *st = s->gpu.procs[0].stat;
+	int n = tick > 3 ? (tick - 3) * 4 : 0;
+	int sync = gpu_api_find("cudaStreamSynchronize");
+	int ar = gpu_api_find("ncclAllReduce");
+
+	st[sync].calls = 2 * n;
+	st[sync].ns = 2 * n * 3500000ull;
+	st[sync].nested = n / 3;
+	st[ar].calls = n;
+	st[ar].bytes = n * (64ull << 20);
+	st[ar].ns = n * MS;
+}
+
+int main(int argc, char **argv)
+{
+	static struct scene s;
+	char why[128];
+	struct report_counters c = { 0 };
+
+	s.calls = argc > 1 && !strcmp(argv[1], "calls");
+	diag_init(&s.dg);
+	build_job(&s);
+	build_gpu(&s);
+	if (epochs_init(&s.ep, EP_AUTO, 0, NULL, W0, why, sizeof(why)))
+		return 1;
+	s.ep.calls = &s.steps;
+	s.job.epochs = &s.ep;
+	s.job.gpu = &s.gpu;
+	s.job.diag = &s.dg;
+	for (int tick = 1; tick <= TICKS; tick++) {
+		uint64_t now = W0 + tick * TICK;
+
+		events(&s, tick, now);
+		grow_job(&s, tick);
+		exits(&s, now);
+		gpu_counts(&s, tick);
+		job_classify_roles(&s.job);
+		steps_tick(&s.steps);
+		epochs_tick(&s.ep, &s.job, now);
+		report_epochs_live(stdout, &s.job, &s.ep);
+		report_step_blocks(stdout, &s.job, &s.ep, 6, now);
+		if (tick % 5 == 0)
+			report_live(stdout, &s.job, now);
+	}
+	epochs_finish(&s.ep, &s.job, W0 + TICKS * TICK + 17 * MS);
+	c.bpf.events_lost = 3;
+	c.bpf.sched_missed = 2;
+	c.bpf.states_lost = 1;
+	c.io_rbytes = 123456789;
+	c.io_wbytes = 987654;
+	c.switches = 4242;
+	printf("==== text\n");
+	report_text(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+	printf("==== json\n");
+	report_json(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+	printf("==== csv\n");
+	report_csv(stdout, &s.job);
+	return 0;
+}
