@@ -20,6 +20,9 @@ struct job;
 struct epoch;
 struct ep_worker_gen;
 
+/* Findings of one window at most (there are DG_NIDS rules). */
+#define DG_MAX_FINDINGS 32
+
 enum dg_id {
 	DG_DATA_LOADING,
 	DG_HOST_BOUND,

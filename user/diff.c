@@ -34,10 +34,6 @@ static void run_shares(const struct recording *r, double pct[TB_NCAT])
 
 static void headline(FILE *f, const struct recording *a, const struct recording *b)
 {
-	static const int groups[TB_NROLLUP][4] = {
-		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
-		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
-	};
 	double pa[TB_NCAT], pb[TB_NCAT];
 
 	run_shares(a, pa);
@@ -45,15 +41,16 @@ static void headline(FILE *f, const struct recording *a, const struct recording 
 	fprintf(f, "Headline (trainers' critical path, %% of its time)\n");
 	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
 	for (int r = 0; r < TB_NROLLUP; r++) {
+		const int *g = tb_rollup_cats[r];
 		double sa = 0, sb = 0;
 
-		for (int k = 0; groups[r][k] >= 0; k++) {
-			sa += pa[groups[r][k]];
-			sb += pb[groups[r][k]];
+		for (int k = 0; g[k] >= 0; k++) {
+			sa += pa[g[k]];
+			sb += pb[g[k]];
 		}
 		fprintf(f, "  %-16s %6.1f%% %6.1f%% %+9.1f\n", tb_rollup_names[r], sa, sb, sb - sa);
-		for (int k = 0; groups[r][k] >= 0; k++) {
-			int c = groups[r][k];
+		for (int k = 0; g[k] >= 0; k++) {
+			int c = g[k];
 
 			fprintf(f, "    %-14s %6.1f%% %6.1f%% %+9.1f\n", tb_cat_names[c], pa[c],
 				pb[c], pb[c] - pa[c]);
@@ -128,8 +125,6 @@ static void epoch_row(FILE *f, const struct recording *a, const struct epoch *ea
 
 static void epochs_table(FILE *f, const struct recording *a, const struct recording *b)
 {
-	static const char *const heads[TB_NCAT] = { "cpu", "gpu", "comm", "data", "io",
-						    "rq", "lock", "idle" };
 	const struct ep_stream *sa = stream(a), *sb = stream(b);
 	int matched = 0;
 
@@ -137,7 +132,7 @@ static void epochs_table(FILE *f, const struct recording *a, const struct record
 	fprintf(f, "  %5s %8s %8s %8s %8s %8s", "EPOCH", "A_S", "B_S", "TIME", "A_STEP/S",
 		"B_STEP/S");
 	for (int c = 0; c < TB_NCAT; c++)
-		fprintf(f, " %5s", heads[c]);
+		fprintf(f, " %5s", tb_cat_short[c]);
 	fputc('\n', f);
 	for (int i = 0; sa && i < sa->n; i++) {
 		const struct epoch *eb = epoch_by_label(sb, sa->list[i].label);

@@ -62,11 +62,6 @@ static bool tracks(const struct epochs *ep, enum ep_source s)
 	return ep->want == EP_AUTO || ep->want == s;
 }
 
-bool epochs_want_text(const struct epochs *ep)
-{
-	return tracks(ep, EP_REGEX);
-}
-
 static void add_pending(struct ep_stream *st, uint64_t ts, long label)
 {
 	struct ep_pending *p = tb_grow(st->pend, &st->cappend, st->npend + 1, sizeof(*p));

@@ -169,8 +169,6 @@ int epochs_parse_source(const char *arg, enum ep_source *src, double *interval_s
 int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 		const char *re, uint64_t window_start, char *err, size_t errlen);
 void epochs_free(struct epochs *ep);
-/* Whether BPF must send the heads of writes to stdout/stderr. */
-bool epochs_want_text(const struct epochs *ep);
 /* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
 /* A traced process forked a new process (TB_EV_FORK). */

@@ -3,12 +3,6 @@
 #include <string.h>
 #include "job.h"
 
-const char *const tb_cat_names[TB_NCAT] = {
-	[TB_CPU] = "cpu", [TB_GPU_WAIT] = "gpu_wait", [TB_COMM] = "comm",
-	[TB_DATA_WAIT] = "data_wait", [TB_IO] = "io",
-	[TB_RUNQUEUE] = "runqueue", [TB_LOCK] = "lock", [TB_IDLE] = "idle",
-};
-
 static void *grow(void *arr, int *cap, size_t elem)
 {
 	int ncap = *cap ? *cap * 2 : 8;
@@ -94,15 +88,6 @@ uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now)
 	uint64_t end = t->end_ns ? t->end_ns : now;
 
 	return end > t->start_ns ? end - t->start_ns : 0;
-}
-
-uint64_t sum_cats(const uint64_t c[TB_NCAT])
-{
-	uint64_t s = 0;
-
-	for (int i = 0; i < TB_NCAT; i++)
-		s += c[i];
-	return s;
 }
 
 void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT])

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "trainbpf.h"
+#include "categories.h"
 
 struct thread_rec {
 	pid_t tid;
@@ -68,7 +68,6 @@ void job_free(struct job *job);
 uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now);
 /* Sum of a process's threads' own categories. */
 void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
-uint64_t sum_cats(const uint64_t c[TB_NCAT]);
 
 /*
  * Roles: a process forked (not exec'd) from a traced process, or named
@@ -83,7 +82,5 @@ bool job_classify_roles(struct job *job);
 const char *role_name(enum tb_role role);
 /* The trainers' main threads: the headline's critical path. */
 int job_headline(const struct job *job, uint64_t cp[TB_NCAT]);
-
-extern const char *const tb_cat_names[TB_NCAT];
 
 #endif

@@ -21,13 +21,12 @@
 #include "cli.h"
 #include "job.h"
 #include "epochs.h"
+#include "recording.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 struct tracer;
 
-#define REC_APP_ID 0x74627066	/* "tbpf" */
-#define REC_SCHEMA_VERSION 1
 #define REC_FLUSH_NS 1000000000ull
 /*
  * A thread that only slept since its last row gets a row at most this

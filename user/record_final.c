@@ -12,8 +12,6 @@
 #include "steps.h"
 #include "tracer.h"
 
-#define MAX_FINDINGS 32
-
 static int counter(struct recorder *r, const char *key, uint64_t v)
 {
 	rec_bind_text(r, RS_COUNTER, 1, key);
@@ -93,14 +91,14 @@ static int write_findings(struct recorder *r, const struct epoch *e,
 static int diagnose(struct recorder *r, const struct job *job, const struct epoch *e,
 		    uint64_t now)
 {
-	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_finding fs[DG_MAX_FINDINGS];
 	struct dg_view v;
 	int n, err = e ? diag_view_epoch(&v, job, job->diag, e) :
 			 diag_view_run(&v, job, job->diag, now);
 
 	if (err)
 		return 0;	/* no view, no findings: as the reports do */
-	n = diag_run(&v, fs, MAX_FINDINGS);
+	n = diag_run(&v, fs, DG_MAX_FINDINGS);
 	diag_view_free(&v);
 	return write_findings(r, e, fs, n);
 }

@@ -105,9 +105,9 @@ static int check_header(struct recording *r, char *err, size_t errlen)
 	if (app != REC_APP_ID)
 		return ERR("%s: not a trainbpf recording (SQLite application_id 0x%llx, want 0x%x)",
 			   r->path, (unsigned long long)(uint32_t)app, REC_APP_ID);
-	if (ver > REC_VERSION)
+	if (ver > REC_SCHEMA_VERSION)
 		return ERR("%s: recorded by a newer trainbpf (schema %lld; this one reads up to %d)",
-			   r->path, (long long)ver, REC_VERSION);
+			   r->path, (long long)ver, REC_SCHEMA_VERSION);
 	if (ver < 1)
 		return ERR("%s: not a trainbpf recording (schema version %lld)", r->path, (long long)ver);
 	return 0;

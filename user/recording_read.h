@@ -16,11 +16,10 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
+#include "recording.h"
 #include "report.h"
 #include "steps.h"
 
-#define REC_APP_ID 0x74627066	/* "tbpf" */
-#define REC_VERSION 1
 
 struct sqlite3;
 struct sqlite3_stmt;

@@ -4,34 +4,6 @@
 #include "diagnosis.h"
 #include "report.h"
 
-const char *const tb_rollup_names[TB_NROLLUP] = {
-	"computation", "communication", "io_data", "other",
-};
-
-/* Which roll-up each category belongs to. */
-static const enum tb_rollup cat_rollup[TB_NCAT] = {
-	[TB_CPU] = TB_R_COMPUTATION, [TB_GPU_WAIT] = TB_R_COMPUTATION,
-	[TB_COMM] = TB_R_COMMUNICATION, [TB_DATA_WAIT] = TB_R_IO_DATA,
-	[TB_IO] = TB_R_IO_DATA, [TB_RUNQUEUE] = TB_R_OTHER,
-	[TB_LOCK] = TB_R_OTHER, [TB_IDLE] = TB_R_OTHER,
-};
-
-/* Short column heads for 80-column tables. */
-static const char *const cat_short[TB_NCAT] = {
-	"cpu", "gpu", "comm", "data", "io", "rq", "lock", "idle",
-};
-
-void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP])
-{
-	uint64_t total = sum_cats(cats);
-
-	memset(pct, 0, sizeof(double) * TB_NROLLUP);
-	if (!total)
-		return;
-	for (int c = 0; c < TB_NCAT; c++)
-		pct[cat_rollup[c]] += 100.0 * cats[c] / total;
-}
-
 void job_counters(const struct job *job, const struct tb_counters *bpf,
 		  struct report_counters *out)
 {
@@ -70,7 +42,7 @@ static void pct_cells(FILE *f, const uint64_t c[TB_NCAT])
 static void cat_head(FILE *f)
 {
 	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, " %4s", cat_short[i]);
+		fprintf(f, " %4s", tb_cat_short[i]);
 	fputc('\n', f);
 }
 
@@ -137,23 +109,15 @@ void fmt_bytes(char *buf, size_t len, uint64_t b)
 
 void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
 {
-	static const int groups[TB_NROLLUP][4] = {
-		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
-		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
-	};
-	static const char *const labels[TB_NROLLUP] = {
-		"computation", "communication", "io & data", "other",
-	};
-
 	for (int r = 0; r < TB_NROLLUP; r++) {
+		const int *g = tb_rollup_cats[r];
 		double sum = 0;
 
-		for (int k = 0; groups[r][k] >= 0; k++)
-			sum += pct[groups[r][k]];
-		fprintf(f, "  %-14s %5.1f%%", labels[r], sum);
-		for (int k = 0; groups[r][k] >= 0 && (lone || groups[r][1] >= 0); k++)
-			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[groups[r][k]],
-				pct[groups[r][k]]);
+		for (int k = 0; g[k] >= 0; k++)
+			sum += pct[g[k]];
+		fprintf(f, "  %-14s %5.1f%%", tb_rollup_labels[r], sum);
+		for (int k = 0; g[k] >= 0 && (lone || g[1] >= 0); k++)
+			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[g[k]], pct[g[k]]);
 		fputc('\n', f);
 	}
 }

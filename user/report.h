@@ -16,18 +16,11 @@ struct report_counters {
 	uint64_t io_rbytes, io_wbytes, switches;
 };
 
-enum tb_rollup { TB_R_COMPUTATION, TB_R_COMMUNICATION, TB_R_IO_DATA,
-		 TB_R_OTHER, TB_NROLLUP };
-
-extern const char *const tb_rollup_names[TB_NROLLUP];
-
 /*
  * Rows "computation 62.1%   cpu 30.2% gpu_wait 31.9%" from each category's
  * percent; lone: list a group's category beside it when it is the only one.
  */
 void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone);
-/* Headline roll-up in percent of the total; all zero if total is 0. */
-void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP]);
 void job_counters(const struct job *job, const struct tb_counters *bpf,
 		  struct report_counters *out);
 

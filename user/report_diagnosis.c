@@ -5,8 +5,6 @@
 #include "epochs.h"
 #include "report.h"
 
-#define MAX_FINDINGS 32
-
 static const char *const checked =
 	"data loading, host-bound GPU, syncs per step, worker restarts, CPU and lock "
 	"contention, I/O-bound workers, communication, slow rank, memory";
@@ -17,7 +15,7 @@ static int saved_findings(const struct diag *d, bool run, long label,
 {
 	int n = 0;
 
-	for (int i = 0; i < d->nsaved && n < MAX_FINDINGS; i++)
+	for (int i = 0; i < d->nsaved && n < DG_MAX_FINDINGS; i++)
 		if (d->saved[i].run == run && (run || d->saved[i].epoch == label))
 			out[n++] = d->saved[i].f;
 	return n;
@@ -33,7 +31,7 @@ static int run_findings(const struct job *job, uint64_t now, struct dg_finding *
 		return saved_findings(job->diag, true, 0, out);
 	if (diag_view_run(&v, job, job->diag, now))
 		return -1;
-	n = diag_run(&v, out, MAX_FINDINGS);
+	n = diag_run(&v, out, DG_MAX_FINDINGS);
 	diag_view_free(&v);
 	return n;
 }
@@ -48,7 +46,7 @@ static int epoch_findings(const struct job *job, const struct epoch *e,
 		return saved_findings(job->diag, false, e->label, out);
 	if (diag_view_epoch(&v, job, job->diag, e))
 		return -1;
-	n = diag_run(&v, out, MAX_FINDINGS);
+	n = diag_run(&v, out, DG_MAX_FINDINGS);
 	diag_view_free(&v);
 	return n;
 }
@@ -81,7 +79,7 @@ static void wrapped(FILE *f, const char *label, const char *text)
 
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 {
-	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = run_findings(job, now, fs);
 
 	if (n < 0)
@@ -120,7 +118,7 @@ static int slowest(const struct job *job, const struct epoch *e)
 
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e)
 {
-	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = epoch_findings(job, e, fs);
 
 	if (n < 0)
@@ -161,7 +159,7 @@ static void json_list(FILE *f, const struct dg_finding *fs, int n)
 
 void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now)
 {
-	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = run_findings(job, now, fs);
 
 	fprintf(f, "\"diagnosis\":");
@@ -170,7 +168,7 @@ void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now)
 
 void report_diagnosis_epoch_json(FILE *f, const struct job *job, const struct epoch *e)
 {
-	struct dg_finding fs[MAX_FINDINGS];
+	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = epoch_findings(job, e, fs);
 
 	fprintf(f, "\"slowest\":\"%s\",\"diagnosis\":", tb_cat_names[slowest(job, e)]);

@@ -230,10 +230,6 @@ static pid_t parent_of(const struct job *job, pid_t pid)
 static void proc_row(FILE *f, long label, bool first, const char *pid,
 		     const char *role, const char *what, const int64_t cp[TB_NCAT])
 {
-	static const int groups[TB_NROLLUP][4] = {
-		{ TB_CPU, TB_GPU_WAIT, -1 }, { TB_COMM, -1 },
-		{ TB_DATA_WAIT, TB_IO, -1 }, { TB_RUNQUEUE, TB_LOCK, TB_IDLE, -1 },
-	};
 	int64_t total = 0;
 
 	for (int c = 0; c < TB_NCAT; c++)
@@ -246,8 +242,8 @@ static void proc_row(FILE *f, long label, bool first, const char *pid,
 	for (int r = 0; r < TB_NROLLUP; r++) {
 		int64_t sum = 0;
 
-		for (int k = 0; groups[r][k] >= 0; k++)
-			sum += cp[groups[r][k]];
+		for (int k = 0; tb_rollup_cats[r][k] >= 0; k++)
+			sum += cp[tb_rollup_cats[r][k]];
 		fprintf(f, " %5.1f", pct_of(sum, total));
 	}
 	fputc('\n', f);

@@ -37,11 +37,12 @@ void report_gpu_live(FILE *f, struct gpu *g, uint64_t now)
 {
 	struct tb_api_stat tot[TB_MAX_APIS];
 	struct gpu_sums s;
-	uint64_t dt = now - g->live_ns;
+	uint64_t dt;
 	char b[32];
 
 	if (!g || !gpu_any_library(g))
 		return;
+	dt = now - g->live_ns;
 	gpu_refresh(g);
 	gpu_totals(g, tot);
 	sums(tot, &s);

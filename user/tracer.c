@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
+#include "clock.h"
 #include "epochs.h"
 #include "gpu.h"
 #include "procfs.h"
@@ -31,14 +32,6 @@
 
 _Static_assert(sizeof(struct tb_slot) % 8 == 0, "array values are 8-aligned");
 _Static_assert(TB_NCAT == 8, "BPF masks category indexes with TB_NCAT - 1");
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* bpf_ktime_get_ns's clock */
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list args)
@@ -419,7 +412,6 @@ static int handle_event(void *ctx, void *data, size_t len)
 	}
 	if (len < sizeof(*e))
 		return 0;
-	tr->events_seen++;
 	record_on_lifecycle(tr->rec, e);
 	p = job_proc(tr->job, e->pid);
 	if (e->type == TB_EV_FORK) {

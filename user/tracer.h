@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "cli.h"
+#include "clock.h"
 #include "job.h"
 
 struct trainbpf_bpf;
@@ -37,7 +38,6 @@ struct tracer {
 	struct states *states;	/* the state stream's consumer, or NULL */
 	struct recorder *rec;	/* trainbpf record: gets the events too; else NULL */
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
-	uint64_t events_seen;
 };
 
 /* Checks privileges and BTF, loads, attaches. One line on stderr if not. */
@@ -64,7 +64,5 @@ void tracer_free_slot(struct tracer *tr, unsigned int idx);
 void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role);
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid);
 void tracer_counters(const struct tracer *tr, struct tb_counters *out);
-
-uint64_t now_ns(void);
 
 #endif
