@@ -140,9 +140,10 @@ int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb)
 
 /* Reports (report_diagnosis.c). */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
-void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now);
+struct jw;
+void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
 /* "  slowest: gpu_wait; data loading 21.4% ..." under an epoch block. */
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
-void report_diagnosis_epoch_json(FILE *f, const struct job *job, const struct epoch *e);
+void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "job.h"
+#include "json_writer.h"
 
 struct gpu;
 
@@ -24,16 +25,14 @@ void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone);
 void job_counters(const struct job *job, const struct tb_counters *bpf,
 		  struct report_counters *out);
 
-/* A JSON string literal of s (bytes outside printable ASCII escaped). */
-void json_str(FILE *f, const char *s);
 /* "1.2 MB" */
 void fmt_bytes(char *buf, size_t len, uint64_t b);
 
 /* The CUDA/NCCL parts (report_gpu.c). */
 void report_gpu_live(FILE *f, struct gpu *g, uint64_t now);
 void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
-void report_gpu_json(FILE *f, const struct job *job, uint64_t now);
-void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid);
+void report_gpu_json(struct jw *w, const struct job *job, uint64_t now);
+void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
 
 /* Epochs (report_epochs.c): blocks as epochs end, the final list, JSON. */
 struct epochs;
@@ -48,7 +47,7 @@ void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep);
 void report_step_blocks(FILE *f, const struct job *job, struct epochs *ep, int n,
 			uint64_t now);
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
-void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep);
+void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep);
 /* The steps of the interval since the previous call, one line. */
 void report_steps_live(FILE *f, const struct job *job, uint64_t now);
 

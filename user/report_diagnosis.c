@@ -129,48 +129,47 @@ void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct ep
 	fputc('\n', f);
 }
 
-static void json_finding(FILE *f, const struct dg_finding *d)
+static void json_finding(struct jw *w, const struct dg_finding *d)
 {
-	fprintf(f, "{\"id\":\"%s\",\"severity\":%.3f,\"value\":%.6g,\"threshold\":%.6g,"
-		"\"pid\":", diag_id_name(d->id), d->severity, d->value, d->threshold);
+	jw_object(w);
+	jw_string_field(w, "id", diag_id_name(d->id));
+	jw_float_field(w, "severity", d->severity, 3);
+	jw_name(w, "value");
+	jw_sig(w, d->value, 6);
+	jw_name(w, "threshold");
+	jw_sig(w, d->threshold, 6);
 	if (d->pid)
-		fprintf(f, "%d", d->pid);
+		jw_int_field(w, "pid", d->pid);
 	else
-		fprintf(f, "null");
-	fprintf(f, ",\"summary\":");
-	json_str(f, d->summary);
-	fprintf(f, ",\"evidence\":");
-	json_str(f, d->evidence);
-	fprintf(f, ",\"advice\":");
-	json_str(f, d->advice);
-	fputc('}', f);
+		jw_null_field(w, "pid");
+	jw_string_field(w, "summary", d->summary);
+	jw_string_field(w, "evidence", d->evidence);
+	jw_string_field(w, "advice", d->advice);
+	jw_end_object(w);
 }
 
-static void json_list(FILE *f, const struct dg_finding *fs, int n)
+static void json_list(struct jw *w, const struct dg_finding *fs, int n)
 {
-	fputc('[', f);
-	for (int i = 0; i < n; i++) {
-		if (i)
-			fputc(',', f);
-		json_finding(f, &fs[i]);
-	}
-	fputc(']', f);
+	jw_name(w, "diagnosis");
+	jw_array(w);
+	for (int i = 0; i < n; i++)
+		json_finding(w, &fs[i]);
+	jw_end_array(w);
 }
 
-void report_diagnosis_json(FILE *f, const struct job *job, uint64_t now)
+void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = run_findings(job, now, fs);
 
-	fprintf(f, "\"diagnosis\":");
-	json_list(f, fs, n > 0 ? n : 0);
+	json_list(w, fs, n > 0 ? n : 0);
 }
 
-void report_diagnosis_epoch_json(FILE *f, const struct job *job, const struct epoch *e)
+void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = epoch_findings(job, e, fs);
 
-	fprintf(f, "\"slowest\":\"%s\",\"diagnosis\":", tb_cat_names[slowest(job, e)]);
-	json_list(f, fs, n > 0 ? n : 0);
+	jw_string_field(w, "slowest", tb_cat_names[slowest(job, e)]);
+	json_list(w, fs, n > 0 ? n : 0);
 }

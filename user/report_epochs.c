@@ -374,97 +374,140 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 	fputc('\n', f);
 }
 
-static void json_signed_times(FILE *f, const int64_t c[TB_NCAT])
+static void json_signed_times(struct jw *w, const char *name, const int64_t c[TB_NCAT])
 {
-	fputc('{', f);
+	jw_name(w, name);
+	jw_object(w);
 	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, "%s\"%s\":%.9f", i ? "," : "", tb_cat_names[i], c[i] / 1e9);
-	fputc('}', f);
+		jw_float_field(w, tb_cat_names[i], c[i] / 1e9, 9);
+	jw_end_object(w);
 }
 
-static void json_steps(FILE *f, const struct ep_steps *s)
+static void json_steps(struct jw *w, const struct ep_steps *s)
 {
+	jw_name(w, "steps");
 	if (!s->count) {
-		fprintf(f, "null");
+		jw_null(w);
 		return;
 	}
-	fprintf(f, "{\"count\":%d,\"total_s\":%.6f,\"avg_ms\":%.4f,\"min_ms\":%.4f,"
-		"\"max_ms\":%.4f,\"std_ms\":%.4f,\"source\":\"%s\",\"syncs\":%d,"
-		"\"syncs_per_step\":%.4f}", s->count, s->total_ms / 1e3,
-		step_avg(s), s->min_ms, s->max_ms, step_std(s),
-		epochs_step_source_name(s->source), s->syncs, syncs_per_step(s));
+	jw_object(w);
+	jw_int_field(w, "count", s->count);
+	jw_float_field(w, "total_s", s->total_ms / 1e3, 6);
+	jw_float_field(w, "avg_ms", step_avg(s), 4);
+	jw_float_field(w, "min_ms", s->min_ms, 4);
+	jw_float_field(w, "max_ms", s->max_ms, 4);
+	jw_float_field(w, "std_ms", step_std(s), 4);
+	jw_string_field(w, "source", epochs_step_source_name(s->source));
+	jw_int_field(w, "syncs", s->syncs);
+	jw_float_field(w, "syncs_per_step", syncs_per_step(s), 4);
+	jw_end_object(w);
 }
 
-static void json_epoch(FILE *f, const struct job *job, const struct epoch *e)
+static void json_epoch_procs(struct jw *w, const struct job *job, const struct epoch *e)
 {
-	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
-	uint64_t w = job->window_start_ns;
-
-	fprintf(f, "{\"epoch\":%ld,\"start_s\":%.6f,\"end_s\":%.6f,\"duration_s\":%.6f,"
-		"\"complete\":%s,\"time_s\":", e->label, (e->start - w) / 1e9,
-		(e->end - w) / 1e9, (e->end - e->start) / 1e9, e->complete ? "true" : "false");
-	json_signed_times(f, hl);
-	fprintf(f, ",\"percent\":{");
-	for (int c = 0; c < TB_NCAT; c++)
-		fprintf(f, "%s\"%s\":%.3f", c ? "," : "", tb_cat_names[c], pct_of(hl[c], total));
-	fprintf(f, "},\"steps\":");
-	json_steps(f, &e->steps);
-	if (job->diag) {
-		fputc(',', f);
-		report_diagnosis_epoch_json(f, job, e);
-	}
-	fprintf(f, ",\"processes\":[");
+	jw_name(w, "processes");
+	jw_array(w);
 	for (int i = 0; i < e->n; i++) {
 		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
 
-		fprintf(f, "%s{\"pid\":%d,\"role\":\"%s\",\"time_s\":", i ? "," : "",
-			e->d[i].pid, role_name(p ? p->role : TB_ROLE_OTHER));
-		json_signed_times(f, e->d[i].own);
-		fputc('}', f);
+		jw_object(w);
+		jw_int_field(w, "pid", e->d[i].pid);
+		jw_string_field(w, "role", role_name(p ? p->role : TB_ROLE_OTHER));
+		json_signed_times(w, "time_s", e->d[i].own);
+		jw_end_object(w);
 	}
-	fprintf(f, "]}");
+	jw_end_array(w);
+}
+
+static void json_epoch(struct jw *w, const struct job *job, const struct epoch *e)
+{
+	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
+	uint64_t w0 = job->window_start_ns;
+
+	jw_object(w);
+	jw_int_field(w, "epoch", e->label);
+	jw_float_field(w, "start_s", (e->start - w0) / 1e9, 6);
+	jw_float_field(w, "end_s", (e->end - w0) / 1e9, 6);
+	jw_float_field(w, "duration_s", (e->end - e->start) / 1e9, 6);
+	jw_bool_field(w, "complete", e->complete);
+	json_signed_times(w, "time_s", hl);
+	jw_name(w, "percent");
+	jw_object(w);
+	for (int c = 0; c < TB_NCAT; c++)
+		jw_float_field(w, tb_cat_names[c], pct_of(hl[c], total), 3);
+	jw_end_object(w);
+	json_steps(w, &e->steps);
+	if (job->diag)
+		report_diagnosis_epoch_json(w, job, e);
+	json_epoch_procs(w, job, e);
+	jw_end_object(w);
 }
 
 /* The whole window's steps; source "none" and nulls when none were seen. */
-static void json_steps_total(FILE *f, const struct job *job, const struct epochs *ep)
+static void json_steps_total(struct jw *w, const struct job *job, const struct epochs *ep)
 {
+	static const char *const nulls[] = { "per_s", "avg_ms", "min_ms", "max_ms", "std_ms",
+					     "syncs_per_step" };
 	struct ep_steps s;
 
 	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	jw_name(w, "steps");
+	jw_object(w);
 	if (!s.count) {
-		fprintf(f, "{\"source\":\"none\",\"count\":0,\"per_s\":null,\"avg_ms\":null,"
-			"\"min_ms\":null,\"max_ms\":null,\"std_ms\":null,\"syncs_per_step\":null}");
+		jw_string_field(w, "source", "none");
+		jw_int_field(w, "count", 0);
+		for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
+			jw_null_field(w, nulls[i]);
+		jw_end_object(w);
 		return;
 	}
-	fprintf(f, "{\"source\":\"%s\",\"count\":%d,\"per_s\":%.4f,\"avg_ms\":%.4f,"
-		"\"min_ms\":%.4f,\"max_ms\":%.4f,\"std_ms\":%.4f,\"syncs_per_step\":%.4f}",
-		epochs_step_source_name(s.source), s.count, s.count / (s.total_ms / 1e3),
-		step_avg(&s), s.min_ms, s.max_ms, step_std(&s), syncs_per_step(&s));
+	jw_string_field(w, "source", epochs_step_source_name(s.source));
+	jw_int_field(w, "count", s.count);
+	jw_float_field(w, "per_s", s.count / (s.total_ms / 1e3), 4);
+	jw_float_field(w, "avg_ms", step_avg(&s), 4);
+	jw_float_field(w, "min_ms", s.min_ms, 4);
+	jw_float_field(w, "max_ms", s.max_ms, 4);
+	jw_float_field(w, "std_ms", step_std(&s), 4);
+	jw_float_field(w, "syncs_per_step", syncs_per_step(&s), 4);
+	jw_end_object(w);
 }
 
-void report_epochs_json(FILE *f, const struct job *job, const struct epochs *ep)
+static void json_gens(struct jw *w, const struct job *job, const struct epochs *ep)
+{
+	jw_name(w, "worker_generations");
+	jw_array(w);
+	for (int i = 0; i < ep->ngens; i++) {
+		const struct ep_worker_gen *g = &ep->gens[i];
+
+		jw_object(w);
+		jw_int_field(w, "parent", g->parent);
+		jw_float_field(w, "fork_s", ((double)g->fork_ts - job->window_start_ns) / 1e9, 6);
+		jw_int_field(w, "nworkers", g->nworkers);
+		jw_int_field(w, "epoch", g->epoch);
+		jw_float_field(w, "stall_s", g->stall_s, 6);
+		jw_float_field(w, "stall_err_s", g->stall_err_s, 6);
+		jw_end_object(w);
+	}
+	jw_end_array(w);
+}
+
+void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st = s == EP_NSRC ? NULL : &ep->src[s];
 	uint64_t first = st && st->n ? st->list[0].start : 0;
 
-	fprintf(f, "\"epochs\":{\"source\":\"%s\",\"before_first_s\":%.6f,\"list\":[",
-		st && st->n ? epochs_source_name(s) : "none",
-		first > job->window_start_ns ? (first - job->window_start_ns) / 1e9 : 0.0);
-	for (int i = 0; st && i < st->n; i++) {
-		if (i)
-			fputc(',', f);
-		json_epoch(f, job, &st->list[i]);
-	}
-	fprintf(f, "],\"worker_generations\":[");
-	for (int i = 0; i < ep->ngens; i++) {
-		const struct ep_worker_gen *g = &ep->gens[i];
-
-		fprintf(f, "%s{\"parent\":%d,\"fork_s\":%.6f,\"nworkers\":%d,\"epoch\":%ld,"
-			"\"stall_s\":%.6f,\"stall_err_s\":%.6f}", i ? "," : "", g->parent,
-			((double)g->fork_ts - job->window_start_ns) / 1e9, g->nworkers,
-			g->epoch, g->stall_s, g->stall_err_s);
-	}
-	fprintf(f, "]},\"steps\":");
-	json_steps_total(f, job, ep);
+	jw_name(w, "epochs");
+	jw_object(w);
+	jw_string_field(w, "source", st && st->n ? epochs_source_name(s) : "none");
+	jw_float_field(w, "before_first_s",
+		       first > job->window_start_ns ? (first - job->window_start_ns) / 1e9 : 0.0, 6);
+	jw_name(w, "list");
+	jw_array(w);
+	for (int i = 0; st && i < st->n; i++)
+		json_epoch(w, job, &st->list[i]);
+	jw_end_array(w);
+	json_gens(w, job, ep);
+	jw_end_object(w);
+	json_steps_total(w, job, ep);
 }

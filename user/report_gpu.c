@@ -80,8 +80,17 @@ static void text_libraries(FILE *f, const struct gpu *g)
 	}
 }
 
+/* 16 bytes as 32 hex digits; 8 as 16 (the text report's short form). */
+static void hex_id(char *out, const unsigned char *id, int n)
+{
+	for (int b = 0; b < n; b++)
+		sprintf(out + 2 * b, "%02x", id[b]);
+}
+
 static void text_comms(FILE *f, const struct gpu *g)
 {
+	char id[40];
+
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
@@ -91,10 +100,8 @@ static void text_comms(FILE *f, const struct gpu *g)
 			fprintf(f, "  communicator pid %d: ", p->pid);
 			if (k->rank >= 0)
 				fprintf(f, "rank %d of %d, ", k->rank, k->nranks);
-			fprintf(f, "id ");
-			for (int b = 0; b < 8; b++)
-				fprintf(f, "%02x", k->id[b]);
-			fprintf(f, " (%s)%s\n", gpu_apis[k->api].name,
+			hex_id(id, k->id, 8);
+			fprintf(f, "id %s (%s)%s\n", id, gpu_apis[k->api].name,
 				k->destroyed ? ", destroyed" : "");
 		}
 	}
@@ -135,69 +142,68 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
 	fputc('\n', f);
 }
 
-static void json_apis(FILE *f, const struct tb_api_stat st[TB_MAX_APIS])
+static void json_apis(struct jw *w, const struct tb_api_stat st[TB_MAX_APIS])
 {
-	bool first = true;
-
-	fprintf(f, "\"apis\":[");
+	jw_name(w, "apis");
+	jw_array(w);
 	for (int a = 0; a < gpu_napis; a++) {
 		if (!st[a].calls && !st[a].nested)
 			continue;
-		fprintf(f, "%s{\"name\":\"%s\",\"kind\":\"%s\",\"calls\":%llu,\"nested\":%llu,"
-			"\"bytes\":%llu,\"time_s\":%.9f}", first ? "" : ",", gpu_apis[a].name,
-			gpu_kind_names[gpu_apis[a].kind], (unsigned long long)st[a].calls,
-			(unsigned long long)st[a].nested, (unsigned long long)st[a].bytes,
-			st[a].ns / 1e9);
-		first = false;
+		jw_object(w);
+		jw_string_field(w, "name", gpu_apis[a].name);
+		jw_string_field(w, "kind", gpu_kind_names[gpu_apis[a].kind]);
+		jw_uint_field(w, "calls", st[a].calls);
+		jw_uint_field(w, "nested", st[a].nested);
+		jw_uint_field(w, "bytes", st[a].bytes);
+		jw_float_field(w, "time_s", st[a].ns / 1e9, 9);
+		jw_end_object(w);
 	}
-	fputc(']', f);
+	jw_end_array(w);
 }
 
-static void json_missing(FILE *f, const struct gpu_object *o, enum gpu_family fam)
+static void json_missing(struct jw *w, const struct gpu_object *o, enum gpu_family fam)
 {
-	bool first = true;
-
-	fputc('[', f);
-	for (int a = 0; a < gpu_napis; a++) {
-		if (!gpu_lacks(o, a, fam))
-			continue;
-		fprintf(f, "%s\"%s\"", first ? "" : ",", gpu_apis[a].name);
-		first = false;
-	}
-	fputc(']', f);
+	jw_name(w, "missing");
+	jw_array(w);
+	for (int a = 0; a < gpu_napis; a++)
+		if (gpu_lacks(o, a, fam))
+			jw_string(w, gpu_apis[a].name);
+	jw_end_array(w);
 }
 
-static void json_libraries(FILE *f, const struct gpu *g)
+static void json_library(struct jw *w, const struct gpu_proc *p, const struct gpu_mapping *m,
+			 const struct gpu_object *o, enum gpu_family fam)
 {
-	bool first = true;
+	jw_object(w);
+	jw_int_field(w, "pid", p->pid);
+	jw_string_field(w, "kind", gpu_family_names[fam]);
+	jw_string_field(w, "path", o->path);
+	jw_string_field(w, "version", o->version[fam]);
+	jw_bool_field(w, "static", o->is_static[fam]);
+	jw_int_field(w, "probes", m->probes[fam]);
+	json_missing(w, o, fam);
+	jw_end_object(w);
+}
 
-	fprintf(f, "\"libraries\":[");
+static void json_libraries(struct jw *w, const struct gpu *g)
+{
+	jw_name(w, "libraries");
+	jw_array(w);
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
 		for (int m = 0; m < p->nmaps; m++) {
 			const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
-			for (int fam = 0; fam < GF_NFAMILIES; fam++) {
-				if (!(o->families & (1u << fam)))
-					continue;
-				fprintf(f, "%s{\"pid\":%d,\"kind\":\"%s\",\"path\":", first ? "" : ",",
-					p->pid, gpu_family_names[fam]);
-				json_str(f, o->path);
-				fprintf(f, ",\"version\":");
-				json_str(f, o->version[fam]);
-				fprintf(f, ",\"static\":%s,\"probes\":%d,\"missing\":",
-					o->is_static[fam] ? "true" : "false", p->maps[m].probes[fam]);
-				json_missing(f, o, fam);
-				fputc('}', f);
-				first = false;
-			}
+			for (int fam = 0; fam < GF_NFAMILIES; fam++)
+				if (o->families & (1u << fam))
+					json_library(w, p, &p->maps[m], o, fam);
 		}
 	}
-	fputc(']', f);
+	jw_end_array(w);
 }
 
-void report_gpu_json(FILE *f, const struct job *job, uint64_t now)
+void report_gpu_json(struct jw *w, const struct job *job, uint64_t now)
 {
 	struct gpu *g = job->gpu ? job->gpu : &no_gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
@@ -207,35 +213,52 @@ void report_gpu_json(FILE *f, const struct job *job, uint64_t now)
 	gpu_refresh(g);
 	gpu_totals(g, tot);
 	sums(tot, &s);
-	fprintf(f, "\"gpu\":{\"launches\":\"%s\",", g->launches ? "on" : "off");
-	json_libraries(f, g);
-	fputc(',', f);
-	json_apis(f, tot);
-	fprintf(f, ",\"syncs_per_s\":%.3f,\"nccl_ops_per_s\":%.3f,\"nccl_bytes_per_s\":%.1f,\"notes\":[",
-		per_s(s.syncs, win), per_s(s.ops, win), per_s(s.bytes, win));
+	jw_name(w, "gpu");
+	jw_object(w);
+	jw_string_field(w, "launches", g->launches ? "on" : "off");
+	json_libraries(w, g);
+	json_apis(w, tot);
+	jw_float_field(w, "syncs_per_s", per_s(s.syncs, win), 3);
+	jw_float_field(w, "nccl_ops_per_s", per_s(s.ops, win), 3);
+	jw_float_field(w, "nccl_bytes_per_s", per_s(s.bytes, win), 1);
+	jw_name(w, "notes");
+	jw_array(w);
 	if (!gpu_any_library(g))
-		fprintf(f, "\"no CUDA library mapped in the traced processes\"");
-	fprintf(f, "]}");
+		jw_string(w, "no CUDA library mapped in the traced processes");
+	jw_end_array(w);
+	jw_end_object(w);
 }
 
-void report_gpu_json_proc(FILE *f, const struct job *job, pid_t pid)
+static void json_comm(struct jw *w, const struct gpu_comm *k)
+{
+	char buf[40];
+
+	jw_object(w);
+	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)k->comm);
+	jw_string_field(w, "comm", buf);
+	jw_int_field(w, "rank", k->rank);
+	jw_int_field(w, "nranks", k->nranks);
+	hex_id(buf, k->id, 16);
+	jw_string_field(w, "id", buf);
+	jw_string_field(w, "init", gpu_apis[k->api].name);
+	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)k->parent);
+	jw_string_field(w, "parent", buf);
+	jw_bool_field(w, "destroyed", k->destroyed);
+	jw_end_object(w);
+}
+
+void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid)
 {
 	const struct gpu_proc *p = gpu_proc_find(job->gpu ? job->gpu : &no_gpu, pid);
 	static const struct tb_api_stat none[TB_MAX_APIS];
 
-	fprintf(f, "\"gpu\":{");
-	json_apis(f, p ? p->stat : none);
-	fprintf(f, ",\"nccl_comms\":[");
-	for (int c = 0; p && c < p->ncomms; c++) {
-		const struct gpu_comm *k = &p->comms[c];
-
-		fprintf(f, "%s{\"comm\":\"0x%llx\",\"rank\":%d,\"nranks\":%d,\"id\":\"",
-			c ? "," : "", (unsigned long long)k->comm, k->rank, k->nranks);
-		for (int b = 0; b < 16; b++)
-			fprintf(f, "%02x", k->id[b]);
-		fprintf(f, "\",\"init\":\"%s\",\"parent\":\"0x%llx\",\"destroyed\":%s}",
-			gpu_apis[k->api].name, (unsigned long long)k->parent,
-			k->destroyed ? "true" : "false");
-	}
-	fprintf(f, "]}");
+	jw_name(w, "gpu");
+	jw_object(w);
+	json_apis(w, p ? p->stat : none);
+	jw_name(w, "nccl_comms");
+	jw_array(w);
+	for (int c = 0; p && c < p->ncomms; c++)
+		json_comm(w, &p->comms[c]);
+	jw_end_array(w);
+	jw_end_object(w);
 }

@@ -4,28 +4,13 @@
 #include "diagnosis.h"
 #include "report.h"
 
-void json_str(FILE *f, const char *s)
+static void json_times(struct jw *w, const char *name, const uint64_t c[TB_NCAT])
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = *s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			fprintf(f, "\\u%04x", ch);	/* comm is bytes, not UTF-8 */
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
-static void json_times(FILE *f, const uint64_t c[TB_NCAT])
-{
-	fputc('{', f);
+	jw_name(w, name);
+	jw_object(w);
 	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, "%s\"%s\":%.9f", i ? "," : "", tb_cat_names[i], c[i] / 1e9);
-	fputc('}', f);
+		jw_float_field(w, tb_cat_names[i], c[i] / 1e9, 9);
+	jw_end_object(w);
 }
 
 static double rel_s(const struct job *job, uint64_t ns)
@@ -45,94 +30,112 @@ static uint64_t proc_end(const struct proc_rec *p)
 	return end;
 }
 
-static void json_thread(FILE *f, const struct job *job,
+static void json_thread(struct jw *w, const struct job *job,
 			const struct thread_rec *t, uint64_t now)
 {
-	fprintf(f, "{\"tid\":%d,\"comm\":", t->tid);
-	json_str(f, t->comm);
-	fprintf(f, ",\"time_s\":");
-	json_times(f, t->own);
-	fprintf(f, ",\"critical_path_s\":");
-	json_times(f, t->cp);
-	fprintf(f, ",\"start_s\":%.6f,\"lifetime_s\":%.9f,\"io_bytes_read\":%llu,"
-		"\"context_switches\":%llu}",
-		rel_s(job, t->start_ns), thread_lifetime(t, now) / 1e9,
-		(unsigned long long)t->io_rbytes, (unsigned long long)t->nswitch);
+	jw_object(w);
+	jw_int_field(w, "tid", t->tid);
+	jw_string_field(w, "comm", t->comm);
+	json_times(w, "time_s", t->own);
+	json_times(w, "critical_path_s", t->cp);
+	jw_float_field(w, "start_s", rel_s(job, t->start_ns), 6);
+	jw_float_field(w, "lifetime_s", thread_lifetime(t, now) / 1e9, 9);
+	jw_uint_field(w, "io_bytes_read", t->io_rbytes);
+	jw_uint_field(w, "context_switches", t->nswitch);
+	jw_end_object(w);
 }
 
-static void json_process(FILE *f, const struct job *job,
+static void json_process(struct jw *w, const struct job *job,
 			 const struct proc_rec *p, uint64_t now)
 {
 	uint64_t tot[TB_NCAT], end = proc_end(p);
 
 	proc_totals(p, tot);
-	fprintf(f, "{\"pid\":%d,\"ppid\":%d,\"comm\":", p->pid, p->ppid);
-	json_str(f, p->comm);
-	fprintf(f, ",\"role\":\"%s\",\"start_s\":%.6f,\"end_s\":", role_name(p->role),
-		rel_s(job, p->start_ns));
+	jw_object(w);
+	jw_int_field(w, "pid", p->pid);
+	jw_int_field(w, "ppid", p->ppid);
+	jw_string_field(w, "comm", p->comm);
+	jw_string_field(w, "role", role_name(p->role));
+	jw_float_field(w, "start_s", rel_s(job, p->start_ns), 6);
 	if (end)
-		fprintf(f, "%.6f", rel_s(job, end));
+		jw_float_field(w, "end_s", rel_s(job, end), 6);
 	else
-		fprintf(f, "null");
-	fprintf(f, ",\"time_s\":");
-	json_times(f, tot);
-	fputc(',', f);
-	report_gpu_json_proc(f, job, p->pid);
-	fprintf(f, ",\"threads\":[");
-	for (int j = 0; j < p->nthreads; j++) {
-		if (j)
-			fputc(',', f);
-		json_thread(f, job, &p->threads[j], now);
-	}
-	fprintf(f, "]}");
+		jw_null_field(w, "end_s");
+	json_times(w, "time_s", tot);
+	report_gpu_json_proc(w, job, p->pid);
+	jw_name(w, "threads");
+	jw_array(w);
+	for (int j = 0; j < p->nthreads; j++)
+		json_thread(w, job, &p->threads[j], now);
+	jw_end_array(w);
+	jw_end_object(w);
+}
+
+static void json_headline(struct jw *w, const struct job *job)
+{
+	uint64_t hl[TB_NCAT];
+	double pct[TB_NROLLUP];
+
+	job_headline(job, hl);
+	rollup_pct(hl, pct);
+	jw_name(w, "headline");
+	jw_object(w);
+	json_times(w, "time_s", hl);
+	jw_name(w, "rollup_pct");
+	jw_object(w);
+	for (int r = 0; r < TB_NROLLUP; r++)
+		jw_float_field(w, tb_rollup_names[r], pct[r], 3);
+	jw_end_object(w);
+	jw_end_object(w);
+}
+
+static void json_counters(struct jw *w, const struct report_counters *c)
+{
+	jw_name(w, "counters");
+	jw_object(w);
+	jw_uint_field(w, "events_lost", c->bpf.events_lost);
+	jw_uint_field(w, "io_bytes_read", c->io_rbytes);
+	jw_uint_field(w, "io_bytes_written", c->io_wbytes);
+	jw_uint_field(w, "context_switches", c->switches);
+	jw_uint_field(w, "threads_untraced", c->bpf.slots_exhausted + c->bpf.storage_failed);
+	jw_uint_field(w, "sched_events_missed", c->bpf.sched_missed);
+	jw_uint_field(w, "gpu_stats_full", c->bpf.api_stats_full);
+	jw_uint_field(w, "gpu_probe_preempted", c->bpf.api_preempted);
+	jw_uint_field(w, "states_lost", c->bpf.states_lost);
+	jw_end_object(w);
 }
 
 void report_json(FILE *f, const struct job *job,
 		 const struct report_counters *c, uint64_t now)
 {
-	uint64_t hl[TB_NCAT];
-	double pct[TB_NROLLUP];
+	struct jw w;
 
-	fprintf(f, "{\"tool\":\"trainbpf\",\"version\":\"%s\",", TB_VERSION);
-	fprintf(f, "\"window\":{\"start_unix_s\":%.6f,\"duration_s\":%.6f},",
-		job->window_start_unix, (now - job->window_start_ns) / 1e9);
-	fprintf(f, "\"categories\":[");
+	jw_init(&w, f);
+	jw_object(&w);
+	jw_string_field(&w, "tool", "trainbpf");
+	jw_string_field(&w, "version", TB_VERSION);
+	jw_name(&w, "window");
+	jw_object(&w);
+	jw_float_field(&w, "start_unix_s", job->window_start_unix, 6);
+	jw_float_field(&w, "duration_s", (now - job->window_start_ns) / 1e9, 6);
+	jw_end_object(&w);
+	jw_name(&w, "categories");
+	jw_array(&w);
 	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, "%s\"%s\"", i ? "," : "", tb_cat_names[i]);
-	fprintf(f, "],\"processes\":[");
-	for (int i = 0; i < job->nprocs; i++) {
-		if (i)
-			fputc(',', f);
-		json_process(f, job, &job->procs[i], now);
-	}
-	job_headline(job, hl);
-	rollup_pct(hl, pct);
-	fprintf(f, "],\"headline\":{\"time_s\":");
-	json_times(f, hl);
-	fprintf(f, ",\"rollup_pct\":{");
-	for (int r = 0; r < TB_NROLLUP; r++)
-		fprintf(f, "%s\"%s\":%.3f", r ? "," : "", tb_rollup_names[r], pct[r]);
-	fprintf(f, "}},");
-	if (job->epochs) {
-		report_epochs_json(f, job, job->epochs);
-		fputc(',', f);
-	}
-	if (job->diag) {
-		report_diagnosis_json(f, job, now);
-		fputc(',', f);
-	}
-	report_gpu_json(f, job, now);
-	fprintf(f, ",\"counters\":{\"events_lost\":%llu,\"io_bytes_read\":%llu,"
-		"\"io_bytes_written\":%llu,\"context_switches\":%llu,"
-		"\"threads_untraced\":%llu,\"sched_events_missed\":%llu,"
-		"\"gpu_stats_full\":%llu,\"gpu_probe_preempted\":%llu,"
-		"\"states_lost\":%llu}}\n",
-		(unsigned long long)c->bpf.events_lost,
-		(unsigned long long)c->io_rbytes, (unsigned long long)c->io_wbytes,
-		(unsigned long long)c->switches,
-		(unsigned long long)(c->bpf.slots_exhausted + c->bpf.storage_failed),
-		(unsigned long long)c->bpf.sched_missed,
-		(unsigned long long)c->bpf.api_stats_full,
-		(unsigned long long)c->bpf.api_preempted,
-		(unsigned long long)c->bpf.states_lost);
+		jw_string(&w, tb_cat_names[i]);
+	jw_end_array(&w);
+	jw_name(&w, "processes");
+	jw_array(&w);
+	for (int i = 0; i < job->nprocs; i++)
+		json_process(&w, job, &job->procs[i], now);
+	jw_end_array(&w);
+	json_headline(&w, job);
+	if (job->epochs)
+		report_epochs_json(&w, job, job->epochs);
+	if (job->diag)
+		report_diagnosis_json(&w, job, now);
+	report_gpu_json(&w, job, now);
+	json_counters(&w, c);
+	jw_end_object(&w);
+	fputc('\n', f);
 }

@@ -16,29 +16,40 @@
 #define STEP_TID 2
 
 struct tw {
-	FILE *f;
+	struct jw j;
 	uint64_t t0;
-	long n;			/* events written: a comma before each but the first */
 	long states;
 };
-
-static void sep(struct tw *w)
-{
-	fputs(w->n++ ? ",\n" : "\n", w->f);
-}
 
 static double us(const struct tw *w, uint64_t ns)
 {
 	return ((double)ns - (double)w->t0) / 1e3;
 }
 
+/* The fields every event starts with. */
+static void event(struct tw *w, const char *ph, const char *scope, const char *name,
+		  const char *cat, int pid, int tid)
+{
+	jw_object(&w->j);
+	jw_string_field(&w->j, "ph", ph);
+	if (scope)
+		jw_string_field(&w->j, "s", scope);
+	jw_string_field(&w->j, "name", name);
+	if (cat)
+		jw_string_field(&w->j, "cat", cat);
+	jw_int_field(&w->j, "pid", pid);
+	jw_int_field(&w->j, "tid", tid);
+}
+
 static void meta_name(struct tw *w, const char *what, int pid, int tid, const char *name)
 {
-	sep(w);
-	fprintf(w->f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":0,"
-		"\"args\":{\"name\":", what, pid, tid);
-	json_str(w->f, name);
-	fputs("}}", w->f);
+	event(w, "M", NULL, what, NULL, pid, tid);
+	jw_int_field(&w->j, "ts", 0);
+	jw_name(&w->j, "args");
+	jw_object(&w->j);
+	jw_string_field(&w->j, "name", name);
+	jw_end_object(&w->j);
+	jw_end_object(&w->j);
 }
 
 static void names(struct tw *w, const struct job *job)
@@ -69,12 +80,15 @@ static void state_row(sqlite3_stmt *st, void *arg)
 	struct tw *w = arg;
 	int64_t start = sqlite3_column_int64(st, 2), end = sqlite3_column_int64(st, 3);
 
-	sep(w);
-	fprintf(w->f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"state\",\"pid\":%d,\"tid\":%d,"
-		"\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"critical_path\":\"%s\"}}",
-		cat_name(sqlite3_column_int64(st, 4)), sqlite3_column_int(st, 1),
-		sqlite3_column_int(st, 0), us(w, start > 0 ? start : 0),
-		end > start ? (end - start) / 1e3 : 0.0, cat_name(sqlite3_column_int64(st, 5)));
+	event(w, "X", NULL, cat_name(sqlite3_column_int64(st, 4)), "state",
+	      sqlite3_column_int(st, 1), sqlite3_column_int(st, 0));
+	jw_float_field(&w->j, "ts", us(w, start > 0 ? start : 0), 3);
+	jw_float_field(&w->j, "dur", end > start ? (end - start) / 1e3 : 0.0, 3);
+	jw_name(&w->j, "args");
+	jw_object(&w->j);
+	jw_string_field(&w->j, "critical_path", cat_name(sqlite3_column_int64(st, 5)));
+	jw_end_object(&w->j);
+	jw_end_object(&w->j);
 	w->states++;
 }
 
@@ -91,58 +105,70 @@ static void counter_row(sqlite3_stmt *st, void *arg)
 	}
 	if (total <= 0)
 		return;
-	sep(w);
-	fprintf(w->f, "{\"ph\":\"C\",\"name\":\"category share %%\",\"pid\":%d,\"tid\":%d,"
-		"\"ts\":%.3f,\"args\":{", sqlite3_column_int(st, 0), sqlite3_column_int(st, 0),
-		us(w, (uint64_t)sqlite3_column_int64(st, 1)));
+	event(w, "C", NULL, "category share %", NULL, sqlite3_column_int(st, 0),
+	      sqlite3_column_int(st, 0));
+	jw_float_field(&w->j, "ts", us(w, (uint64_t)sqlite3_column_int64(st, 1)), 3);
+	jw_name(&w->j, "args");
+	jw_object(&w->j);
 	for (int c = 0; c < TB_NCAT; c++)
-		fprintf(w->f, "%s\"%s\":%.2f", c ? "," : "", tb_cat_names[c], 100.0 * v[c] / total);
-	fputs("}}", w->f);
+		jw_float_field(&w->j, tb_cat_names[c], 100.0 * v[c] / total, 2);
+	jw_end_object(&w->j);
+	jw_end_object(&w->j);
 }
 
 static void epoch_events(struct tw *w, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
+	char name[32];
 
 	for (int i = 0; s != EP_NSRC && i < ep->src[s].n; i++) {
 		const struct epoch *e = &ep->src[s].list[i];
 
-		sep(w);
-		fprintf(w->f, "{\"ph\":\"X\",\"name\":\"epoch %ld\",\"cat\":\"epoch\",\"pid\":%d,"
-			"\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"source\":\"%s\","
-			"\"complete\":%s}}", e->label, MARK_PID, EPOCH_TID, us(w, e->start),
-			(e->end - e->start) / 1e3, epochs_source_name(s),
-			e->complete ? "true" : "false");
-		sep(w);
-		fprintf(w->f, "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"epoch %ld\",\"cat\":\"epoch\","
-			"\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", e->label, MARK_PID, EPOCH_TID,
-			us(w, e->start));
+		snprintf(name, sizeof(name), "epoch %ld", e->label);
+		event(w, "X", NULL, name, "epoch", MARK_PID, EPOCH_TID);
+		jw_float_field(&w->j, "ts", us(w, e->start), 3);
+		jw_float_field(&w->j, "dur", (e->end - e->start) / 1e3, 3);
+		jw_name(&w->j, "args");
+		jw_object(&w->j);
+		jw_string_field(&w->j, "source", epochs_source_name(s));
+		jw_bool_field(&w->j, "complete", e->complete);
+		jw_end_object(&w->j);
+		jw_end_object(&w->j);
+		event(w, "i", "g", name, "epoch", MARK_PID, EPOCH_TID);
+		jw_float_field(&w->j, "ts", us(w, e->start), 3);
+		jw_end_object(&w->j);
 	}
 }
 
 static void step_row(sqlite3_stmt *st, void *arg)
 {
 	struct tw *w = arg;
+	const unsigned char *src = sqlite3_column_text(st, 0);
 
-	sep(w);
-	fprintf(w->f, "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"step\",\"cat\":\"step\",\"pid\":%d,"
-		"\"tid\":%d,\"ts\":%.3f,\"args\":{\"pid\":%d,\"source\":", MARK_PID, STEP_TID,
-		us(w, (uint64_t)sqlite3_column_int64(st, 2)), sqlite3_column_int(st, 1));
-	json_str(w->f, (const char *)(sqlite3_column_text(st, 0) ? sqlite3_column_text(st, 0)
-						     : (const unsigned char *)""));
-	fputs("}}", w->f);
+	event(w, "i", "t", "step", "step", MARK_PID, STEP_TID);
+	jw_float_field(&w->j, "ts", us(w, (uint64_t)sqlite3_column_int64(st, 2)), 3);
+	jw_name(&w->j, "args");
+	jw_object(&w->j);
+	jw_int_field(&w->j, "pid", sqlite3_column_int(st, 1));
+	jw_string_field(&w->j, "source", src ? (const char *)src : "");
+	jw_end_object(&w->j);
+	jw_end_object(&w->j);
 }
 
 /* 1 if the recording had states, 0 if not, -1 on error. */
 int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 {
 	static const struct rec_filter all;
-	struct tw w = { .f = f };
+	struct tw w = { .t0 = 0 };
 
 	if (rec_load(r, &all, err, errlen))
 		return -1;
 	w.t0 = r->start_ns;
-	fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+	jw_init(&w.j, f);
+	jw_object(&w.j);
+	jw_string_field(&w.j, "displayTimeUnit", "ms");
+	jw_name(&w.j, "traceEvents");
+	jw_array_lines(&w.j);
 	names(&w, &r->job);
 	epoch_events(&w, &r->ep);
 	if (rec_query(r, "SELECT source, pid, ts_ns FROM steps ORDER BY ts_ns", step_row, &w,
@@ -153,8 +179,15 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	    rec_query(r, "SELECT tid, pid, start_ns, end_ns, cat, cp_cat FROM states",
 		      state_row, &w, err, errlen))
 		return -1;
-	fprintf(f, "\n],\"otherData\":{\"tool\":\"trainbpf\",\"version\":\"%s\","
-		"\"states\":%ld,\"states_lost\":%llu}}\n", TB_VERSION, w.states,
-		(unsigned long long)r->states_lost);
+	jw_end_array(&w.j);
+	jw_name(&w.j, "otherData");
+	jw_object(&w.j);
+	jw_string_field(&w.j, "tool", "trainbpf");
+	jw_string_field(&w.j, "version", TB_VERSION);
+	jw_int_field(&w.j, "states", w.states);
+	jw_uint_field(&w.j, "states_lost", r->states_lost);
+	jw_end_object(&w.j);
+	jw_end_object(&w.j);
+	fputc('\n', f);
 	return w.states > 0;
 }
