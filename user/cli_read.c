@@ -124,7 +124,7 @@ static int load(struct recording *r, const char *path, const struct rec_filter *
 static int run_report(const struct read_env *env)
 {
 	struct recording r;
-	struct report_counters c;
+	struct run_counters c;
 	FILE *out;
 
 	if (load(&r, env->inputs[0], &env->filter))

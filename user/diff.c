@@ -58,17 +58,12 @@ static void headline(FILE *f, const struct recording *a, const struct recording 
 	}
 }
 
-static double steps_per_s(const struct ep_steps *s)
-{
-	return s->count && s->total_ms > 0 ? s->count / (s->total_ms / 1e3) : 0.0;
-}
-
 static double run_steps(const struct recording *r)
 {
 	struct ep_steps s;
 
 	epochs_step_stats(&r->ep, r->start_ns, r->end_ns, false, &s);
-	return steps_per_s(&s);
+	return ep_steps_per_s(&s);
 }
 
 static double rel_pct(double a, double b)
@@ -117,7 +112,7 @@ static void epoch_row(FILE *f, const struct recording *a, const struct epoch *ea
 	shares(ha, pa);
 	shares(hb, pb);
 	fprintf(f, "  %5ld %8.2f %8.2f %+7.1f%% %8.2f %8.2f", ea->label, da, db,
-		rel_pct(da, db), steps_per_s(&ea->steps), steps_per_s(&eb->steps));
+		rel_pct(da, db), ep_steps_per_s(&ea->steps), ep_steps_per_s(&eb->steps));
 	for (int c = 0; c < TB_NCAT; c++)
 		fprintf(f, " %+5.1f", pb[c] - pa[c]);
 	fputc('\n', f);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,61 @@ const char *epochs_step_source_name(enum ep_step_src s)
 	static const char *const names[] = { "none", "marker", "calls" };
 
 	return s <= EP_STEPS_CALLS ? names[s] : "none";
+}
+
+double ep_steps_avg(const struct ep_steps *s)
+{
+	return s->count ? s->total_ms / s->count : 0.0;
+}
+
+double ep_steps_std(const struct ep_steps *s)
+{
+	double avg = ep_steps_avg(s), var;
+
+	if (s->count < 2)
+		return 0.0;
+	var = (s->sum_sq - s->count * avg * avg) / (s->count - 1);
+	return var > 0 ? sqrt(var) : 0.0;
+}
+
+double ep_steps_syncs(const struct ep_steps *s)
+{
+	return s->count ? (double)s->syncs / s->count : 0.0;
+}
+
+double ep_steps_per_s(const struct ep_steps *s)
+{
+	return s->count && s->total_ms > 0 ? s->count / (s->total_ms / 1e3) : 0.0;
+}
+
+int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[TB_NCAT])
+{
+	int64_t total = 0;
+
+	memset(hl, 0, sizeof(int64_t) * TB_NCAT);
+	for (int i = 0; i < e->n; i++) {
+		const struct proc_rec *p = job_proc_const(job, e->d[i].pid);
+
+		if (!p || p->role != TB_ROLE_TRAINER)
+			continue;
+		for (int c = 0; c < TB_NCAT; c++)
+			hl[c] += e->d[i].main_cp[c];
+	}
+	for (int c = 0; c < TB_NCAT; c++)
+		total += hl[c];
+	return total;
+}
+
+int epoch_slowest(const struct job *job, const struct epoch *e)
+{
+	int64_t hl[TB_NCAT];
+	int best = TB_CPU;
+
+	epoch_headline(job, e, hl);
+	for (int c = 1; c < TB_NCAT; c++)
+		if (hl[c] > hl[best])
+			best = c;
+	return best;
 }
 
 /* Step i lasts until step i + 1 starts; the last one until end. */

@@ -128,7 +128,6 @@ struct ep_stream {
 	int npend, cappend;
 	long last_label;	/* regex: the epoch number seen last */
 	bool has_label;
-	int shown;		/* epochs already printed live */
 };
 
 struct epochs {
@@ -149,12 +148,6 @@ struct epochs {
 	int nhist;
 	struct ep_worker_gen *gens;
 	int ngens, capgens;
-	/* --step-blocks: where the next block starts (report_epochs.c) */
-	struct {
-		uint64_t from, ts;	/* its first step's start; the tick it began */
-		int64_t hl[TB_NCAT];	/* the headline then */
-		long done;		/* steps already in blocks */
-	} block;
 	long gen_epochs;	/* epochs the generations opened */
 	struct ep_fork *forks;	/* not judged yet, by time */
 	int nforks, capforks;
@@ -198,6 +191,19 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 /* The start of the i-th step (0-based) that starts in [a, b); 0 if none. */
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 const char *epochs_step_source_name(enum ep_step_src s);
+/* Of a set of steps: ms per step, its standard deviation, syncs per step, steps/s. */
+double ep_steps_avg(const struct ep_steps *s);
+double ep_steps_std(const struct ep_steps *s);
+double ep_steps_syncs(const struct ep_steps *s);
+double ep_steps_per_s(const struct ep_steps *s);
+/*
+ * The headline of one epoch: the critical path of the trainers' main
+ * threads, by the roles as the job ended (roles settle after a while; the
+ * last word is the best one for every epoch). Returns its total.
+ */
+int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[TB_NCAT]);
+/* The category with the most time on an epoch's headline. */
+int epoch_slowest(const struct job *job, const struct epoch *e);
 const char *epochs_source_name(enum ep_source s);
 
 #endif

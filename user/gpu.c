@@ -689,3 +689,20 @@ bool gpu_any_library(const struct gpu *g)
 			return true;
 	return false;
 }
+
+void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (int a = 0; a < gpu_napis; a++) {
+		enum tb_api_kind k = gpu_apis[a].kind;
+
+		if (gpu_kind_is_sync(k))
+			s->syncs += st[a].calls;
+		if (gpu_kind_is_op(k)) {
+			s->ops += st[a].calls;
+			s->bytes += st[a].bytes;
+		}
+		if (k == TB_AK_LAUNCH)
+			s->launches += st[a].calls;
+	}
+}

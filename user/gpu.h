@@ -68,8 +68,6 @@ struct gpu {
 	int nobjs;
 	struct gpu_proc *procs;
 	int nprocs;
-	/* live table: totals at the previous one */
-	uint64_t live_ns, live_syncs, live_ops, live_bytes, live_launches;
 };
 
 void gpu_init(struct gpu *g, struct tracer *tr, bool launches, bool verbose);
@@ -95,6 +93,12 @@ void gpu_refresh(struct gpu *g);
 const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid);
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);
+
+/* Calls of one table summed by what they are (gpu_kind_is_sync, _op). */
+struct gpu_sums {
+	uint64_t syncs, ops, bytes, launches;
+};
+void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s);
 /* A core function of family f that o does not define. */
 bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */

@@ -24,6 +24,11 @@ struct proc_rec *job_proc(struct job *job, pid_t pid)
 	return NULL;
 }
 
+const struct proc_rec *job_proc_const(const struct job *job, pid_t pid)
+{
+	return job_proc((struct job *)job, pid);
+}
+
 struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 			      const char *comm, uint64_t start_ns)
 {
@@ -246,4 +251,20 @@ int job_headline(const struct job *job, uint64_t cp[TB_NCAT])
 		n++;
 	}
 	return n;
+}
+
+void job_counters(const struct job *job, const struct tb_counters *bpf,
+		  struct run_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->bpf = *bpf;
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++) {
+			out->io_rbytes += p->threads[j].io_rbytes;
+			out->io_wbytes += p->threads[j].io_wbytes;
+			out->switches += p->threads[j].nswitch;
+		}
+	}
 }

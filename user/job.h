@@ -34,7 +34,6 @@ struct proc_rec {
 	bool root;		/* named by -p, or the launched command */
 	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
 	int exit_code;
-	uint64_t shown[TB_NCAT];	/* totals at the last live table */
 	struct thread_rec *threads;
 	int nthreads, cap;
 };
@@ -42,18 +41,24 @@ struct proc_rec {
 struct gpu;
 struct diag;
 
+/* The run's counters: BPF's own, and what the threads' totals add up to. */
+struct run_counters {
+	struct tb_counters bpf;
+	uint64_t io_rbytes, io_wbytes, switches;
+};
+
 struct job {
 	struct proc_rec *procs;
 	int nprocs, cap;
 	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
 	double window_start_unix;
-	uint64_t headline_shown[TB_NCAT];
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */
+const struct proc_rec *job_proc_const(const struct job *job, pid_t pid);
 struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 			      const char *comm, uint64_t start_ns);
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
@@ -82,5 +87,7 @@ bool job_classify_roles(struct job *job);
 const char *role_name(enum tb_role role);
 /* The trainers' main threads: the headline's critical path. */
 int job_headline(const struct job *job, uint64_t cp[TB_NCAT]);
+void job_counters(const struct job *job, const struct tb_counters *bpf,
+		  struct run_counters *out);
 
 #endif

@@ -23,7 +23,7 @@ static int counter(struct recorder *r, const char *key, uint64_t v)
 int record_counters(struct recorder *r, struct tracer *tr, const struct job *job)
 {
 	struct tb_counters bpf;
-	struct report_counters c;
+	struct run_counters c;
 
 	tracer_counters(tr, &bpf);
 	job_counters(job, &bpf, &c);

@@ -924,7 +924,7 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 	return q_close(r, &q, err, errlen);
 }
 
-void rec_counters(const struct recording *r, struct report_counters *out)
+void rec_counters(const struct recording *r, struct run_counters *out)
 {
 	job_counters(&r->job, &r->bpf, out);
 }

@@ -64,6 +64,6 @@ int rec_query(struct recording *r, const char *sql,
 	      char *err, size_t errlen);
 
 /* The counters of report_text/report_json. */
-void rec_counters(const struct recording *r, struct report_counters *out);
+void rec_counters(const struct recording *r, struct run_counters *out);
 
 #endif

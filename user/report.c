@@ -1,35 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <string.h>
-#include <time.h>
 #include "diagnosis.h"
 #include "report.h"
 
-void job_counters(const struct job *job, const struct tb_counters *bpf,
-		  struct report_counters *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->bpf = *bpf;
-	for (int i = 0; i < job->nprocs; i++) {
-		const struct proc_rec *p = &job->procs[i];
-
-		for (int j = 0; j < p->nthreads; j++) {
-			out->io_rbytes += p->threads[j].io_rbytes;
-			out->io_wbytes += p->threads[j].io_wbytes;
-			out->switches += p->threads[j].nswitch;
-		}
-	}
-}
-
-static int live_threads(const struct proc_rec *p)
-{
-	int n = 0;
-
-	for (int i = 0; i < p->nthreads; i++)
-		n += !p->threads[i].end_ns;
-	return n;
-}
-
-static void pct_cells(FILE *f, const uint64_t c[TB_NCAT])
+void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT])
 {
 	uint64_t total = sum_cats(c);
 
@@ -39,62 +13,11 @@ static void pct_cells(FILE *f, const uint64_t c[TB_NCAT])
 	fputc('\n', f);
 }
 
-static void cat_head(FILE *f)
+void report_cat_head(FILE *f)
 {
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, " %4s", tb_cat_short[i]);
 	fputc('\n', f);
-}
-
-static void delta(const uint64_t now[TB_NCAT], uint64_t prev[TB_NCAT],
-		  uint64_t out[TB_NCAT])
-{
-	for (int c = 0; c < TB_NCAT; c++) {
-		out[c] = now[c] >= prev[c] ? now[c] - prev[c] : 0;
-		prev[c] = now[c];
-	}
-}
-
-static void rollup_line(FILE *f, const uint64_t cats[TB_NCAT])
-{
-	double pct[TB_NROLLUP];
-
-	rollup_pct(cats, pct);
-	fprintf(f, "computation %.1f%% comm %.1f%% io&data %.1f%% other %.1f%%\n",
-		pct[0], pct[1], pct[2], pct[3]);
-}
-
-void report_live(FILE *f, struct job *job, uint64_t now)
-{
-	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
-	char stamp[16];
-	time_t t = time(NULL);
-	int ntr;
-
-	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
-	fprintf(f, "%s  %.1f s traced\n", stamp,
-		(now - job->window_start_ns) / 1e9);
-	fprintf(f, "%7s %-7s %-15s %4s", "PID", "ROLE", "COMM", "THR");
-	cat_head(f);
-	for (int i = 0; i < job->nprocs; i++) {
-		struct proc_rec *p = &job->procs[i];
-
-		proc_totals(p, tot);
-		delta(tot, p->shown, d);
-		if (!sum_cats(d))
-			continue;	/* exited before this interval */
-		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role),
-			p->comm, live_threads(p));
-		pct_cells(f, d);
-	}
-	ntr = job_headline(job, hl);
-	delta(hl, job->headline_shown, d);
-	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
-	rollup_line(f, d);
-	report_gpu_live(f, job->gpu, now);
-	report_steps_live(f, job, now);
-	fputc('\n', f);
-	fflush(f);
 }
 
 void fmt_bytes(char *buf, size_t len, uint64_t b)
@@ -151,14 +74,14 @@ static void process_table(FILE *f, const struct job *job)
 
 	fprintf(f, "Processes (%% of each process's thread time)\n");
 	fprintf(f, "%7s %-7s %-15s %4s %8s", "PID", "ROLE", "COMM", "THR", "TIME_S");
-	cat_head(f);
+	report_cat_head(f);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
 		proc_totals(p, tot);
 		fprintf(f, "%7d %-7s %-15.15s %4d %8.2f", p->pid, role_name(p->role),
 			p->comm, p->nthreads, sum_cats(tot) / 1e9);
-		pct_cells(f, tot);
+		report_pct_cells(f, tot);
 	}
 	fputc('\n', f);
 }
@@ -167,7 +90,7 @@ static void thread_table(FILE *f, const struct job *job, uint64_t now)
 {
 	fprintf(f, "Threads (%% of each thread's lifetime)\n");
 	fprintf(f, "%7s %7s %-15s %8s", "PID", "TID", "COMM", "TIME_S");
-	cat_head(f);
+	report_cat_head(f);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
@@ -176,14 +99,14 @@ static void thread_table(FILE *f, const struct job *job, uint64_t now)
 
 			fprintf(f, "%7d %7d %-15.15s %8.2f", p->pid, t->tid,
 				t->comm, thread_lifetime(t, now) / 1e9);
-			pct_cells(f, t->own);
+			report_pct_cells(f, t->own);
 		}
 	}
 	fputc('\n', f);
 }
 
 void report_text(FILE *f, const struct job *job,
-		 const struct report_counters *c, uint64_t now)
+		 const struct run_counters *c, uint64_t now)
 {
 	char rb[32], wb[32];
 	int nthreads = 0;

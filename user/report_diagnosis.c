@@ -97,25 +97,6 @@ void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 	fputc('\n', f);
 }
 
-/* The category with the most time on the epoch's headline. */
-static int slowest(const struct job *job, const struct epoch *e)
-{
-	int64_t hl[TB_NCAT] = {};
-	int best = TB_CPU;
-
-	for (int i = 0; i < e->n; i++) {
-		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
-
-		if (p && p->role == TB_ROLE_TRAINER)
-			for (int c = 0; c < TB_NCAT; c++)
-				hl[c] += e->d[i].main_cp[c];
-	}
-	for (int c = 1; c < TB_NCAT; c++)
-		if (hl[c] > hl[best])
-			best = c;
-	return best;
-}
-
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
@@ -123,7 +104,7 @@ void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct ep
 
 	if (n < 0)
 		return;
-	fprintf(f, "  slowest: %s", tb_cat_names[slowest(job, e)]);
+	fprintf(f, "  slowest: %s", tb_cat_names[epoch_slowest(job, e)]);
 	for (int i = 0; i < n; i++)
 		fprintf(f, "; %s", fs[i].summary);
 	fputc('\n', f);
@@ -170,6 +151,6 @@ void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const stru
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = epoch_findings(job, e, fs);
 
-	jw_string_field(w, "slowest", tb_cat_names[slowest(job, e)]);
+	jw_string_field(w, "slowest", tb_cat_names[epoch_slowest(job, e)]);
 	json_list(w, fs, n > 0 ? n : 0);
 }

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* Per-epoch blocks (live and final), the trend across epochs, and JSON. */
-#include <math.h>
 #include <string.h>
 #include "diagnosis.h"
 #include "epochs.h"
@@ -8,64 +7,20 @@
 #include "report.h"
 #include "steps.h"
 
-/*
- * The headline of one epoch: the critical path of the trainers' main
- * threads, by the roles as the job ended (roles settle after a while;
- * the last word is the best one for every epoch).
- */
-int64_t epoch_headline(const struct job *job, const struct epoch *e,
-		       int64_t hl[TB_NCAT])
-{
-	int64_t total = 0;
-
-	memset(hl, 0, sizeof(int64_t) * TB_NCAT);
-	for (int i = 0; i < e->n; i++) {
-		struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
-
-		if (!p || p->role != TB_ROLE_TRAINER)
-			continue;
-		for (int c = 0; c < TB_NCAT; c++)
-			hl[c] += e->d[i].main_cp[c];
-	}
-	for (int c = 0; c < TB_NCAT; c++)
-		total += hl[c];
-	return total;
-}
-
 static double pct_of(int64_t v, int64_t total)
 {
 	return total > 0 ? 100.0 * v / total : 0.0;
 }
 
-static double step_avg(const struct ep_steps *s)
-{
-	return s->count ? s->total_ms / s->count : 0.0;
-}
-
-static double step_std(const struct ep_steps *s)
-{
-	double avg = step_avg(s), var;
-
-	if (s->count < 2)
-		return 0.0;
-	var = (s->sum_sq - s->count * avg * avg) / (s->count - 1);
-	return var > 0 ? sqrt(var) : 0.0;
-}
-
-static double syncs_per_step(const struct ep_steps *s)
-{
-	return s->count ? (double)s->syncs / s->count : 0.0;
-}
-
 /* ", 12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
-static void text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
+void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
 {
 	fprintf(f, "%d steps (%s), %.1f ms/step (min %.1f, max %.1f, std %.1f)",
-		s->count, epochs_step_source_name(s->source), step_avg(s), s->min_ms,
-		s->max_ms, step_std(s));
+		s->count, epochs_step_source_name(s->source), ep_steps_avg(s), s->min_ms,
+		s->max_ms, ep_steps_std(s));
 	/* Syncs are only seen where a CUDA library is probed. */
 	if (job->gpu && gpu_any_library(job->gpu))
-		fprintf(f, ", %.1f syncs/step", syncs_per_step(s));
+		fprintf(f, ", %.1f syncs/step", ep_steps_syncs(s));
 }
 
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
@@ -78,7 +33,7 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 		(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
 	if (e->steps.count) {
 		fprintf(f, ", ");
-		text_steps(f, job, &e->steps);
+		report_text_steps(f, job, &e->steps);
 	}
 	fprintf(f, " ===\n");
 	for (int c = 0; c < TB_NCAT; c++)
@@ -86,95 +41,6 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 	report_rollup_rows(f, pct, false);
 	if (job->diag)
 		report_diagnosis_epoch_line(f, job, e);
-}
-
-/* Prints the blocks of epochs that ended since the last call. */
-void report_epochs_live(FILE *f, const struct job *job, struct epochs *ep)
-{
-	enum ep_source s = epochs_source(ep);
-	struct ep_stream *st;
-
-	if (s == EP_NSRC)
-		return;
-	st = &ep->src[s];
-	for (; st->shown < st->n; st->shown++)
-		report_epoch_block(f, job, &st->list[st->shown], epochs_source_name(s));
-	fflush(f);
-}
-
-/* "steps: 8.3/s, 120.1 ms/step (calls)" for the live interval since the last one. */
-void report_steps_live(FILE *f, const struct job *job, uint64_t now)
-{
-	struct epochs *ep = job->epochs;
-	struct ep_steps s;
-	uint64_t from;
-	int starts;
-
-	if (!ep || !ep->calls)
-		return;
-	from = ep->calls->live_ns ? ep->calls->live_ns : job->window_start_ns;
-	ep->calls->live_ns = now;
-	starts = epochs_step_stats(ep, from, now, false, &s);
-	if (!s.count || now <= from)
-		return;
-	/* The rate counts every step that started; the times, those that ended. */
-	fprintf(f, "steps: %.1f/s, ", starts / ((now - from) / 1e9));
-	text_steps(f, job, &s);
-	fputc('\n', f);
-}
-
-/*
- * Every n completed steps, a block: their times, and the headline's shares
- * since the previous block. Steps are counted as they complete (the next
- * one has started); the shares run from tick to tick, so they cover the
- * block's steps give or take a tick and the step in progress.
- */
-void report_step_blocks(FILE *f, const struct job *job, struct epochs *ep, int n,
-			uint64_t now)
-{
-	struct ep_steps s;
-	uint64_t hl[TB_NCAT];
-	double pct[TB_NCAT];
-	int64_t d[TB_NCAT], total = 0;
-	int best = TB_CPU;
-
-	if (!ep->block.ts) {
-		ep->block.ts = ep->block.from = job->window_start_ns;
-		job_headline(job, hl);
-		for (int c = 0; c < TB_NCAT; c++)
-			ep->block.hl[c] = hl[c];
-	}
-	epochs_step_stats(ep, ep->block.from, now, false, &s);
-	if (s.count < n)
-		return;
-	job_headline(job, hl);
-	for (int c = 0; c < TB_NCAT; c++) {
-		d[c] = (int64_t)hl[c] - ep->block.hl[c];
-		total += d[c];
-	}
-	for (int c = 0; c < TB_NCAT; c++) {
-		pct[c] = pct_of(d[c], total);
-		if (d[c] > d[best])
-			best = c;
-	}
-	fprintf(f, "=== Steps %ld-%ld (%s) %.1f s, %.1f ms/step (min %.1f, max %.1f, std %.1f)",
-		ep->block.done + 1, ep->block.done + s.count,
-		epochs_step_source_name(s.source), (now - ep->block.ts) / 1e9,
-		step_avg(&s), s.min_ms, s.max_ms, step_std(&s));
-	if (job->gpu && gpu_any_library(job->gpu))
-		fprintf(f, ", %.1f syncs/step", (double)s.syncs / s.count);
-	fprintf(f, " ===\n");
-	report_rollup_rows(f, pct, false);
-	fprintf(f, "  slowest: %s\n", tb_cat_names[best]);
-	fflush(f);
-	ep->block.done += s.count;
-	/* The next block starts with the step in progress, or after the last. */
-	ep->block.from = epochs_step_start(ep, ep->block.from, now, s.count);
-	if (!ep->block.from)
-		ep->block.from = now;
-	ep->block.ts = now;
-	for (int c = 0; c < TB_NCAT; c++)
-		ep->block.hl[c] = hl[c];
 }
 
 static void trend(FILE *f, const struct ep_stream *st)
@@ -208,8 +74,8 @@ static void report_steps_text(FILE *f, const struct job *job, const struct epoch
 		fprintf(f, "Steps: none seen (no step marker, no periodic CUDA/NCCL calls)\n");
 		return;
 	}
-	fprintf(f, "Steps: %.2f/s, ", s.count / (s.total_ms / 1e3));
-	text_steps(f, job, &s);
+	fprintf(f, "Steps: %.2f/s, ", ep_steps_per_s(&s));
+	report_text_steps(f, job, &s);
 	fputc('\n', f);
 }
 
@@ -393,13 +259,13 @@ static void json_steps(struct jw *w, const struct ep_steps *s)
 	jw_object(w);
 	jw_int_field(w, "count", s->count);
 	jw_float_field(w, "total_s", s->total_ms / 1e3, 6);
-	jw_float_field(w, "avg_ms", step_avg(s), 4);
+	jw_float_field(w, "avg_ms", ep_steps_avg(s), 4);
 	jw_float_field(w, "min_ms", s->min_ms, 4);
 	jw_float_field(w, "max_ms", s->max_ms, 4);
-	jw_float_field(w, "std_ms", step_std(s), 4);
+	jw_float_field(w, "std_ms", ep_steps_std(s), 4);
 	jw_string_field(w, "source", epochs_step_source_name(s->source));
 	jw_int_field(w, "syncs", s->syncs);
-	jw_float_field(w, "syncs_per_step", syncs_per_step(s), 4);
+	jw_float_field(w, "syncs_per_step", ep_steps_syncs(s), 4);
 	jw_end_object(w);
 }
 
@@ -463,12 +329,12 @@ static void json_steps_total(struct jw *w, const struct job *job, const struct e
 	}
 	jw_string_field(w, "source", epochs_step_source_name(s.source));
 	jw_int_field(w, "count", s.count);
-	jw_float_field(w, "per_s", s.count / (s.total_ms / 1e3), 4);
-	jw_float_field(w, "avg_ms", step_avg(&s), 4);
+	jw_float_field(w, "per_s", ep_steps_per_s(&s), 4);
+	jw_float_field(w, "avg_ms", ep_steps_avg(&s), 4);
 	jw_float_field(w, "min_ms", s.min_ms, 4);
 	jw_float_field(w, "max_ms", s.max_ms, 4);
-	jw_float_field(w, "std_ms", step_std(&s), 4);
-	jw_float_field(w, "syncs_per_step", syncs_per_step(&s), 4);
+	jw_float_field(w, "std_ms", ep_steps_std(&s), 4);
+	jw_float_field(w, "syncs_per_step", ep_steps_syncs(&s), 4);
 	jw_end_object(w);
 }
 

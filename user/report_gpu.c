@@ -4,61 +4,12 @@
 #include "gpu.h"
 #include "report.h"
 
-struct gpu_sums {
-	uint64_t syncs, ops, bytes, launches;
-};
-
-static void sums(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
-{
-	memset(s, 0, sizeof(*s));
-	for (int a = 0; a < gpu_napis; a++) {
-		enum tb_api_kind k = gpu_apis[a].kind;
-
-		if (gpu_kind_is_sync(k))
-			s->syncs += st[a].calls;
-		if (gpu_kind_is_op(k)) {
-			s->ops += st[a].calls;
-			s->bytes += st[a].bytes;
-		}
-		if (k == TB_AK_LAUNCH)
-			s->launches += st[a].calls;
-	}
-}
-
 /* A job read without tracing (unit tests, recordings) has no GPU side. */
 static struct gpu no_gpu;
 
 static double per_s(uint64_t n, uint64_t ns)
 {
 	return ns ? n * 1e9 / ns : 0.0;
-}
-
-void report_gpu_live(FILE *f, struct gpu *g, uint64_t now)
-{
-	struct tb_api_stat tot[TB_MAX_APIS];
-	struct gpu_sums s;
-	uint64_t dt;
-	char b[32];
-
-	if (!g || !gpu_any_library(g))
-		return;
-	dt = now - g->live_ns;
-	gpu_refresh(g);
-	gpu_totals(g, tot);
-	sums(tot, &s);
-	if (g->live_ns) {
-		fmt_bytes(b, sizeof(b), (uint64_t)per_s(s.bytes - g->live_bytes, dt));
-		fprintf(f, "cuda: %.1f syncs/s  nccl: %.1f ops/s, %s/s", per_s(s.syncs - g->live_syncs, dt),
-			per_s(s.ops - g->live_ops, dt), b);
-		if (g->launches)
-			fprintf(f, "  launches: %.0f/s", per_s(s.launches - g->live_launches, dt));
-		fputc('\n', f);
-	}
-	g->live_ns = now;
-	g->live_syncs = s.syncs;
-	g->live_ops = s.ops;
-	g->live_bytes = s.bytes;
-	g->live_launches = s.launches;
 }
 
 static void text_libraries(FILE *f, const struct gpu *g)
@@ -121,7 +72,7 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
 	}
 	gpu_refresh(g);
 	gpu_totals(g, tot);
-	sums(tot, &s);
+	gpu_sum_kinds(tot, &s);
 	fprintf(f, "CUDA/NCCL%s\n", g->launches ? "" : " (launches not counted: --launches)");
 	text_libraries(f, g);
 	fprintf(f, "  %-30s %9s %9s %8s %9s %8s\n", "FUNCTION", "CALLS", "PER S",
@@ -212,7 +163,7 @@ void report_gpu_json(struct jw *w, const struct job *job, uint64_t now)
 
 	gpu_refresh(g);
 	gpu_totals(g, tot);
-	sums(tot, &s);
+	gpu_sum_kinds(tot, &s);
 	jw_name(w, "gpu");
 	jw_object(w);
 	jw_string_field(w, "launches", g->launches ? "on" : "off");

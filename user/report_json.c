@@ -89,7 +89,7 @@ static void json_headline(struct jw *w, const struct job *job)
 	jw_end_object(w);
 }
 
-static void json_counters(struct jw *w, const struct report_counters *c)
+static void json_counters(struct jw *w, const struct run_counters *c)
 {
 	jw_name(w, "counters");
 	jw_object(w);
@@ -106,7 +106,7 @@ static void json_counters(struct jw *w, const struct report_counters *c)
 }
 
 void report_json(FILE *f, const struct job *job,
-		 const struct report_counters *c, uint64_t now)
+		 const struct run_counters *c, uint64_t now)
 {
 	struct jw w;
 

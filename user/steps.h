@@ -72,7 +72,6 @@ struct steps {
 	struct st_proc *pr;
 	int npr, cappr;
 	uint64_t calls;		/* TB_EV_CALL events seen */
-	uint64_t live_ns;	/* the last live line */
 };
 
 /* Symbol similarity (see above). */

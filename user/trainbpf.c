@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "job.h"
 #include "launch.h"
+#include "live.h"
 #include "procfs.h"
 #include "record.h"
 #include "states.h"
@@ -163,6 +164,7 @@ static uint64_t wait_tick(struct tracer *tr, struct job *job, uint64_t *next_tic
 static int trace_loop(struct tracer *tr, struct job *job,
 		      const struct env *env, struct launch *l, FILE *live)
 {
+	struct live lv;
 	int err = 0;
 	uint64_t interval = env->interval_s * 1e9, start = job->window_start_ns;
 	uint64_t next_live = start + interval;
@@ -170,6 +172,7 @@ static int trace_loop(struct tracer *tr, struct job *job,
 
 	uint64_t next_tick = start + TICK_NS;
 
+	live_init(&lv);
 	while (!stop_signal) {
 		uint64_t now;
 
@@ -181,16 +184,18 @@ static int trace_loop(struct tracer *tr, struct job *job,
 			break;
 		}
 		if (interval)
-			report_epochs_live(live, job, job->epochs);
+			live_epochs(live, &lv, job);
 		if (env->step_blocks)
-			report_step_blocks(live, job, job->epochs, env->step_blocks, now);
+			live_step_blocks(live, &lv, job, env->step_blocks, now);
 		if (interval && now >= next_live) {
-			report_live(live, job, now);
+			gpu_refresh(job->gpu);
+			live_table(live, &lv, job, now);
 			next_live += interval;
 		}
 		if ((deadline && now >= deadline) || !job_live_procs(job))
 			break;
 	}
+	live_free(&lv);
 	/* Let the launched job stop with us when told to stop (timeout, systemd). */
 	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped) {
 		kill(l->pid, SIGTERM);
@@ -239,7 +244,7 @@ static uint64_t final_report(struct tracer *tr, struct job *job,
 			     const struct env *env, FILE *out)
 {
 	struct tb_counters bpf;
-	struct report_counters c;
+	struct run_counters c;
 	uint64_t now = final_refresh(tr, job);
 
 	tracer_counters(tr, &bpf);

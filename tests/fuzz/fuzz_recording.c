@@ -15,7 +15,7 @@ static FILE *sink;
 static void run(const char *path, const struct rec_filter *flt)
 {
 	struct recording r;
-	struct report_counters c;
+	struct run_counters c;
 	char err[512];
 
 	if (rec_open(&r, path, err, sizeof(err)) || rec_load(&r, flt, err, sizeof(err))) {

@@ -17,6 +17,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
+#include "live.h"
 #include "report.h"
 #include "steps.h"
 #include "cli_read.h"
@@ -240,8 +241,9 @@ static void gpu_counts(struct scene *s, int tick)
 int main(int argc, char **argv)
 {
 	static struct scene s;
+	struct live lv;
 	char why[128];
-	struct report_counters c = { 0 };
+	struct run_counters c = { 0 };
 
 	s.calls = argc > 1 && !strcmp(argv[1], "calls");
 	diag_init(&s.dg);
@@ -253,6 +255,7 @@ int main(int argc, char **argv)
 	s.job.epochs = &s.ep;
 	s.job.gpu = &s.gpu;
 	s.job.diag = &s.dg;
+	live_init(&lv);
 	for (int tick = 1; tick <= TICKS; tick++) {
 		uint64_t now = W0 + tick * TICK;
 
@@ -263,10 +266,10 @@ int main(int argc, char **argv)
 		job_classify_roles(&s.job);
 		steps_tick(&s.steps);
 		epochs_tick(&s.ep, &s.job, now);
-		report_epochs_live(stdout, &s.job, &s.ep);
-		report_step_blocks(stdout, &s.job, &s.ep, 6, now);
+		live_epochs(stdout, &lv, &s.job);
+		live_step_blocks(stdout, &lv, &s.job, 6, now);
 		if (tick % 5 == 0)
-			report_live(stdout, &s.job, now);
+			live_table(stdout, &lv, &s.job, now);
 	}
 	epochs_finish(&s.ep, &s.job, W0 + TICKS * TICK + 17 * MS);
 	c.bpf.events_lost = 3;

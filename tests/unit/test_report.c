@@ -12,7 +12,7 @@
 #define NOW (W0 + 10 * S)
 
 static struct job job;
-static struct report_counters ctr;
+static struct run_counters ctr;
 
 static void setup(void)
 {
@@ -59,7 +59,7 @@ static void small_job(void)
 }
 
 static char *render(void (*fn)(FILE *, const struct job *,
-			       const struct report_counters *, uint64_t))
+			       const struct run_counters *, uint64_t))
 {
 	char *buf = NULL;
 	size_t len = 0;

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "gpu.h"
+#include "live.h"
+#include "report.h"
+
+void live_init(struct live *lv)
+{
+	memset(lv, 0, sizeof(*lv));
+}
+
+void live_free(struct live *lv)
+{
+	free(lv->shown);
+	memset(lv, 0, sizeof(*lv));
+}
+
+/* Room for every process of the job; a new one has shown nothing yet. */
+static void grow_shown(struct live *lv, const struct job *job)
+{
+	uint64_t (*n)[TB_NCAT];
+
+	if (lv->nshown >= job->nprocs)
+		return;
+	n = realloc(lv->shown, job->nprocs * sizeof(*n));
+	if (!n)
+		abort();	/* as job.c: out of memory, nothing left to say */
+	memset(n + lv->nshown, 0, (job->nprocs - lv->nshown) * sizeof(*n));
+	lv->shown = n;
+	lv->nshown = job->nprocs;
+}
+
+static int live_threads(const struct proc_rec *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nthreads; i++)
+		n += !p->threads[i].end_ns;
+	return n;
+}
+
+static void delta(const uint64_t now[TB_NCAT], uint64_t prev[TB_NCAT],
+		  uint64_t out[TB_NCAT])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		out[c] = now[c] >= prev[c] ? now[c] - prev[c] : 0;
+		prev[c] = now[c];
+	}
+}
+
+static void rollup_line(FILE *f, const uint64_t cats[TB_NCAT])
+{
+	double pct[TB_NROLLUP];
+
+	rollup_pct(cats, pct);
+	fprintf(f, "computation %.1f%% comm %.1f%% io&data %.1f%% other %.1f%%\n",
+		pct[0], pct[1], pct[2], pct[3]);
+}
+
+static double per_s(uint64_t n, uint64_t ns)
+{
+	return ns ? n * 1e9 / ns : 0.0;
+}
+
+/* "cuda: 12.0 syncs/s  nccl: ..." since the last table; nothing the first time. */
+static void gpu_line(FILE *f, struct live *lv, const struct gpu *g, uint64_t now)
+{
+	struct tb_api_stat tot[TB_MAX_APIS];
+	struct gpu_sums s;
+	uint64_t dt;
+	char b[32];
+
+	if (!g || !gpu_any_library(g))
+		return;
+	gpu_totals(g, tot);
+	gpu_sum_kinds(tot, &s);
+	dt = now - lv->gpu.ns;
+	if (lv->gpu.ns) {
+		fmt_bytes(b, sizeof(b), (uint64_t)per_s(s.bytes - lv->gpu.bytes, dt));
+		fprintf(f, "cuda: %.1f syncs/s  nccl: %.1f ops/s, %s/s",
+			per_s(s.syncs - lv->gpu.syncs, dt), per_s(s.ops - lv->gpu.ops, dt), b);
+		if (g->launches)
+			fprintf(f, "  launches: %.0f/s", per_s(s.launches - lv->gpu.launches, dt));
+		fputc('\n', f);
+	}
+	lv->gpu.ns = now;
+	lv->gpu.syncs = s.syncs;
+	lv->gpu.ops = s.ops;
+	lv->gpu.bytes = s.bytes;
+	lv->gpu.launches = s.launches;
+}
+
+/* "steps: 8.3/s, 120.1 ms/step (calls)" for the interval since the last one. */
+static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+{
+	const struct epochs *ep = job->epochs;
+	struct ep_steps s;
+	uint64_t from;
+	int starts;
+
+	if (!ep || !ep->calls)
+		return;
+	from = lv->steps_ns ? lv->steps_ns : job->window_start_ns;
+	lv->steps_ns = now;
+	starts = epochs_step_stats(ep, from, now, false, &s);
+	if (!s.count || now <= from)
+		return;
+	/* The rate counts every step that started; the times, those that ended. */
+	fprintf(f, "steps: %.1f/s, ", starts / ((now - from) / 1e9));
+	report_text_steps(f, job, &s);
+	fputc('\n', f);
+}
+
+void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+{
+	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
+	char stamp[16];
+	time_t t = time(NULL);
+	int ntr;
+
+	grow_shown(lv, job);
+	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
+	fprintf(f, "%s  %.1f s traced\n", stamp, (now - job->window_start_ns) / 1e9);
+	fprintf(f, "%7s %-7s %-15s %4s", "PID", "ROLE", "COMM", "THR");
+	report_cat_head(f);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		proc_totals(p, tot);
+		delta(tot, lv->shown[i], d);
+		if (!sum_cats(d))
+			continue;	/* exited before this interval */
+		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role),
+			p->comm, live_threads(p));
+		report_pct_cells(f, d);
+	}
+	ntr = job_headline(job, hl);
+	delta(hl, lv->headline, d);
+	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
+	rollup_line(f, d);
+	gpu_line(f, lv, job->gpu, now);
+	steps_line(f, lv, job, now);
+	fputc('\n', f);
+	fflush(f);
+}
+
+void live_epochs(FILE *f, struct live *lv, const struct job *job)
+{
+	const struct epochs *ep = job->epochs;
+	enum ep_source s = ep ? epochs_source(ep) : EP_NSRC;
+	const struct ep_stream *st;
+
+	if (s == EP_NSRC)
+		return;
+	st = &ep->src[s];
+	for (; lv->epochs[s] < st->n; lv->epochs[s]++)
+		report_epoch_block(f, job, &st->list[lv->epochs[s]], epochs_source_name(s));
+	fflush(f);
+}
+
+static void block_start(struct live *lv, const struct job *job, uint64_t from, uint64_t ts)
+{
+	uint64_t hl[TB_NCAT];
+
+	job_headline(job, hl);
+	lv->block.from = from;
+	lv->block.ts = ts;
+	for (int c = 0; c < TB_NCAT; c++)
+		lv->block.hl[c] = hl[c];
+}
+
+/* The block's headline shares since it began; the category with the most. */
+static int block_shares(const struct live *lv, const struct job *job, double pct[TB_NCAT])
+{
+	uint64_t hl[TB_NCAT];
+	int64_t d[TB_NCAT], total = 0;
+	int best = TB_CPU;
+
+	job_headline(job, hl);
+	for (int c = 0; c < TB_NCAT; c++) {
+		d[c] = (int64_t)hl[c] - lv->block.hl[c];
+		total += d[c];
+	}
+	for (int c = 0; c < TB_NCAT; c++) {
+		pct[c] = total > 0 ? 100.0 * d[c] / total : 0.0;
+		if (d[c] > d[best])
+			best = c;
+	}
+	return best;
+}
+
+/*
+ * Every n completed steps, a block: their times, and the headline's shares
+ * since the previous block. Steps are counted as they complete (the next
+ * one has started); the shares run from tick to tick, so they cover the
+ * block's steps give or take a tick and the step in progress.
+ */
+void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, uint64_t now)
+{
+	const struct epochs *ep = job->epochs;
+	struct ep_steps s;
+	double pct[TB_NCAT];
+	int best;
+
+	if (!ep)
+		return;
+	if (!lv->block.ts)
+		block_start(lv, job, job->window_start_ns, job->window_start_ns);
+	epochs_step_stats(ep, lv->block.from, now, false, &s);
+	if (s.count < n)
+		return;
+	best = block_shares(lv, job, pct);
+	fprintf(f, "=== Steps %ld-%ld (%s) %.1f s, %.1f ms/step (min %.1f, max %.1f, std %.1f)",
+		lv->block.done + 1, lv->block.done + s.count,
+		epochs_step_source_name(s.source), (now - lv->block.ts) / 1e9,
+		ep_steps_avg(&s), s.min_ms, s.max_ms, ep_steps_std(&s));
+	if (job->gpu && gpu_any_library(job->gpu))
+		fprintf(f, ", %.1f syncs/step", (double)s.syncs / s.count);
+	fprintf(f, " ===\n");
+	report_rollup_rows(f, pct, false);
+	fprintf(f, "  slowest: %s\n", tb_cat_names[best]);
+	fflush(f);
+	lv->block.done += s.count;
+	/* The next block starts with the step in progress, or after the last. */
+	block_start(lv, job, epochs_step_start(ep, lv->block.from, now, s.count), now);
+	if (!lv->block.from)
+		lv->block.from = now;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The live view: while the job runs, a table every -i seconds of the
+ * interval since the previous one, each epoch's block as it ends, and with
+ * --step-blocks a block every N steps. What it has shown already is its
+ * own state, here; the job is only read.
+ */
+#ifndef TB_LIVE_H
+#define TB_LIVE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "epochs.h"
+#include "job.h"
+
+struct live {
+	uint64_t (*shown)[TB_NCAT];	/* per job->procs[i]: totals at the last table */
+	int nshown;
+	uint64_t headline[TB_NCAT];	/* the headline then */
+	int epochs[EP_NSRC];		/* epochs of each source printed */
+	uint64_t steps_ns;		/* the last steps line; 0: none yet */
+	struct {
+		uint64_t ns, syncs, ops, bytes, launches;
+	} gpu;				/* CUDA/NCCL totals at the last table */
+	struct {
+		uint64_t from, ts;	/* its first step's start; the tick it began */
+		int64_t hl[TB_NCAT];	/* the headline then */
+		long done;		/* steps in earlier blocks */
+	} block;			/* --step-blocks: the block under way */
+};
+
+void live_init(struct live *lv);
+void live_free(struct live *lv);
+/* One table of the interval since the previous one; 80 columns. */
+void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now);
+/* The blocks of epochs that ended since the last call. */
+void live_epochs(FILE *f, struct live *lv, const struct job *job);
+/* --step-blocks: a block when n more steps have completed since the last. */
+void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, uint64_t now);
+
+#endif
