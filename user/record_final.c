@@ -184,7 +184,6 @@ int record_final(struct recorder *r, const struct job *job, uint64_t now)
 		write_worker_gens(r, job->epochs);
 	}
 	if (job->gpu) {
-		gpu_refresh(job->gpu);
 		write_gpu_calls(r, job->gpu);
 		write_gpu_libraries(r, job->gpu);
 	}

@@ -5,7 +5,7 @@
 #include "report.h"
 
 /* A job read without tracing (unit tests, recordings) has no GPU side. */
-static struct gpu no_gpu;
+static const struct gpu no_gpu;
 
 static double per_s(uint64_t n, uint64_t ns)
 {
@@ -60,7 +60,7 @@ static void text_comms(FILE *f, const struct gpu *g)
 
 void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
 {
-	struct gpu *g = job->gpu ? job->gpu : &no_gpu;
+	const struct gpu *g = job->gpu ? job->gpu : &no_gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
@@ -70,7 +70,6 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
 		fprintf(f, "CUDA/NCCL: no CUDA library mapped in the traced processes: no gpu_wait, no NCCL calls to see\n\n");
 		return;
 	}
-	gpu_refresh(g);
 	gpu_totals(g, tot);
 	gpu_sum_kinds(tot, &s);
 	fprintf(f, "CUDA/NCCL%s\n", g->launches ? "" : " (launches not counted: --launches)");
@@ -156,12 +155,11 @@ static void json_libraries(struct jw *w, const struct gpu *g)
 
 void report_gpu_json(struct jw *w, const struct job *job, uint64_t now)
 {
-	struct gpu *g = job->gpu ? job->gpu : &no_gpu;
+	const struct gpu *g = job->gpu ? job->gpu : &no_gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
 
-	gpu_refresh(g);
 	gpu_totals(g, tot);
 	gpu_sum_kinds(tot, &s);
 	jw_name(w, "gpu");

@@ -247,6 +247,7 @@ static uint64_t final_report(struct tracer *tr, struct job *job,
 	struct run_counters c;
 	uint64_t now = final_refresh(tr, job);
 
+	gpu_refresh(job->gpu);	/* the per-process counts and the totals alike */
 	tracer_counters(tr, &bpf);
 	job_counters(job, &bpf, &c);
 	warn_losses(bpf);
@@ -265,6 +266,7 @@ static int final_record(struct tracer *tr, struct job *job, const struct env *en
 	struct stat st = { .st_size = 0 };
 	int nthreads = 0;
 
+	gpu_refresh(job->gpu);
 	tracer_counters(tr, &bpf);
 	warn_losses(bpf);
 	if (record_finish(tr->rec, tr, job, now))
