@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "job.h"
@@ -59,6 +60,42 @@ struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 	t->start_ns = start_ns;
 	strncpy(t->comm, comm, sizeof(t->comm) - 1);
 	return t;
+}
+
+struct proc_rec *job_on_fork(struct job *job, pid_t pid, pid_t ppid, const char *comm,
+			     uint64_t ts)
+{
+	struct proc_rec *p = job_proc(job, pid);
+
+	if (!p || p->end_ns)
+		p = job_add_proc(job, pid, ppid, comm, ts);
+	p->ppid = ppid;
+	p->start_ns = ts;
+	p->flags |= TB_PF_FORKED;
+	return p;
+}
+
+struct proc_rec *job_on_exec(struct job *job, pid_t pid, const char *comm, const char *path)
+{
+	struct proc_rec *p = job_proc(job, pid);
+
+	if (!p)
+		return NULL;
+	p->flags |= TB_PF_EXECED;
+	memcpy(p->comm, comm, sizeof(p->comm));
+	snprintf(p->exe, sizeof(p->exe), "%s", path);
+	return p;
+}
+
+struct proc_rec *job_on_exit(struct job *job, pid_t pid, uint64_t ts, int code)
+{
+	struct proc_rec *p = job_proc(job, pid);
+
+	if (!p)
+		return NULL;
+	p->end_ns = ts;
+	p->exit_code = code;
+	return p;
 }
 
 bool job_proc_alive(const struct proc_rec *p)

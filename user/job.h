@@ -64,6 +64,15 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns);
 bool job_proc_alive(const struct proc_rec *p);
+/*
+ * Lifecycle events. A fork makes the child's record (or updates the one a
+ * /proc scan made first); exec and exit return NULL for a pid the job does
+ * not know.
+ */
+struct proc_rec *job_on_fork(struct job *job, pid_t pid, pid_t ppid, const char *comm,
+			     uint64_t ts);
+struct proc_rec *job_on_exec(struct job *job, pid_t pid, const char *comm, const char *path);
+struct proc_rec *job_on_exit(struct job *job, pid_t pid, uint64_t ts, int code);
 /* Its main thread (tid == pid), the latest if exec'd; NULL if unknown. */
 const struct thread_rec *job_main_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include "diagnosis.h"
 #include "record.h"
-#include "tracer.h"
+#include "clock.h"
 
 /* docs/recording.md, verbatim: readers depend on it. */
 static const char schema[] =
@@ -151,31 +151,6 @@ static int meta_u64(struct recorder *r, const char *key, uint64_t v)
 	return rec_meta(r, key, buf);
 }
 
-/* The traced command line, or "-p PID,..." */
-static void command_line(const struct env *env, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	if (!env->command) {
-		off = snprintf(buf, len, "-p ");
-		for (int i = 0; i < env->npids && off < len; i++)
-			off += snprintf(buf + off, len - off, "%s%d", i ? "," : "", env->pids[i]);
-		return;
-	}
-	for (char **a = env->command; *a && off < len; a++)
-		off += snprintf(buf + off, len - off, "%s%s", a == env->command ? "" : " ", *a);
-}
-
-static void epochs_wanted(const struct env *env, char *buf, size_t len)
-{
-	if (env->epochs == EP_INTERVAL)
-		snprintf(buf, len, "interval:%g", env->epoch_interval_s);
-	else
-		snprintf(buf, len, "%s", env->epochs == EP_AUTO ? "auto" :
-			 epochs_source_name(env->epochs));
-}
-
 static uint64_t mem_total_kb(void)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
@@ -191,10 +166,10 @@ static uint64_t mem_total_kb(void)
 	return total;
 }
 
-static int write_start_meta(struct recorder *r, const struct env *env,
+static int write_start_meta(struct recorder *r, const struct record_meta *m,
 			    const struct job *job)
 {
-	char buf[4096], host[256] = "";
+	char buf[64], host[256] = "";
 	struct utsname u;
 
 	uname(&u);
@@ -205,15 +180,13 @@ static int write_start_meta(struct recorder *r, const struct env *env,
 	rec_meta(r, "kernel", u.release);
 	meta_u64(r, "ncpus", sysconf(_SC_NPROCESSORS_ONLN));
 	meta_u64(r, "mem_total_kb", mem_total_kb());
-	command_line(env, buf, sizeof(buf));
-	rec_meta(r, "command", buf);
+	rec_meta(r, "command", m->command);
 	meta_u64(r, "start_mono_ns", job->window_start_ns);
 	snprintf(buf, sizeof(buf), "%.6f", job->window_start_unix);
 	rec_meta(r, "start_unix_s", buf);
 	meta_u64(r, "flush_ns", REC_FLUSH_NS);
 	meta_u64(r, "idle_row_ns", REC_IDLE_ROW_NS);
-	epochs_wanted(env, buf, sizeof(buf));
-	return rec_meta(r, "epochs_wanted", buf);
+	return rec_meta(r, "epochs_wanted", m->epochs_wanted);
 }
 
 /* A previous recording and its WAL go: a stale -wal would be replayed. */
@@ -263,14 +236,14 @@ static int create_file(struct recorder *r)
 	return prepare_all(r);
 }
 
-int record_open(struct recorder *r, const char *path, const struct env *env,
+int record_open(struct recorder *r, const char *path, const struct record_meta *m,
 		const struct job *job)
 {
 	memset(r, 0, sizeof(*r));
 	r->path = path;
 	if (create_file(r) || exec_sql(r, "BEGIN", "write"))
 		return -1;
-	write_start_meta(r, env, job);
+	write_start_meta(r, m, job);
 	if (exec_sql(r, "COMMIT", "write"))
 		return -1;
 	r->next_flush = job->window_start_ns + REC_FLUSH_NS;
@@ -292,8 +265,8 @@ void record_close(struct recorder *r)
 }
 
 /* One transaction: everything since the last flush, or nothing. */
-static int flush(struct recorder *r, struct tracer *tr, const struct job *job,
-		 uint64_t now, bool last)
+static int flush(struct recorder *r, const struct job *job,
+		 const struct tb_counters *bpf, uint64_t now, bool last)
 {
 	uint64_t t0 = now_ns(), dt;
 
@@ -301,7 +274,7 @@ static int flush(struct recorder *r, struct tracer *tr, const struct job *job,
 		return -1;
 	record_job(r, job, now, last);
 	record_events(r, job);
-	record_counters(r, tr, job);
+	record_counters(r, job, bpf);
 	if (last)
 		record_final(r, job, now);
 	if (r->failed || exec_sql(r, "COMMIT", "write")) {
@@ -316,8 +289,8 @@ static int flush(struct recorder *r, struct tracer *tr, const struct job *job,
 	return 0;
 }
 
-int record_tick(struct recorder *r, struct tracer *tr, const struct job *job,
-		uint64_t now)
+int record_tick(struct recorder *r, const struct job *job,
+		const struct tb_counters *bpf, uint64_t now)
 {
 	if (r->failed)
 		return -1;
@@ -325,15 +298,15 @@ int record_tick(struct recorder *r, struct tracer *tr, const struct job *job,
 		return 0;
 	/* From now, not from the schedule: a slow flush must not pile up. */
 	r->next_flush = now + REC_FLUSH_NS;
-	return flush(r, tr, job, now, false);
+	return flush(r, job, bpf, now, false);
 }
 
-int record_finish(struct recorder *r, struct tracer *tr, const struct job *job,
-		  uint64_t now)
+int record_finish(struct recorder *r, const struct job *job,
+		  const struct tb_counters *bpf, uint64_t now)
 {
 	if (r->failed)
 		return -1;
-	if (flush(r, tr, job, now, true))
+	if (flush(r, job, bpf, now, true))
 		return -1;
 	/* Fold the WAL into the file: the recording is one file again. */
 	sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);

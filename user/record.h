@@ -18,14 +18,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "cli.h"
 #include "job.h"
 #include "epochs.h"
 #include "recording.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
-struct tracer;
 
 #define REC_FLUSH_NS 1000000000ull
 /*
@@ -101,21 +99,30 @@ struct recorder {
 /* States rows kept (~40 bytes each with the index-free table: ~0.1 GB). */
 #define REC_STATES_MAX_ROWS 2500000ull
 
+/* What the meta table says of how the run was started. */
+struct record_meta {
+	const char *command;		/* the traced command line, or "-p PID,..." */
+	const char *epochs_wanted;	/* --epochs as given: "auto", "interval:60" */
+};
+
 /*
  * Creates path (replacing a file there), the schema and the meta rows
  * known at the start. One line on stderr and -1 on error.
  */
-int record_open(struct recorder *r, const char *path, const struct env *env,
+int record_open(struct recorder *r, const char *path, const struct record_meta *m,
 		const struct job *job);
 /* Closes the file; the recording stays incomplete unless finished. */
 void record_close(struct recorder *r);
 
-/* After each refresh: flushes when a second passed or an epoch closed. -1: failed. */
-int record_tick(struct recorder *r, struct tracer *tr, const struct job *job,
-		uint64_t now);
+/*
+ * After each refresh: flushes when a second passed or an epoch closed,
+ * with BPF's counters as of now. -1: failed.
+ */
+int record_tick(struct recorder *r, const struct job *job,
+		const struct tb_counters *bpf, uint64_t now);
 /* At the end, after the last refresh and epochs_finish. -1: failed. */
-int record_finish(struct recorder *r, struct tracer *tr, const struct job *job,
-		  uint64_t now);
+int record_finish(struct recorder *r, const struct job *job,
+		  const struct tb_counters *bpf, uint64_t now);
 
 /* From the ring buffer (tracer.c): queued for the next flush. */
 void record_on_lifecycle(struct recorder *r, const struct tb_event *e);
@@ -131,11 +138,14 @@ struct steps;
 int record_call_steps(struct recorder *r, const struct steps *st);
 /* Whether an epoch closed since the last flush. */
 bool record_epoch_closed(const struct recorder *r, const struct job *job);
-/* record_states.c: the state stream into `states`, bounded. -1 on error. */
-struct states;
-int record_states(struct recorder *r, struct states *st, struct tracer *tr);
+/*
+ * record_states.c: a batch of the state stream into `states`, bounded; a
+ * states_fn (states.h) with the recorder as ctx. 0, or -1 once failed.
+ */
+int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n);
 /* record_final.c: gpu_calls, diagnosis, counters. */
-int record_counters(struct recorder *r, struct tracer *tr, const struct job *job);
+int record_counters(struct recorder *r, const struct job *job,
+		    const struct tb_counters *bpf);
 int record_final(struct recorder *r, const struct job *job, uint64_t now);
 
 /* Helpers shared by the record_*.c files (record.c). */

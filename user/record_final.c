@@ -10,7 +10,6 @@
 #include "record.h"
 #include "report.h"
 #include "steps.h"
-#include "tracer.h"
 
 static int counter(struct recorder *r, const char *key, uint64_t v)
 {
@@ -20,13 +19,12 @@ static int counter(struct recorder *r, const char *key, uint64_t v)
 }
 
 /* Same keys as the JSON report's counters, plus what recording cost. */
-int record_counters(struct recorder *r, struct tracer *tr, const struct job *job)
+int record_counters(struct recorder *r, const struct job *job,
+		    const struct tb_counters *bpf)
 {
-	struct tb_counters bpf;
 	struct run_counters c;
 
-	tracer_counters(tr, &bpf);
-	job_counters(job, &bpf, &c);
+	job_counters(job, bpf, &c);
 	counter(r, "events_lost", c.bpf.events_lost);
 	counter(r, "io_bytes_read", c.io_rbytes);
 	counter(r, "io_bytes_written", c.io_wbytes);

@@ -8,15 +8,14 @@
  * (its ring full) are counted apart (states_lost).
  */
 #include <sqlite3.h>
+#include <stddef.h>
 #include "record.h"
-#include "states.h"
-#include "tracer.h"
 
 /*
  * A batch of drained rows, in a transaction of its own: they come on every
  * tick, between flushes, and one commit per row would cost a write each.
  */
-static int insert_states(void *ctx, const struct tb_state_rec *recs, size_t n)
+int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n)
 {
 	struct recorder *r = ctx;
 	size_t i;
@@ -47,13 +46,5 @@ static int insert_states(void *ctx, const struct tb_state_rec *recs, size_t n)
 		rec_fail(r, "states");
 		return -1;
 	}
-	return 0;
-}
-
-int record_states(struct recorder *r, struct states *st, struct tracer *tr)
-{
-	if (states_open(st, tr, insert_states, r))
-		return -1;
-	tr->states = st;
 	return 0;
 }

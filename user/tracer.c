@@ -15,12 +15,7 @@
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
 #include "clock.h"
-#include "epochs.h"
-#include "gpu.h"
 #include "procfs.h"
-#include "states.h"
-#include "record.h"
-#include "steps.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
 
@@ -59,7 +54,7 @@ static bool has_caps(void)
 	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
 }
 
-static int check_env(const struct env *env)
+static int check_env(const struct tracer_opts *env)
 {
 	if (!has_caps()) {
 		fprintf(stderr, "trainbpf: needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN): try sudo\n");
@@ -113,7 +108,7 @@ static int map_slots(struct tracer *tr)
 }
 
 /* CUDA/NCCL probes: one uprobe_multi link per file where the kernel has them. */
-static void select_uprobe_programs(struct tracer *tr, const struct env *env)
+static void select_uprobe_programs(struct tracer *tr, const struct tracer_opts *env)
 {
 	struct bpf_program *multi[] = { tr->skel->progs.gpu_enter_multi,
 		tr->skel->progs.gpu_exit_multi, tr->skel->progs.gpu_launch_multi };
@@ -147,11 +142,11 @@ static bool tracefs_ready(void)
 	return !access(ids[0], R_OK);
 }
 
-static void select_write_probe(struct tracer *tr, const struct env *env)
+static void select_write_probe(struct tracer *tr, const struct tracer_opts *env)
 {
 	struct trainbpf_bpf *skel = tr->skel;
 
-	if (env->epochs == EP_AUTO || env->epochs == EP_REGEX)
+	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
 	if (!tracefs_ready()) {
 		fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen\n");
@@ -159,7 +154,7 @@ static void select_write_probe(struct tracer *tr, const struct env *env)
 	}
 }
 
-static int load(struct tracer *tr, const struct env *env)
+static int load(struct tracer *tr, const struct tracer_opts *env)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = env->btf_path);
 	struct trainbpf_bpf *skel;
@@ -197,10 +192,12 @@ static int load(struct tracer *tr, const struct env *env)
 	return 0;
 }
 
-int tracer_open(struct tracer *tr, const struct env *env, struct job *job)
+int tracer_open(struct tracer *tr, const struct tracer_opts *env, struct job *job)
 {
 	memset(tr, 0, sizeof(*tr));
 	tr->job = job;
+	tr->on_event = env->on_event;
+	tr->ctx = env->ctx;
 	libbpf_set_print(env->verbose ? libbpf_print : libbpf_quiet);
 	if (check_env(env) || load(tr, env))
 		return -1;
@@ -390,55 +387,24 @@ static int handle_event(void *ctx, void *data, size_t len)
 {
 	struct tracer *tr = ctx;
 	const struct tb_event *e = data;
-	struct proc_rec *p;
+	struct tracer_event ev;
+	__u32 type;
 
-	if (len >= sizeof(struct tb_call_event) && e->type == TB_EV_CALL) {
-		if (tr->job->epochs && tr->job->epochs->calls)
-			steps_on_event(tr->job->epochs->calls, data);
+	if (len < sizeof(type))
 		return 0;
-	}
-	if (len >= sizeof(__u32) && *(const __u32 *)data >= TB_EV_NCCL_COMM) {
-		if (tr->gpu)
-			gpu_on_event(tr->gpu, data, len);
+	type = *(const __u32 *)data;
+	if (type == TB_EV_CALL && len >= sizeof(struct tb_call_event))
+		ev = (struct tracer_event){ .kind = TR_EV_CALL, .call = data };
+	else if (type >= TB_EV_NCCL_COMM && len >= sizeof(struct tb_comm_event))
+		ev = (struct tracer_event){ .kind = TR_EV_COMM, .comm = data };
+	else if ((type == TB_EV_MARK || type == TB_EV_TEXT) &&
+		 len >= sizeof(struct tb_text_event))
+		ev = (struct tracer_event){ .kind = TR_EV_TEXT, .text = data };
+	else if (type >= TB_EV_FORK && type <= TB_EV_EXIT && len >= sizeof(*e))
+		ev = (struct tracer_event){ .kind = TR_EV_LIFECYCLE, .life = e };
+	else
 		return 0;
-	}
-	if (len >= sizeof(struct tb_text_event) &&
-	    (e->type == TB_EV_MARK || e->type == TB_EV_TEXT)) {
-		if (tr->job->epochs) {
-			epochs_on_event(tr->job->epochs, data);
-			record_on_text(tr->rec, tr->job->epochs, data);
-		}
-		return 0;
-	}
-	if (len < sizeof(*e))
-		return 0;
-	record_on_lifecycle(tr->rec, e);
-	p = job_proc(tr->job, e->pid);
-	if (e->type == TB_EV_FORK) {
-		if (!p || p->end_ns)
-			p = job_add_proc(tr->job, e->pid, e->ppid, e->comm, e->ts);
-		p->ppid = e->ppid;
-		p->start_ns = e->ts;
-		p->flags |= TB_PF_FORKED;
-		if (tr->job->epochs)
-			epochs_on_fork(tr->job->epochs, e->pid, e->ppid, e->ts);
-		return 0;
-	}
-	if (!p)
-		return 0;
-	if (e->type == TB_EV_EXEC) {
-		p->flags |= TB_PF_EXECED;
-		memcpy(p->comm, e->comm, sizeof(p->comm));
-		if (tr->gpu)
-			gpu_on_exec(tr->gpu, p->pid, e->ts);
-		snprintf(p->exe, sizeof(p->exe), "%s", e->path);
-	} else if (e->type == TB_EV_EXIT) {
-		p->end_ns = e->ts;
-		p->exit_code = e->exit_code;
-		if (tr->job->epochs)
-			epochs_on_exit(tr->job->epochs, p->pid, e->ts);
-		bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &p->pid);
-	}
+	tr->on_event(tr->ctx, &ev);
 	return 0;
 }
 
@@ -450,8 +416,6 @@ void tracer_wait(struct tracer *tr, int ms)
 
 int tracer_drain_events(struct tracer *tr)
 {
-	if (tr->states)
-		states_drain(tr->states);
 	return ring_buffer__consume(tr->rb);
 }
 
@@ -482,6 +446,11 @@ void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role)
 		bp.flags = 0;
 	bp.role = role;
 	bpf_map_update_elem(fd, &pid, &bp, BPF_ANY);
+}
+
+void tracer_forget_process(struct tracer *tr, pid_t pid)
+{
+	bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &pid);
 }
 
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid)

@@ -10,15 +10,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "cli.h"
+#include "trainbpf.h"
+#include "gpu_api.h"
 #include "clock.h"
 #include "job.h"
 
 struct trainbpf_bpf;
 struct ring_buffer;
-struct gpu;
-struct states;
-struct recorder;
+
+/* A ring-buffer event, checked and decoded: its kind, and its record. */
+enum tracer_ev_kind {
+	TR_EV_LIFECYCLE,	/* fork, exec or exit of a traced process */
+	TR_EV_TEXT,		/* an epoch/step marker, or the head of a write */
+	TR_EV_CALL,		/* an outermost sync, copy or NCCL call returned */
+	TR_EV_COMM,		/* an NCCL communicator made or destroyed */
+};
+
+struct tracer_event {
+	enum tracer_ev_kind kind;
+	union {
+		const struct tb_event *life;
+		const struct tb_text_event *text;
+		const struct tb_call_event *call;
+		const struct tb_comm_event *comm;
+	};
+};
+
+/* Who hears about an event, and in what order, is the caller's to say. */
+typedef void (*tracer_event_fn)(void *ctx, const struct tracer_event *ev);
 
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
@@ -33,15 +52,26 @@ struct tracer {
 	unsigned int nslots;
 	unsigned int scan_end;	/* slots at or past it have never been used */
 	struct slot_owner *owner;
-	struct job *job;
-	struct gpu *gpu;	/* NULL until the GPU side is set up */
-	struct states *states;	/* the state stream's consumer, or NULL */
-	struct recorder *rec;	/* trainbpf record: gets the events too; else NULL */
+	struct job *job;	/* the model it fills: processes, threads, totals */
+	tracer_event_fn on_event;
+	void *ctx;
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
 };
 
+struct tracer_opts {
+	const char *btf_path;	/* NULL: the kernel's own */
+	bool verbose;		/* libbpf's debug output, the verifier's log */
+	unsigned int max_threads;	/* slots */
+	unsigned int ringbuf_kb;	/* the event ring */
+	bool states;		/* the state stream on, in a ring of its own */
+	unsigned int states_ring_kb;
+	bool text;		/* send the heads of writes to stdout/stderr (epoch lines) */
+	tracer_event_fn on_event;	/* gets every event drained, with ctx */
+	void *ctx;
+};
+
 /* Checks privileges and BTF, loads, attaches. One line on stderr if not. */
-int tracer_open(struct tracer *tr, const struct env *env, struct job *job);
+int tracer_open(struct tracer *tr, const struct tracer_opts *o, struct job *job);
 void tracer_close(struct tracer *tr);
 
 /*
@@ -52,7 +82,7 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root);
 /* Adds every descendant of traced processes that /proc shows. */
 void tracer_add_descendants(struct tracer *tr);
 
-/* Drains lifecycle events, and the state stream when it has a consumer. */
+/* Drains the event ring buffer into the callback. */
 int tracer_drain_events(struct tracer *tr);
 /* Sleeps until ms pass, a signal, or an event that asks for a wakeup. */
 void tracer_wait(struct tracer *tr, int ms);
@@ -62,6 +92,8 @@ bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
 void tracer_free_slot(struct tracer *tr, unsigned int idx);
 /* Tells BPF a process's role (data_wait needs to know the workers). */
 void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role);
+/* A process exited: BPF forgets its role and flags. */
+void tracer_forget_process(struct tracer *tr, pid_t pid);
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid);
 void tracer_counters(const struct tracer *tr, struct tb_counters *out);
 

@@ -28,15 +28,14 @@ static int64_t one(const char *sql)
 
 static void setup(void)
 {
-	static char *cmd[] = { "train", "--fast", NULL };
-	struct env env = { .command = cmd, .epochs = EP_AUTO };
+	struct record_meta m = { "train --fast", "auto" };
 	int fd = mkstemp(path);
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	memset(&job, 0, sizeof(job));
 	job.window_start_ns = 10 * S;
-	ck_assert_int_eq(record_open(&rec, path, &env, &job), 0);
+	ck_assert_int_eq(record_open(&rec, path, &m, &job), 0);
 }
 
 static void teardown(void)

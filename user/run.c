@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The tool's life, top to bottom: check the targets, load and attach the
+ * BPF programs, register the job's running threads (or launch the
+ * command), then refresh the accounting on a short clock until the job
+ * exits, time runs out or a signal comes, and print the final report or
+ * finish the recording. This file and main() are the only ones that know
+ * every part: who hears about an event, and in what order, is decided
+ * here (on_event).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "account.h"
+#include "clock.h"
+#include "diagnosis.h"
+#include "epochs.h"
+#include "gpu.h"
+#include "job.h"
+#include "launch.h"
+#include "live.h"
+#include "procfs.h"
+#include "record.h"
+#include "report.h"
+#include "run.h"
+#include "states.h"
+#include "steps.h"
+#include "tracer.h"
+
+#define TICK_NS 200000000ull	/* refresh period: rare enough to cost nothing */
+
+/* Everything one run holds; the parts point at each other through job. */
+struct run {
+	const struct env *env;
+	struct job job;
+	struct tracer tr;
+	struct gpu gpu;
+	struct epochs ep;
+	struct steps steps;
+	struct diag dg;
+	struct launch l;
+	struct live lv;
+	struct recorder rec;
+	bool recording;
+	struct states states;
+	struct states *stream;	/* &states while the state stream is consumed */
+	FILE *out, *states_out;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	/* No SA_RESTART: a signal must cut the tick's sleep short. */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static int check_pids(const struct env *env)
+{
+	struct proc_stat st;
+
+	for (int i = 0; i < env->npids; i++) {
+		if (procfs_stat(env->pids[i], 0, &st) || st.state == 'Z') {
+			fprintf(stderr, "trainbpf: no such process: %d\n", env->pids[i]);
+			return -1;
+		}
+		if (procfs_is_kthread(&st)) {
+			fprintf(stderr, "trainbpf: %d (%s) is a kernel thread: trace user processes\n",
+				env->pids[i], st.comm);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A fork, exec or exit: the recorder logs it, the model follows it. */
+static void on_lifecycle(struct run *r, const struct tb_event *e)
+{
+	if (r->recording)
+		record_on_lifecycle(&r->rec, e);
+	if (e->type == TB_EV_FORK) {
+		job_on_fork(&r->job, e->pid, e->ppid, e->comm, e->ts);
+		epochs_on_fork(&r->ep, e->pid, e->ppid, e->ts);
+	} else if (e->type == TB_EV_EXEC) {
+		if (job_on_exec(&r->job, e->pid, e->comm, e->path))
+			gpu_on_exec(&r->gpu, e->pid, e->ts);
+	} else if (e->type == TB_EV_EXIT) {
+		if (job_on_exit(&r->job, e->pid, e->ts, e->exit_code)) {
+			epochs_on_exit(&r->ep, e->pid, e->ts);
+			tracer_forget_process(&r->tr, e->pid);
+		}
+	}
+}
+
+/* Every event the tracer drains, handed on in this order. */
+static void on_event(void *ctx, const struct tracer_event *ev)
+{
+	struct run *r = ctx;
+
+	switch (ev->kind) {
+	case TR_EV_CALL:
+		steps_on_event(&r->steps, ev->call);
+		break;
+	case TR_EV_COMM:
+		gpu_on_event(&r->gpu, ev->comm, sizeof(*ev->comm));
+		break;
+	case TR_EV_TEXT:
+		/* The recorder queues a marker as a step after epochs took it. */
+		epochs_on_event(&r->ep, ev->text);
+		if (r->recording)
+			record_on_text(&r->rec, &r->ep, ev->text);
+		break;
+	case TR_EV_LIFECYCLE:
+		on_lifecycle(r, ev->life);
+		break;
+	}
+}
+
+static int open_tracer(struct run *r)
+{
+	const struct env *env = r->env;
+	struct tracer_opts o = {
+		.btf_path = env->btf_path, .verbose = env->verbose,
+		.max_threads = env->max_threads, .ringbuf_kb = env->ringbuf_kb,
+		.states = env->states, .states_ring_kb = env->states_ring_kb,
+		.text = env->epochs == EP_AUTO || env->epochs == EP_REGEX,
+		.on_event = on_event, .ctx = r,
+	};
+
+	return tracer_open(&r->tr, &o, &r->job);
+}
+
+static void start_window(struct job *job)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	job->window_start_ns = now_ns();
+	job->window_start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
+}
+
+static int start_epochs(struct epochs *ep, const struct env *env, struct job *job)
+{
+	char why[128];
+
+	if (epochs_init(ep, env->epochs, env->epoch_interval_s, env->epoch_regex,
+			job->window_start_ns, why, sizeof(why))) {
+		fprintf(stderr, "trainbpf: invalid epoch regex: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+static int start_targets(struct tracer *tr, const struct env *env,
+			 struct launch *l)
+{
+	if (env->command) {
+		if (launch_fork(l, env->command) ||
+		    tracer_add_process(tr, l->pid, true))
+			return -1;
+		return launch_release(l);
+	}
+	for (int i = 0; i < env->npids; i++) {
+		if (tracer_add_process(tr, env->pids[i], true)) {
+			fprintf(stderr, "trainbpf: process %d exited before it could be traced\n",
+				env->pids[i]);
+			return -1;
+		}
+	}
+	tracer_add_descendants(tr);
+	return 0;
+}
+
+static void sync_roles(struct tracer *tr, struct job *job)
+{
+	if (!job_classify_roles(job))
+		return;
+	for (int i = 0; i < job->nprocs; i++)
+		if (job_proc_alive(&job->procs[i]))
+			tracer_set_role(tr, job->procs[i].pid, job->procs[i].role);
+}
+
+/*
+ * Returns the instant the totals are read at: after the events are drained,
+ * since a long drain (a recording's state rows) lets BPF close intervals
+ * past an instant read before it, and totals past their own timestamp.
+ */
+static uint64_t refresh(struct run *r)
+{
+	struct job *job = &r->job;
+	uint64_t now;
+
+	if (r->stream)
+		states_drain(r->stream);
+	tracer_drain_events(&r->tr);
+	now = now_ns();
+	account_refresh(&r->tr, now);
+	sync_roles(&r->tr, job);
+	gpu_tick(&r->gpu, job, now);
+	/* Memory at an epoch's end is read at the boundary, not a second on. */
+	diag_sample(&r->dg, job, now, epochs_pending(&r->ep));
+	/* Periods first: an epoch that ends now counts the steps found now. */
+	steps_tick(&r->steps);
+	epochs_tick(&r->ep, job, now);
+	return now;
+}
+
+/*
+ * Sleeps until the next tick, or less: an epoch boundary or a fork wakes
+ * us so that the totals it splits are read at once. Returns the time.
+ */
+static uint64_t wait_tick(struct run *r, uint64_t *next_tick)
+{
+	uint64_t now = now_ns();
+
+	while (!stop_signal) {
+		uint64_t until = epochs_wake_at(&r->ep);
+
+		if (until > *next_tick)
+			until = *next_tick;
+		if (now >= until)
+			break;
+		tracer_wait(&r->tr, (until - now + 999999) / 1000000);
+		now = now_ns();
+	}
+	if (now >= *next_tick)
+		*next_tick = now + TICK_NS;
+	return now;
+}
+
+static int record_tick_now(struct run *r, uint64_t now)
+{
+	struct tb_counters bpf;
+
+	tracer_counters(&r->tr, &bpf);
+	return record_tick(&r->rec, &r->job, &bpf, now);
+}
+
+/* What the live view prints after a refresh. */
+static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
+{
+	const struct env *env = r->env;
+	uint64_t interval = env->interval_s * 1e9;
+
+	if (interval)
+		live_epochs(live, &r->lv, &r->job);
+	if (env->step_blocks)
+		live_step_blocks(live, &r->lv, &r->job, env->step_blocks, now);
+	if (interval && now >= *next_live) {
+		gpu_refresh(&r->gpu);
+		live_table(live, &r->lv, &r->job, now);
+		*next_live += interval;
+	}
+}
+
+/* Ticks until the job is gone, time is up, a signal, or the recording fails. */
+static int trace_loop(struct run *r, FILE *live)
+{
+	const struct env *env = r->env;
+	uint64_t start = r->job.window_start_ns, next_tick = start + TICK_NS;
+	uint64_t next_live = start + (uint64_t)(env->interval_s * 1e9);
+	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
+	int err = 0;
+
+	while (!stop_signal) {
+		uint64_t now;
+
+		wait_tick(r, &next_tick);
+		now = refresh(r);
+		launch_reap(&r->l);
+		if (r->recording && record_tick_now(r, now)) {
+			err = -1;
+			break;
+		}
+		show(r, live, now, &next_live);
+		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
+			break;
+	}
+	/* Let the launched job stop with us when told to stop (timeout, systemd). */
+	if (stop_signal == SIGTERM && r->l.pid > 0 && !r->l.reaped) {
+		kill(r->l.pid, SIGTERM);
+		launch_wait(&r->l, 2000);
+	}
+	return err;
+}
+
+static FILE *open_output(const struct env *env)
+{
+	FILE *f;
+
+	if (!env->output)
+		return stdout;
+	f = fopen(env->output, "w");
+	if (!f)
+		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->output, strerror(errno));
+	return f;
+}
+
+/* The last refresh: every total final, every epoch closed. */
+static uint64_t final_refresh(struct run *r)
+{
+	uint64_t now = refresh(r);
+
+	diag_sample(&r->dg, &r->job, now, true);
+	epochs_finish(&r->ep, &r->job, now);
+	return now;
+}
+
+static void warn_losses(const struct tb_counters bpf)
+{
+	if (bpf.events_lost)
+		fprintf(stderr, "trainbpf: warning: %llu events lost (process lifecycle, epoch markers or lines: ring buffer full; try --ringbuf-size)\n",
+			(unsigned long long)bpf.events_lost);
+	if (bpf.slots_exhausted || bpf.storage_failed)
+		fprintf(stderr, "trainbpf: warning: %llu threads not traced (more than --max-threads at once)\n",
+			(unsigned long long)(bpf.slots_exhausted + bpf.storage_failed));
+	if (bpf.states_lost)
+		fprintf(stderr, "trainbpf: warning: %llu state intervals lost (state stream ring full; try --states-ring)\n",
+			(unsigned long long)bpf.states_lost);
+}
+
+/* Returns the time the report's open intervals were closed at. */
+static uint64_t final_report(struct run *r)
+{
+	struct tb_counters bpf;
+	struct run_counters c;
+	uint64_t now = final_refresh(r);
+
+	gpu_refresh(&r->gpu);	/* the per-process counts and the totals alike */
+	tracer_counters(&r->tr, &bpf);
+	job_counters(&r->job, &bpf, &c);
+	warn_losses(bpf);
+	if (r->env->format == TB_FMT_JSON)
+		report_json(r->out, &r->job, &c, now);
+	else
+		report_text(r->out, &r->job, &c, now);
+	fflush(r->out);
+	return now;
+}
+
+static int final_record(struct run *r)
+{
+	struct tb_counters bpf;
+	uint64_t now = final_refresh(r);
+	struct stat st = { .st_size = 0 };
+	int nthreads = 0;
+
+	gpu_refresh(&r->gpu);
+	tracer_counters(&r->tr, &bpf);
+	warn_losses(bpf);
+	if (record_finish(&r->rec, &r->job, &bpf, now))
+		return -1;
+	for (int i = 0; i < r->job.nprocs; i++)
+		nthreads += r->job.procs[i].nthreads;
+	stat(r->env->record_path, &st);
+	fprintf(stderr, "trainbpf: recorded %.1f s, %d processes, %d threads into %s (%.1f MB)\n",
+		(now - r->job.window_start_ns) / 1e9, r->job.nprocs, nthreads,
+		r->env->record_path, st.st_size / 1e6);
+	return 0;
+}
+
+/* --states-out: the state stream as text, a debugging and test aid. */
+static int open_states_out(struct run *r)
+{
+	const struct env *env = r->env;
+
+	if (!env->states_out)
+		return 0;
+	r->states_out = fopen(env->states_out, "w");
+	if (!r->states_out) {
+		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->states_out,
+			strerror(errno));
+		return -1;
+	}
+	states_tsv_header(r->states_out);
+	if (states_open(&r->states, &r->tr, states_write_tsv, r->states_out))
+		return -1;
+	r->stream = &r->states;
+	return 0;
+}
+
+/*
+ * The records that closed after the report was made go out too; the
+ * trailer says where the report cut, so that a reader can match its totals.
+ */
+static void close_states_out(struct run *r, uint64_t report_ns)
+{
+	if (!r->states_out)
+		return;
+	if (report_ns) {
+		states_drain(&r->states);
+		fprintf(r->states_out, "# report_ns=%llu states_lost=%llu\n",
+			(unsigned long long)report_ns,
+			(unsigned long long)states_lost(&r->tr));
+	}
+	r->stream = NULL;
+	states_close(&r->states);
+	fclose(r->states_out);
+	r->states_out = NULL;
+}
+
+/* The traced command line, or "-p PID,..." */
+static void command_line(const struct env *env, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (!env->command) {
+		off = snprintf(buf, len, "-p ");
+		for (int i = 0; i < env->npids && off < len; i++)
+			off += snprintf(buf + off, len - off, "%s%d", i ? "," : "", env->pids[i]);
+		return;
+	}
+	for (char **a = env->command; *a && off < len; a++)
+		off += snprintf(buf + off, len - off, "%s%s", a == env->command ? "" : " ", *a);
+}
+
+static void epochs_wanted(const struct env *env, char *buf, size_t len)
+{
+	if (env->epochs == EP_INTERVAL)
+		snprintf(buf, len, "interval:%g", env->epoch_interval_s);
+	else
+		snprintf(buf, len, "%s", env->epochs == EP_AUTO ? "auto" :
+			 epochs_source_name(env->epochs));
+}
+
+/* trainbpf record: the file, and the state stream into its states table. */
+static int start_recording(struct run *r)
+{
+	char command[4096], epochs[64];
+	struct record_meta m = { command, epochs };
+
+	command_line(r->env, command, sizeof(command));
+	epochs_wanted(r->env, epochs, sizeof(epochs));
+	if (record_open(&r->rec, r->env->record_path, &m, &r->job))
+		return -1;
+	r->recording = true;
+	if (states_open(&r->states, &r->tr, record_insert_states, &r->rec))
+		return -1;
+	r->stream = &r->states;
+	return 0;
+}
+
+static void run_free(struct run *r, uint64_t report_ns)
+{
+	close_states_out(r, report_ns);
+	if (r->stream) {	/* record: the final refresh drained it */
+		r->stream = NULL;
+		states_close(&r->states);
+	}
+	record_close(&r->rec);
+	gpu_free(&r->gpu);	/* its probes before the programs they run */
+	epochs_free(&r->ep);
+	diag_free(&r->dg);
+	steps_free(&r->steps);
+	live_free(&r->lv);
+	tracer_close(&r->tr);
+	job_free(&r->job);
+	if (r->out && r->out != stdout)
+		fclose(r->out);
+}
+
+/* Everything up to the first tick; an exit status, or 0 to go on. */
+static int start(struct run *r)
+{
+	const struct env *env = r->env;
+
+	/* Fail on an unwritable report file before the job runs, not after. */
+	r->out = env->record_path ? stdout : open_output(env);
+	if (!r->out)
+		return 1;
+	install_signals();
+	if (open_tracer(r) || open_states_out(r))
+		return 1;
+	gpu_init(&r->gpu, &r->tr, env->launches, env->verbose);
+	r->job.gpu = &r->gpu;
+	start_window(&r->job);
+	if (start_epochs(&r->ep, env, &r->job))
+		return 1;
+	r->ep.calls = &r->steps;
+	r->job.epochs = &r->ep;
+	if (env->record_path && start_recording(r))
+		return 1;
+	if (start_targets(&r->tr, env, &r->l))
+		return env->command ? 127 : 1;
+	gpu_tick(&r->gpu, &r->job, now_ns());	/* -p: the libraries are there already */
+	return 0;
+}
+
+int run_trace(const struct env *env)
+{
+	static struct run run;
+	struct run *r = &run;
+	uint64_t report_ns = 0;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	r->env = env;
+	r->l.pid = 0;
+	diag_init(&r->dg);
+	r->job.diag = &r->dg;
+	live_init(&r->lv);
+	if (check_pids(env))
+		return 1;
+	err = start(r);
+	if (err)
+		goto cleanup;
+	err = 1;
+	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout))
+		goto cleanup;
+	if (env->record_path) {
+		if (final_record(r))
+			goto cleanup;
+	} else {
+		report_ns = final_report(r);
+	}
+	launch_reap(&r->l);
+	err = env->command ? launch_exit_code(&r->l) : 0;
+cleanup:
+	run_free(r, report_ns);
+	return err;
+}
