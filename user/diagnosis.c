@@ -24,6 +24,12 @@ void diag_init(struct diag *d)
 	d->proc_root = "/proc";
 }
 
+void diag_set_saved(struct diag *d, const struct dg_saved *saved, int n)
+{
+	d->saved = saved;
+	d->nsaved = n;
+}
+
 void diag_free(struct diag *d)
 {
 	for (int i = 0; i < d->nprocs; i++) {

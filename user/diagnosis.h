@@ -115,6 +115,8 @@ struct diag {
 };
 
 void diag_init(struct diag *d);
+/* The reports print these findings (a recording's), judging nothing. */
+void diag_set_saved(struct diag *d, const struct dg_saved *saved, int n);
 void diag_free(struct diag *d);
 /* Once a second (force: now): memory, RSS and ranks of the live processes. */
 void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force);

@@ -101,6 +101,13 @@ static void add_step(struct epochs *ep, uint64_t ts)
 	ep->nsteps++;
 }
 
+void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid)
+{
+	add_step(ep, ts);
+	if (pid)
+		add_step_pid(ep, pid);
+}
+
 static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
 {
 	char what[8];
@@ -110,10 +117,8 @@ static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
 		return;
 	if (!strcmp(what, "epoch") && tracks(ep, EP_MARKER))
 		add_pending(&ep->src[EP_MARKER], ts, n);
-	else if (!strcmp(what, "step")) {
-		add_step(ep, ts);
-		add_step_pid(ep, pid);
-	}
+	else if (!strcmp(what, "step"))
+		epochs_add_step(ep, ts, pid);
 }
 
 /* The epoch number in a matching line: its first all-digit group. */
@@ -393,39 +398,115 @@ uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int 
 	return i >= 0 && i < n ? t[i] : 0;
 }
 
+/* A new epoch at the end of st's list, zeroed; NULL if out of memory. */
+static struct epoch *append(struct ep_stream *st)
+{
+	struct epoch *list = tb_grow(st->list, &st->cap, st->n + 1, sizeof(*list));
+
+	if (!list)
+		return NULL;
+	st->list = list;
+	memset(&list[st->n], 0, sizeof(list[0]));
+	return &list[st->n];
+}
+
+void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n)
+{
+	e->d = d;
+	e->n = 0;
+	for (int i = 0; i < n; i++)
+		if (changed(&d[i]))
+			d[e->n++] = d[i];
+	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
+}
+
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
 			const struct ep_snap *end, bool complete)
 {
-	struct epoch *list = tb_grow(st->list, &st->cap, st->n + 1, sizeof(*list));
-	struct epoch *e;
+	struct epoch *e = append(st);
+	struct ep_proc *d;
 
-	if (!list)
+	if (!e)
 		return;
-	st->list = list;
-	e = &list[st->n];
-	memset(e, 0, sizeof(*e));
 	e->label = st->open_label;
 	e->start = st->open.ts;
 	e->end = end->ts;
 	e->complete = complete;
-	e->d = calloc(end->n ? end->n : 1, sizeof(*e->d));
-	if (!e->d)
+	d = calloc(end->n ? end->n : 1, sizeof(*d));
+	if (!d)
 		return;
 	for (int i = 0; i < end->n; i++) {
 		const struct ep_proc *a = i < st->open.n ? &st->open.p[i] : NULL;
-		struct ep_proc d = { .pid = end->p[i].pid, .start = end->p[i].start,
-				     .end = end->p[i].end };
 
+		d[i] = (struct ep_proc){ .pid = end->p[i].pid, .start = end->p[i].start,
+					 .end = end->p[i].end };
 		for (int c = 0; c < TB_NCAT; c++) {
-			d.own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
-			d.main_cp[c] = end->p[i].main_cp[c] - (a ? a->main_cp[c] : 0);
-			d.main_own[c] = end->p[i].main_own[c] - (a ? a->main_own[c] : 0);
+			d[i].own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
+			d[i].main_cp[c] = end->p[i].main_cp[c] - (a ? a->main_cp[c] : 0);
+			d[i].main_own[c] = end->p[i].main_own[c] - (a ? a->main_own[c] : 0);
 		}
-		if (changed(&d))
-			e->d[e->n++] = d;
 	}
-	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
+	epoch_set_procs(ep, e, d, end->n);
 	st->n++;
+}
+
+struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64_t start,
+			 uint64_t end, bool complete)
+{
+	struct epoch *e = append(&ep->src[s]);
+
+	if (!e)
+		return NULL;
+	e->label = label;
+	e->start = start;
+	e->end = end > start ? end : start;
+	e->complete = complete;
+	ep->src[s].n++;
+	return e;
+}
+
+static void free_stream(struct ep_stream *st)
+{
+	for (int i = 0; i < st->n; i++)
+		free(st->list[i].d);
+	free(st->list);
+	free(st->open.p);
+	free(st->pend);
+	memset(st, 0, sizeof(*st));
+}
+
+void epochs_keep_source(struct epochs *ep, enum ep_source s)
+{
+	for (int i = 0; i < EP_NSRC; i++)
+		if (i != (int)s)
+			free_stream(&ep->src[i]);
+}
+
+bool epochs_keep_label(struct epochs *ep, enum ep_source s, long label)
+{
+	struct ep_stream *st = &ep->src[s];
+
+	for (int i = 0; i < st->n; i++) {
+		if (st->list[i].label != label)
+			continue;
+		for (int k = 0; k < st->n; k++)
+			if (k != i)
+				free(st->list[k].d);
+		st->list[0] = st->list[i];
+		st->n = 1;
+		return true;
+	}
+	return false;
+}
+
+void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g)
+{
+	struct ep_worker_gen *n = tb_grow(ep->gens, &ep->capgens, ep->ngens + 1, sizeof(*n));
+
+	if (!n)
+		return;
+	ep->gens = n;
+	n[ep->ngens++] = *g;
 }
 
 /*
@@ -752,15 +833,8 @@ enum ep_source epochs_source(const struct epochs *ep)
 
 void epochs_free(struct epochs *ep)
 {
-	for (int s = 0; s < EP_NSRC; s++) {
-		struct ep_stream *st = &ep->src[s];
-
-		for (int i = 0; i < st->n; i++)
-			free(st->list[i].d);
-		free(st->list);
-		free(st->open.p);
-		free(st->pend);
-	}
+	for (int s = 0; s < EP_NSRC; s++)
+		free_stream(&ep->src[s]);
 	free(ep->prev.p);
 	for (int i = 0; i < ep->nhist; i++)
 		free(ep->hist[i].p);

@@ -181,6 +181,22 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now);
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now);
 /* The source the reports use; EP_NSRC if none has a boundary. */
 enum ep_source epochs_source(const struct epochs *ep);
+
+/*
+ * Building epochs from what was recorded (recording_read.c), with the
+ * live tool's rules: an epoch appended to source s (NULL if out of
+ * memory); source s alone kept; of it, only the epoch labelled label
+ * (false if it has none); an epoch's per-process totals d[0..n) (taken,
+ * malloc'd: those that changed are kept) and its steps counted; a step
+ * marker written by pid at ts; a worker generation.
+ */
+struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64_t start,
+			 uint64_t end, bool complete);
+void epochs_keep_source(struct epochs *ep, enum ep_source s);
+bool epochs_keep_label(struct epochs *ep, enum ep_source s, long label);
+void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n);
+void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
+void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span
  * (an epoch's end), else where the next step starts, if one did yet.

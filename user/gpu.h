@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The GPU side seen from the host: finding the CUDA runtime, CUDA driver
- * and NCCL code each traced process has mapped (its own /proc/PID/maps, by
- * the functions an object defines, not by its file name), attaching the
- * uprobes of gpu_api.bpf.h to it, and collecting what they counted.
+ * The GPU side seen from the host, as numbers: the CUDA runtime, CUDA
+ * driver and NCCL code each process mapped (found by gpu_probes.c, or read
+ * from a recording), each process's call counts, and its NCCL
+ * communicators. No probes here: gpu_probes.c attaches them and fills this.
  */
 #ifndef TB_GPU_H
 #define TB_GPU_H
@@ -12,10 +12,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "gpu_api_table.h"
-#include "job.h"
-
-struct tracer;
-struct bpf_link;
 
 /* One ELF file (by device and inode), as its symbols told us. */
 struct gpu_object {
@@ -28,13 +24,9 @@ struct gpu_object {
 	char version[GF_NFAMILIES][32];
 };
 
-/* An object mapped by one process, and the probes attached to it there. */
+/* An object one process mapped. */
 struct gpu_mapping {
 	int obj;		/* index into gpu.objs */
-	uint64_t lo, hi;	/* its executable addresses in the process */
-	struct bpf_link **links;	/* perf-event uprobes, one per function */
-	int nlinks;
-	int multi_fds[3];	/* or uprobe_multi links: return, entry, launch; -1 none */
 	int probes[GF_NFAMILIES];	/* functions probed per family */
 };
 
@@ -48,10 +40,7 @@ struct gpu_comm {
 
 struct gpu_proc {
 	pid_t pid;
-	uint64_t first_ns, next_scan_ns;
-	uint64_t code_kb;	/* procfs_code_kb at the last maps scan */
-	uint64_t scan_ns;	/* when that scan began */
-	bool detached;		/* exited: probes gone, counts final */
+	bool exited;		/* its counts are final; the pid may come back */
 	struct gpu_mapping *maps;
 	int nmaps;
 	struct tb_api_stat stat[TB_MAX_APIS];
@@ -60,37 +49,27 @@ struct gpu_proc {
 };
 
 struct gpu {
-	struct tracer *tr;
-	bool launches;		/* --launches: probe every launch path too */
-	bool verbose;		/* say what is probed, and when */
-	uint64_t t0;
+	bool launches;		/* launches were counted (--launches) */
 	struct gpu_object *objs;
 	int nobjs;
-	struct gpu_proc *procs;
+	struct gpu_proc *procs;	/* one per process, a pid reused gets another */
 	int nprocs;
 };
 
-void gpu_init(struct gpu *g, struct tracer *tr, bool launches, bool verbose);
 void gpu_free(struct gpu *g);
-/*
- * Finds new CUDA/NCCL code in the job's processes and probes it: each new
- * process at once and every tick for its first seconds (the dynamic loader
- * is still at work), then once a second (dlopen). Detaches from exited ones.
- */
-void gpu_tick(struct gpu *g, const struct job *job, uint64_t now);
-/*
- * A process exec'd at ts: its old probes went with its old address space.
- * A scan that began after ts saw the new one already: its probes stay
- * (removing a return probe while a call is in progress would lose the
- * return, and leave the thread inside the call).
- */
-void gpu_on_exec(struct gpu *g, pid_t pid, uint64_t ts);
-/* A communicator event from the ring buffer. */
-void gpu_on_event(struct gpu *g, const void *data, size_t len);
-/* Reads the per-process call counts from BPF. */
-void gpu_refresh(struct gpu *g);
-
+/* pid's entry that has not exited, made if there is none; NULL: out of memory. */
+struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid);
+/* pid's latest entry, or NULL. */
 const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid);
+/* A new object, zeroed; its index, or -1. */
+int gpu_object_add(struct gpu *g);
+/* p maps object obj (once); NULL: out of memory. */
+struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj);
+/* Forgets what p mapped (an exec replaced it); its counts stay. */
+void gpu_proc_forget_maps(struct gpu_proc *p);
+/* An NCCL communicator made or destroyed (TB_EV_NCCL_*). */
+void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e);
+
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);
 
@@ -104,15 +83,5 @@ bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */
 int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len);
 bool gpu_any_library(const struct gpu *g);
-
-struct map_line {
-	uint64_t lo, hi, dev, ino;
-	char path[512];
-};
-
-/* An executable mapping of a file, from one line of /proc/PID/maps. */
-bool gpu_parse_map_line(const char *line, struct map_line *m);
-/* "libcuda.so.580.95.05" -> "580.95.05"; "" when the name has none. */
-void gpu_so_version(const char *name, char *out, size_t len);
 
 #endif

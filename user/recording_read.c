@@ -466,25 +466,6 @@ static enum ep_source source_from(const char *s)
 	return EP_NSRC;
 }
 
-static void push_epoch(struct ep_stream *st, long label, uint64_t start, uint64_t end,
-		       bool complete)
-{
-	struct epoch *e;
-
-	if (st->n == st->cap) {
-		st->cap = st->cap ? st->cap * 2 : 8;
-		st->list = realloc(st->list, st->cap * sizeof(*st->list));
-		if (!st->list)
-			abort();
-	}
-	e = &st->list[st->n++];
-	memset(e, 0, sizeof(*e));
-	e->label = label;
-	e->start = start;
-	e->end = end > start ? end : start;
-	e->complete = complete;
-}
-
 static int load_epoch_rows(struct recording *r, char *err, size_t errlen)
 {
 	struct q q;
@@ -497,8 +478,9 @@ static int load_epoch_rows(struct recording *r, char *err, size_t errlen)
 
 		if (s == EP_NSRC)
 			continue;	/* a source this build does not know */
-		push_epoch(&r->ep.src[s], (long)col_i64(&q, 1), col_ns(&q, 2),
-			   col_null(&q, 3) ? r->end_ns : col_ns(&q, 3), col_i64(&q, 4) != 0);
+		if (!epochs_add(&r->ep, s, (long)col_i64(&q, 1), col_ns(&q, 2),
+				col_null(&q, 3) ? r->end_ns : col_ns(&q, 3), col_i64(&q, 4) != 0))
+			abort();	/* as job.c: out of memory, nothing left to say */
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -508,102 +490,40 @@ static int pick_epochs(struct recording *r, const struct rec_filter *flt,
 		       char *err, size_t errlen)
 {
 	enum ep_source s = epochs_source(&r->ep);
-	struct ep_stream *st;
+	const struct ep_stream *st;
 
-	for (int i = 0; i < EP_NSRC; i++) {
-		if (i == (int)s)
-			continue;
-		free(r->ep.src[i].list);
-		memset(&r->ep.src[i], 0, sizeof(r->ep.src[i]));
-	}
+	epochs_keep_source(&r->ep, s);
 	if (!flt->epoch_set)
 		return 0;
-	st = s == EP_NSRC ? NULL : &r->ep.src[s];
-	for (int i = 0; st && i < st->n; i++) {
-		if (st->list[i].label != flt->epoch)
-			continue;
-		st->list[0] = st->list[i];
-		st->n = 1;
+	if (s != EP_NSRC && epochs_keep_label(&r->ep, s, flt->epoch))
 		return 0;
-	}
+	st = s == EP_NSRC ? NULL : &r->ep.src[s];
 	if (!st || !st->n)
 		return ERR("%s: no epoch %ld: the recording has no epochs", r->path, flt->epoch);
 	return ERR("%s: no epoch %ld (epochs %ld to %ld)", r->path, flt->epoch,
 		   st->list[0].label, st->list[st->n - 1].label);
 }
 
-static bool changed(const struct ep_proc *d)
-{
-	for (int c = 0; c < TB_NCAT; c++)
-		if (d->own[c] || d->main_cp[c] || d->main_own[c])
-			return true;
-	return false;
-}
-
-/* The accumulated flushes into each epoch's d[], as close_epoch makes it. */
+/* The accumulated flushes into each epoch's d[], as the live tool makes it. */
 static void finish_epochs(struct recording *r, struct ep_acc *acc)
 {
 	for (int i = 0; i < acc->n; i++) {
-		struct epoch *e = &acc->list[i];
+		struct ep_proc *d = xcalloc(acc->nprocs, sizeof(*d));
 
-		e->d = xcalloc(acc->nprocs, sizeof(*e->d));
-		for (int k = 0; acc->d[i] && k < acc->nprocs; k++) {
-			struct ep_proc d = acc->d[i][k];
+		for (int k = 0; k < acc->nprocs; k++) {
 			const struct proc_rec *p = &r->job.procs[k];
 
-			if (!changed(&d))
-				continue;
-			d.pid = p->pid;
-			d.start = p->start_ns;
-			d.end = p->end_ns;
-			e->d[e->n++] = d;
+			if (acc->d[i])
+				d[k] = acc->d[i][k];
+			d[k].pid = p->pid;
+			d[k].start = p->start_ns;
+			d[k].end = p->end_ns;
 		}
-		epochs_step_stats(&r->ep, e->start, e->end, true, &e->steps);
+		epoch_set_procs(&r->ep, &acc->list[i], d, acc->nprocs);
 	}
 }
 
 /* ---- steps ---- */
-
-static void push_u64(uint64_t **arr, int *n, int *cap, uint64_t v)
-{
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 64;
-		*arr = realloc(*arr, *cap * sizeof(**arr));
-		if (!*arr)
-			abort();
-	}
-	(*arr)[(*n)++] = v;
-}
-
-static void marker_step(struct epochs *ep, pid_t pid, uint64_t ts)
-{
-	int i;
-
-	push_u64(&ep->steps, &ep->nsteps, &ep->capsteps, ts);
-	for (i = 0; i < ep->nstep_pids && ep->step_pids[i] != pid; i++)
-		;
-	if (i == ep->nstep_pids && i < EP_MAX_STEP_PIDS && pid)
-		ep->step_pids[ep->nstep_pids++] = pid;
-}
-
-/* Steps found from calls: one series per process, as its main thread's. */
-static void call_step(struct steps *st, pid_t pid, uint64_t ts)
-{
-	struct st_thread *t = NULL;
-
-	for (int i = 0; i < st->nth && !t; i++)
-		if (st->th[i].pid == pid)
-			t = &st->th[i];
-	if (!t) {
-		st->th = realloc(st->th, (st->nth + 1) * sizeof(*st->th));
-		if (!st->th)
-			abort();
-		t = &st->th[st->nth++];
-		memset(t, 0, sizeof(*t));
-		t->pid = t->tid = pid;
-	}
-	push_u64(&t->bounds, &t->nbounds, &t->capbounds, ts);
-}
 
 static int load_steps(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen)
@@ -617,10 +537,11 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
+		/* Steps found from calls: one series per process, as its main thread's. */
 		if (!strcmp(col_str(&q, 0), "marker"))
-			marker_step(&r->ep, pid, col_ns(&q, 2));
+			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
 		else if (!strcmp(col_str(&q, 0), "calls"))
-			call_step(&r->steps, pid, col_ns(&q, 2));
+			steps_add_start(&r->steps, pid, pid, col_ns(&q, 2));
 	}
 	r->ep.calls = &r->steps;
 	return q_close(r, &q, err, errlen);
@@ -628,58 +549,41 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 
 /* ---- CUDA/NCCL ---- */
 
-static struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid)
+/* Every allocation below aborts when out of memory, as job.c does. */
+static struct gpu_proc *gpu_proc(struct gpu *g, pid_t pid)
 {
-	struct gpu_proc *p;
+	struct gpu_proc *p = gpu_proc_get(g, pid);
 
-	for (int i = 0; i < g->nprocs; i++)
-		if (g->procs[i].pid == pid)
-			return &g->procs[i];
-	g->procs = realloc(g->procs, (g->nprocs + 1) * sizeof(*p));
-	if (!g->procs)
+	if (!p)
 		abort();
-	p = &g->procs[g->nprocs++];
-	memset(p, 0, sizeof(*p));
-	p->pid = pid;
-	p->detached = true;	/* nothing attached: gpu_free must not detach */
 	return p;
 }
 
 /* An object of family fam mapped by p: the report lists the libraries per process. */
-static void gpu_map(struct gpu *g, struct gpu_proc *p, int obj)
+static void gpu_map(struct gpu_proc *p, int obj)
 {
-	struct gpu_mapping *m;
-
-	for (int i = 0; i < p->nmaps; i++)
-		if (p->maps[i].obj == obj)
-			return;
-	p->maps = realloc(p->maps, (p->nmaps + 1) * sizeof(*m));
-	if (!p->maps)
+	if (!gpu_mapping_add(p, obj))
 		abort();
-	m = &p->maps[p->nmaps++];
-	memset(m, 0, sizeof(*m));
-	m->obj = obj;
-	m->multi_fds[0] = m->multi_fds[1] = m->multi_fds[2] = -1;
 }
 
 static int gpu_object(struct gpu *g, const char *path, int fam, const char *version,
 		      bool is_static)
 {
 	struct gpu_object *o;
+	int i;
 
-	for (int i = 0; i < g->nobjs; i++)
+	for (i = 0; i < g->nobjs; i++)
 		if (!strcmp(g->objs[i].path, path) && (g->objs[i].families & (1u << fam)))
 			return i;
-	g->objs = realloc(g->objs, (g->nobjs + 1) * sizeof(*o));
-	if (!g->objs)
+	i = gpu_object_add(g);
+	if (i < 0)
 		abort();
-	o = &g->objs[g->nobjs];
-	memset(o, 0, sizeof(*o));
+	o = &g->objs[i];
 	strncpy(o->path, path, sizeof(o->path) - 1);
 	o->families = 1u << fam;
 	o->is_static[fam] = is_static;
 	strncpy(o->version[fam], version, sizeof(o->version[fam]) - 1);
-	return g->nobjs++;
+	return i;
 }
 
 static int family_from(const char *s)
@@ -721,9 +625,8 @@ static int load_gpu_libraries(struct recording *r, const struct rec_filter *flt,
 
 		if (fam < 0 || (flt->pid && pid != flt->pid))
 			continue;
-		gpu_map(&r->gpu, gpu_proc_get(&r->gpu, pid),
-			gpu_object(&r->gpu, col_str(&q, 2), fam, col_str(&q, 3),
-				   col_i64(&q, 4) != 0));
+		gpu_map(gpu_proc(&r->gpu, pid), gpu_object(&r->gpu, col_str(&q, 2), fam,
+							   col_str(&q, 3), col_i64(&q, 4) != 0));
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -736,8 +639,8 @@ static void infer_libraries(struct gpu *g)
 	for (int i = 0; i < g->nprocs; i++)
 		for (int a = 0; a < gpu_napis; a++)
 			if (g->procs[i].stat[a].calls || g->procs[i].stat[a].nested)
-				gpu_map(g, &g->procs[i], gpu_object(g, "(file not recorded)",
-								    gpu_apis[a].family, "", false));
+				gpu_map(&g->procs[i], gpu_object(g, "(file not recorded)",
+								 gpu_apis[a].family, "", false));
 }
 
 static int load_gpu(struct recording *r, const struct rec_filter *flt,
@@ -755,7 +658,7 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 
 		if (a < 0 || (flt->pid && pid != flt->pid))
 			continue;
-		s = &gpu_proc_get(&r->gpu, pid)->stat[a];
+		s = &gpu_proc(&r->gpu, pid)->stat[a];
 		s->calls += col_ns(&q, 2);
 		s->nested += col_ns(&q, 3);
 		s->bytes += col_ns(&q, 4);
@@ -771,19 +674,6 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 
 /* ---- optional tables, added after schema 1 was first written ---- */
 
-static struct st_proc *sync_proc(struct steps *st, pid_t pid)
-{
-	for (int i = 0; i < st->npr; i++)
-		if (st->pr[i].pid == pid)
-			return &st->pr[i];
-	st->pr = realloc(st->pr, (st->npr + 1) * sizeof(*st->pr));
-	if (!st->pr)
-		abort();
-	memset(&st->pr[st->npr], 0, sizeof(*st->pr));
-	st->pr[st->npr].pid = pid;
-	return &st->pr[st->npr++];
-}
-
 /* syncs: entries of outermost CUDA syncs and blocking copies (syncs/step). */
 static int load_syncs(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen)
@@ -796,12 +686,10 @@ static int load_syncs(struct recording *r, const struct rec_filter *flt,
 		return -1;
 	while (q_row(&q)) {
 		pid_t pid = (pid_t)col_i64(&q, 0);
-		struct st_proc *p;
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		p = sync_proc(&r->steps, pid);
-		push_u64(&p->syncs, &p->nsyncs, &p->capsyncs, col_ns(&q, 1));
+		steps_add_sync(&r->steps, pid, col_ns(&q, 1));
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -810,7 +698,6 @@ static int load_syncs(struct recording *r, const struct rec_filter *flt,
 static int load_gens(struct recording *r, const struct rec_filter *flt,
 		     char *err, size_t errlen)
 {
-	struct epochs *ep = &r->ep;
 	struct q q;
 
 	if (!has_table(r, "worker_gens"))
@@ -819,24 +706,16 @@ static int load_gens(struct recording *r, const struct rec_filter *flt,
 		   "FROM worker_gens ORDER BY fork_ns", err, errlen))
 		return -1;
 	while (q_row(&q)) {
-		struct ep_worker_gen *g;
+		struct ep_worker_gen g = {
+			.parent = (pid_t)col_i64(&q, 0), .fork_ts = col_ns(&q, 1),
+			.nworkers = (int)col_i64(&q, 2), .epoch = (long)col_i64(&q, 3),
+			.stall_s = col_null(&q, 4) ? -1 : sqlite3_column_double(q.st, 4),
+			.stall_err_s = sqlite3_column_double(q.st, 5),
+		};
 
-		if (flt->pid && (pid_t)col_i64(&q, 0) != flt->pid)
+		if (flt->pid && g.parent != flt->pid)
 			continue;
-		if (ep->ngens == ep->capgens) {
-			ep->capgens = ep->capgens ? ep->capgens * 2 : 8;
-			ep->gens = realloc(ep->gens, ep->capgens * sizeof(*ep->gens));
-			if (!ep->gens)
-				abort();
-		}
-		g = &ep->gens[ep->ngens++];
-		memset(g, 0, sizeof(*g));
-		g->parent = (pid_t)col_i64(&q, 0);
-		g->fork_ts = col_ns(&q, 1);
-		g->nworkers = (int)col_i64(&q, 2);
-		g->epoch = (long)col_i64(&q, 3);
-		g->stall_s = col_null(&q, 4) ? -1 : sqlite3_column_double(q.st, 4);
-		g->stall_err_s = sqlite3_column_double(q.st, 5);
+		epochs_add_gen(&r->ep, &g);
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -897,8 +776,7 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 		if (flt->epoch_set)
 			saved_push(r, &f, true, epoch);
 	}
-	r->diag.saved = r->saved;
-	r->diag.nsaved = r->nsaved;
+	diag_set_saved(&r->diag, r->saved, r->nsaved);
 	r->job.diag = &r->diag;
 	return q_close(r, &q, err, errlen);
 }
@@ -1023,18 +901,9 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 
 void rec_close(struct recording *r)
 {
-	for (int s = 0; s < EP_NSRC; s++) {
-		for (int i = 0; i < r->ep.src[s].n; i++)
-			free(r->ep.src[s].list[i].d);
-		free(r->ep.src[s].list);
-	}
-	free(r->ep.steps);
-	free(r->ep.gens);
+	epochs_free(&r->ep);
 	steps_free(&r->steps);
-	for (int i = 0; i < r->gpu.nprocs; i++)
-		free(r->gpu.procs[i].maps);
-	free(r->gpu.procs);
-	free(r->gpu.objs);
+	gpu_free(&r->gpu);
 	free(r->saved);
 	job_free(&r->job);
 	sqlite3_close(r->db);

@@ -19,6 +19,7 @@
 #include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
+#include "gpu_probes.h"
 #include "job.h"
 #include "launch.h"
 #include "live.h"
@@ -38,6 +39,7 @@ struct run {
 	struct job job;
 	struct tracer tr;
 	struct gpu gpu;
+	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into gpu */
 	struct epochs ep;
 	struct steps steps;
 	struct diag dg;
@@ -95,7 +97,7 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 		epochs_on_fork(&r->ep, e->pid, e->ppid, e->ts);
 	} else if (e->type == TB_EV_EXEC) {
 		if (job_on_exec(&r->job, e->pid, e->comm, e->path))
-			gpu_on_exec(&r->gpu, e->pid, e->ts);
+			gpu_probes_on_exec(&r->gp, e->pid, e->ts);
 	} else if (e->type == TB_EV_EXIT) {
 		if (job_on_exit(&r->job, e->pid, e->ts, e->exit_code)) {
 			epochs_on_exit(&r->ep, e->pid, e->ts);
@@ -114,7 +116,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		steps_on_event(&r->steps, ev->call);
 		break;
 	case TR_EV_COMM:
-		gpu_on_event(&r->gpu, ev->comm, sizeof(*ev->comm));
+		gpu_on_comm(&r->gpu, ev->comm);
 		break;
 	case TR_EV_TEXT:
 		/* The recorder queues a marker as a step after epochs took it. */
@@ -208,7 +210,7 @@ static uint64_t refresh(struct run *r)
 	now = now_ns();
 	account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
-	gpu_tick(&r->gpu, job, now);
+	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	diag_sample(&r->dg, job, now, epochs_pending(&r->ep));
 	/* Periods first: an epoch that ends now counts the steps found now. */
@@ -259,7 +261,7 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	if (env->step_blocks)
 		live_step_blocks(live, &r->lv, &r->job, env->step_blocks, now);
 	if (interval && now >= *next_live) {
-		gpu_refresh(&r->gpu);
+		gpu_probes_read(&r->gp);
 		live_table(live, &r->lv, &r->job, now);
 		*next_live += interval;
 	}
@@ -338,7 +340,7 @@ static uint64_t final_report(struct run *r)
 	struct run_counters c;
 	uint64_t now = final_refresh(r);
 
-	gpu_refresh(&r->gpu);	/* the per-process counts and the totals alike */
+	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
 	tracer_counters(&r->tr, &bpf);
 	job_counters(&r->job, &bpf, &c);
 	warn_losses(bpf);
@@ -357,7 +359,7 @@ static int final_record(struct run *r)
 	struct stat st = { .st_size = 0 };
 	int nthreads = 0;
 
-	gpu_refresh(&r->gpu);
+	gpu_probes_read(&r->gp);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	if (record_finish(&r->rec, &r->job, &bpf, now))
@@ -461,7 +463,8 @@ static void run_free(struct run *r, uint64_t report_ns)
 		states_close(&r->states);
 	}
 	record_close(&r->rec);
-	gpu_free(&r->gpu);	/* its probes before the programs they run */
+	gpu_probes_free(&r->gp);	/* the probes before the programs they run */
+	gpu_free(&r->gpu);
 	epochs_free(&r->ep);
 	diag_free(&r->dg);
 	steps_free(&r->steps);
@@ -484,7 +487,7 @@ static int start(struct run *r)
 	install_signals();
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
-	gpu_init(&r->gpu, &r->tr, env->launches, env->verbose);
+	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, env->verbose);
 	r->job.gpu = &r->gpu;
 	start_window(&r->job);
 	if (start_epochs(&r->ep, env, &r->job))
@@ -495,7 +498,7 @@ static int start(struct run *r)
 		return 1;
 	if (start_targets(&r->tr, env, &r->l))
 		return env->command ? 127 : 1;
-	gpu_tick(&r->gpu, &r->job, now_ns());	/* -p: the libraries are there already */
+	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
 	return 0;
 }
 

@@ -102,14 +102,10 @@ static struct st_thread *thread_of(struct steps *st, pid_t pid, pid_t tid)
 	if (!t)
 		return NULL;
 	st->th = t;
-	t = &st->th[st->nth];
+	t = &st->th[st->nth++];
 	memset(t, 0, sizeof(*t));
-	t->ring = calloc(ST_RING, sizeof(*t->ring));
-	if (!t->ring)
-		return NULL;
 	t->pid = pid;
 	t->tid = tid;
-	st->nth++;
 	return t;
 }
 
@@ -200,7 +196,9 @@ void steps_on_event(struct steps *st, const struct tb_call_event *e)
 	struct st_call *c;
 
 	st->calls++;
-	if (!t)
+	if (t && !t->ring)
+		t->ring = calloc(ST_RING, sizeof(*t->ring));
+	if (!t || !t->ring)
 		return;
 	c = &t->ring[t->n % ST_RING];
 	c->entry = e->entry;
@@ -217,6 +215,22 @@ void steps_on_event(struct steps *st, const struct tb_call_event *e)
 		if (p)
 			insert_sorted(&p->syncs, &p->nsyncs, &p->capsyncs, e->entry);
 	}
+}
+
+void steps_add_start(struct steps *st, pid_t pid, pid_t tid, uint64_t ts)
+{
+	struct st_thread *t = thread_of(st, pid, tid);
+
+	if (t)
+		add_bound(t, ts);
+}
+
+void steps_add_sync(struct steps *st, pid_t pid, uint64_t ts)
+{
+	struct st_proc *p = proc_of(st, pid);
+
+	if (p)
+		insert_sorted(&p->syncs, &p->nsyncs, &p->capsyncs, ts);
 }
 
 /* Locks period p found in calls [w0, n): the steps in the window too. */

@@ -46,7 +46,7 @@ struct st_call {
 
 struct st_thread {
 	pid_t pid, tid;
-	struct st_call *ring;	/* call i at ring[i % ST_RING] */
+	struct st_call *ring;	/* call i at ring[i % ST_RING]; NULL until a call */
 	uint64_t n;		/* calls seen */
 	uint64_t last_ret;
 	uint64_t since;		/* first call the next detection may use */
@@ -93,6 +93,12 @@ int steps_find_period(const struct st_sym *s, int n, double *score);
 int steps_phase(const struct st_sym *s, int n, int p);
 
 void steps_on_event(struct steps *st, const struct tb_call_event *e);
+/*
+ * What was found earlier (a recording): a step start of thread tid, and
+ * an outermost sync or copy call of pid entered at ts.
+ */
+void steps_add_start(struct steps *st, pid_t pid, pid_t tid, uint64_t ts);
+void steps_add_sync(struct steps *st, pid_t pid, uint64_t ts);
 /* Looks for periods in threads that have none; each tick. */
 void steps_tick(struct steps *st);
 /*

@@ -186,34 +186,24 @@ static void build_gpu(struct scene *s)
 	struct gpu *g = &s->gpu;
 	struct gpu_proc *p;
 	struct gpu_object *o;
+	int i;
 
-	g->t0 = W0;
-	g->objs = calloc(2, sizeof(*g->objs));
-	g->nobjs = 2;
-	o = &g->objs[0];
+	i = gpu_object_add(g);
+	o = &g->objs[i];
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/nvidia/cu13/lib/libcudart.so.13");
 	o->families = 1u << GF_CUDART;
 	snprintf(o->version[GF_CUDART], sizeof(o->version[0]), "13");
 	o->offs[gpu_api_find("cudaStreamSynchronize")] = 0x1000;
-	o = &g->objs[1];
+	i = gpu_object_add(g);
+	o = &g->objs[i];
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/libtorch_cuda.so");
 	o->families = 1u << GF_NCCL;
 	o->is_static[GF_NCCL] = true;
 	snprintf(o->version[GF_NCCL], sizeof(o->version[0]), "2.28.9");
 	o->offs[gpu_api_find("ncclAllReduce")] = 0x2000;
-	g->procs = calloc(1, sizeof(*g->procs));
-	g->nprocs = 1;
-	p = &g->procs[0];
-	p->pid = 100;
-	p->detached = true;
-	p->maps = calloc(2, sizeof(*p->maps));
-	p->nmaps = 2;
-	for (int m = 0; m < 2; m++) {
-		p->maps[m].obj = m;
-		p->maps[m].multi_fds[0] = p->maps[m].multi_fds[1] = p->maps[m].multi_fds[2] = -1;
-	}
-	p->maps[0].probes[GF_CUDART] = 14;
-	p->maps[1].probes[GF_NCCL] = 22;
+	p = gpu_proc_get(g, 100);
+	gpu_mapping_add(p, 0)->probes[GF_CUDART] = 14;
+	gpu_mapping_add(p, 1)->probes[GF_NCCL] = 22;
 	p->comms = calloc(1, sizeof(*p->comms));
 	p->ncomms = 1;
 	p->comms[0] = (struct gpu_comm){ .comm = 0x5599aa00, .parent = 0, .rank = 1,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "elf_syms.h"
 #include "gpu.h"
+#include "gpu_probes.h"
 #include "procfs.h"
 
 /* Functions named like NCCL's, so that the test binary defines them. */

@@ -1,0 +1,654 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "clock.h"
+#include "elf_syms.h"
+#include "gpu_probes.h"
+#include "procfs.h"
+#include "tracer.h"
+#include "trainbpf.skel.h"
+#include "uprobe_multi.h"
+
+#define SCAN_FAST_NS 200000000ull	/* while the loader maps libraries */
+#define SCAN_FAST_FOR_NS 3000000000ull
+#define SCAN_SLOW_NS 1000000000ull	/* then: dlopen is picked up within 1 s */
+
+/* How a library of each family is named on disk (also hashed: libcudart-1a2b.so.13). */
+static const char *const family_prefix[GF_NFAMILIES][2] = {
+	[GF_CUDART] = { "libcudart.", "libcudart-" },
+	[GF_CUDA] = { "libcuda.", "libcuda-" },
+	[GF_NCCL] = { "libnccl.", "libnccl-" },
+};
+
+void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
+		     bool launches, bool verbose)
+{
+	memset(gp, 0, sizeof(*gp));
+	gp->tr = tr;
+	gp->gpu = g;
+	gp->launches = g->launches = launches;
+	gp->verbose = verbose;
+	gp->t0 = now_ns();
+}
+
+#define DETACH_THREADS 32
+
+struct detach_job {
+	struct bpf_link **links;
+	int n, stride;
+};
+
+static void *detach_some(void *arg)
+{
+	struct detach_job *j = arg;
+
+	for (int i = 0; i < j->n; i += j->stride)
+		bpf_link__destroy(j->links[i]);
+	return NULL;
+}
+
+/*
+ * Removing a uprobe waits for an RCU grace period (~0.2 s here): one at a
+ * time, a process's 66 probes took 13 s. Threads let the waits overlap.
+ */
+static void destroy_links(struct bpf_link **links, int n)
+{
+	pthread_t tid[DETACH_THREADS];
+	struct detach_job jobs[DETACH_THREADS];
+	bool started[DETACH_THREADS];
+	int nt = n < DETACH_THREADS ? n : DETACH_THREADS;
+
+	for (int t = 0; t < nt; t++) {
+		jobs[t] = (struct detach_job){ links + t, n - t, nt };
+		started[t] = !pthread_create(&tid[t], NULL, detach_some, &jobs[t]);
+		if (!started[t])
+			detach_some(&jobs[t]);	/* no thread: do it here */
+	}
+	for (int t = 0; t < nt; t++)
+		if (started[t])
+			pthread_join(tid[t], NULL);
+}
+
+/* Removes a process's probes; forget: its mappings too (exec replaced them). */
+static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
+{
+	struct bpf_link **all = NULL;
+	int n = 0;
+
+	for (int i = 0; i < p->nmaps; i++) {
+		struct gp_map *m = &p->maps[i];
+		struct bpf_link **grown;
+
+		for (int k = 0; k < 3; k++) {
+			if (m->multi_fds[k] >= 0)
+				close(m->multi_fds[k]);
+			m->multi_fds[k] = -1;
+		}
+		if (!m->nlinks)
+			continue;
+		grown = realloc(all, (n + m->nlinks) * sizeof(*all));
+		if (grown) {
+			all = grown;
+			memcpy(all + n, m->links, m->nlinks * sizeof(*all));
+			n += m->nlinks;
+		} else {
+			destroy_links(m->links, m->nlinks);
+		}
+		free(m->links);
+		m->links = NULL;
+		m->nlinks = 0;
+	}
+	destroy_links(all, n);
+	free(all);
+	if (!forget)
+		return;
+	free(p->maps);
+	p->maps = NULL;
+	p->nmaps = 0;
+	gpu_proc_forget_maps(&gp->gpu->procs[p->proc]);
+}
+
+void gpu_probes_free(struct gpu_probes *gp)
+{
+	for (int i = 0; i < gp->nprocs; i++) {
+		detach(gp, &gp->procs[i], false);
+		free(gp->procs[i].maps);
+	}
+	free(gp->procs);
+	memset(gp, 0, sizeof(*gp));
+}
+
+/* pid's probes that are still in place, made (with the model's entry) if none. */
+static struct gp_proc *proc_get(struct gpu_probes *gp, pid_t pid, uint64_t now)
+{
+	struct gpu_proc *mp;
+	struct gp_proc *p;
+
+	for (int i = gp->nprocs - 1; i >= 0; i--)
+		if (!gp->procs[i].detached && gp->gpu->procs[gp->procs[i].proc].pid == pid)
+			return &gp->procs[i];
+	mp = gpu_proc_get(gp->gpu, pid);
+	if (!mp)
+		return NULL;
+	p = realloc(gp->procs, (gp->nprocs + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	gp->procs = p;
+	p = &gp->procs[gp->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->proc = mp - gp->gpu->procs;
+	p->first_ns = now;
+	return p;
+}
+
+static struct gpu_proc *model_of(struct gpu_probes *gp, const struct gp_proc *p)
+{
+	return &gp->gpu->procs[p->proc];
+}
+
+static pid_t pid_of(struct gpu_probes *gp, const struct gp_proc *p)
+{
+	return model_of(gp, p)->pid;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+static bool named_like(const char *path, enum gpu_family f)
+{
+	const char *b = base_name(path);
+
+	return !strncmp(b, family_prefix[f][0], strlen(family_prefix[f][0])) ||
+	       !strncmp(b, family_prefix[f][1], strlen(family_prefix[f][1]));
+}
+
+void gpu_so_version(const char *name, char *out, size_t len)
+{
+	const char *v = strstr(base_name(name), ".so.");
+
+	snprintf(out, len, "%s", v ? v + 4 : "");
+}
+
+static void warn_object(const struct gpu_object *o, const struct elf_info *info, pid_t pid)
+{
+	char missing[512];
+
+	for (int f = 0; f < GF_NFAMILIES; f++) {
+		if (!(o->families & (1u << f))) {
+			if (!named_like(o->path, f))
+				continue;
+			fprintf(stderr, "trainbpf: warning: %s (pid %d) is named like %s but %s: its calls are not seen\n",
+				o->path, pid, gpu_family_names[f],
+				info->has_symbols ? "defines none of its functions" :
+				"has no symbol table (stripped)");
+			continue;
+		}
+		if (gpu_missing(o, f, missing, sizeof(missing)))
+			fprintf(stderr, "trainbpf: warning: %s (pid %d) lacks %s: not probed\n",
+				o->path, pid, missing);
+	}
+}
+
+/* Which families o defines, which of its functions are aliases, and versions. */
+static void object_families(struct gpu_object *o, int found, int fd, const char *path,
+			    const struct elf_info *info)
+{
+	for (int i = 0; i < gpu_napis && found > 0; i++) {
+		if (!o->offs[i])
+			continue;
+		o->families |= 1u << gpu_apis[i].family;
+		for (int j = 0; j < i; j++)
+			if (o->offs[j] == o->offs[i])
+				o->alias[i] = true;
+	}
+	for (int f = 0; f < GF_NFAMILIES; f++) {
+		if (!(o->families & (1u << f)))
+			continue;
+		o->is_static[f] = !named_like(path, f);
+		if (f == GF_NCCL &&
+		    elf_find_string(fd, "NCCL version ", o->version[f], sizeof(o->version[f])))
+			continue;
+		if (o->is_static[f])
+			continue;	/* the file's version is its host's, not ours */
+		gpu_so_version(path, o->version[f], sizeof(o->version[f]));
+		if (!o->version[f][0] && info->soname[0])
+			gpu_so_version(info->soname, o->version[f], sizeof(o->version[f]));
+	}
+}
+
+/* Reads which probed functions an object defines: once per file. */
+static int object_get(struct gpu *g, uint64_t dev, uint64_t ino, int fd,
+		      const char *path, pid_t pid)
+{
+	const char *names[TB_MAX_APIS];
+	struct gpu_object *o;
+	struct elf_info info;
+	int found, idx;
+
+	for (int i = 0; i < g->nobjs; i++)
+		if (g->objs[i].dev == dev && g->objs[i].ino == ino)
+			return i;
+	idx = gpu_object_add(g);
+	if (idx < 0)
+		return -1;
+	o = &g->objs[idx];
+	o->dev = dev;
+	o->ino = ino;
+	snprintf(o->path, sizeof(o->path), "%s", path);
+	for (int i = 0; i < gpu_napis; i++)
+		names[i] = gpu_apis[i].name;
+	found = elf_find_functions(fd, names, gpu_napis, o->offs, &info);
+	object_families(o, found, fd, path, &info);
+	warn_object(o, &info, pid);
+	return idx;
+}
+
+bool gpu_parse_map_line(const char *line, struct map_line *m)
+{
+	char perms[8];
+	unsigned int major, minor;
+	unsigned long long ino;
+	int pos = 0;
+
+	if (sscanf(line, "%lx-%lx %7s %*x %x:%x %llu %n", &m->lo, &m->hi, perms,
+		   &major, &minor, &ino, &pos) < 6 || !pos)
+		return false;
+	if (perms[2] != 'x' || !ino || line[pos] != '/')
+		return false;
+	m->dev = makedev(major, minor);
+	m->ino = ino;
+	snprintf(m->path, sizeof(m->path), "%s", line + pos);
+	m->path[strcspn(m->path, "\n")] = '\0';
+	return true;
+}
+
+/*
+ * Opens the mapped file as the process sees it: through its root (another
+ * mount namespace, a container), or else through map_files (deleted or
+ * replaced files). *attach gets a path naming the same inode.
+ */
+static int open_mapped(pid_t pid, const struct map_line *m, char *attach, size_t len)
+{
+	struct stat st;
+	int fd;
+
+	snprintf(attach, len, "/proc/%d/root%s", pid, m->path);
+	fd = open(attach, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, &st) && st.st_ino == m->ino)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	snprintf(attach, len, "/proc/%d/map_files/%lx-%lx", pid, m->lo, m->hi);
+	return open(attach, O_RDONLY | O_CLOEXEC);
+}
+
+/* The mapping of the file m names, as an index into the process's maps; -1. */
+static int mapping_find(struct gpu_probes *gp, const struct gp_proc *p,
+			const struct map_line *m)
+{
+	const struct gpu_proc *mp = model_of(gp, p);
+
+	for (int i = 0; i < p->nmaps; i++) {
+		const struct gpu_object *o = &gp->gpu->objs[mp->maps[i].obj];
+
+		if (o->dev == m->dev && o->ino == m->ino)
+			return i;
+	}
+	return -1;
+}
+
+static int add_link(struct gp_map *am, struct bpf_link *l)
+{
+	struct bpf_link **n = realloc(am->links, (am->nlinks + 1) * sizeof(*n));
+
+	if (!n) {
+		bpf_link__destroy(l);
+		return -1;
+	}
+	am->links = n;
+	am->links[am->nlinks++] = l;
+	return 0;
+}
+
+static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid,
+				   const char *path, uint64_t off, int api, bool ret)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret,
+		    .bpf_cookie = gpu_api_cookie(api));
+
+	return bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
+}
+
+/* Is api probed in o: defined there, not an alias, and asked for? */
+static bool probed(const struct gpu_probes *gp, const struct gpu_object *o, int api)
+{
+	return o->offs[api] && !o->alias[api] &&
+	       (gpu_apis[api].kind != TB_AK_LAUNCH || gp->launches);
+}
+
+/* The functions of o to probe with one kind of program. */
+static int select_apis(const struct gpu_probes *gp, const struct gpu_object *o, bool launch,
+		       uint64_t *offs, uint64_t *cookies, int *probes)
+{
+	int n = 0;
+
+	for (int i = 0; i < gpu_napis; i++) {
+		const struct gpu_api *a = &gpu_apis[i];
+
+		if (!probed(gp, o, i) || (a->kind == TB_AK_LAUNCH) != launch)
+			continue;
+		offs[n] = o->offs[i];
+		cookies[n++] = gpu_api_cookie(i);
+		probes[a->family]++;
+	}
+	return n;
+}
+
+/*
+ * One uprobe_multi link per program: returns, then entries (see below),
+ * then launches. Returns -errno when the kernel refuses: the caller falls
+ * back to one perf-event uprobe per function.
+ */
+static int attach_multi(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
+			struct gp_map *am, const char *path)
+{
+	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
+	struct trainbpf_bpf *skel = gp->tr->skel;
+	struct bpf_program *progs[3] = { skel->progs.gpu_exit_multi,
+		skel->progs.gpu_enter_multi, skel->progs.gpu_launch_multi };
+	uint64_t offs[TB_MAX_APIS], cookies[TB_MAX_APIS];
+	int probes[GF_NFAMILIES] = {};
+
+	for (int k = 0; k < 3; k++) {
+		int junk[GF_NFAMILIES] = {}, n;
+
+		/* entry and return probe the same functions: count them once */
+		n = select_apis(gp, o, k == 2, offs, cookies, k == 0 ? junk : probes);
+		if (!n)
+			continue;
+		am->multi_fds[k] = uprobe_multi_attach(bpf_program__fd(progs[k]), pid,
+						       path, offs, cookies, n, k == 0);
+		if (am->multi_fds[k] < 0) {
+			int err = am->multi_fds[k];
+
+			for (int j = 0; j < k; j++)
+				if (am->multi_fds[j] >= 0)
+					close(am->multi_fds[j]);
+			am->multi_fds[0] = am->multi_fds[1] = am->multi_fds[2] = -1;
+			return err;
+		}
+	}
+	memcpy(mm->probes, probes, sizeof(probes));
+	return 0;
+}
+
+/* A perf-event uprobe per function; how many failed, the last error in *err. */
+static int attach_each(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
+		       struct gp_map *am, const char *path, int *err)
+{
+	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
+	struct trainbpf_bpf *skel = gp->tr->skel;
+	int failed = 0;
+
+	for (int i = 0; i < gpu_napis; i++) {
+		const struct gpu_api *a = &gpu_apis[i];
+		struct bpf_link *ret, *ent;
+
+		if (!probed(gp, o, i))
+			continue;
+		if (a->kind == TB_AK_LAUNCH) {
+			ent = attach_one(skel->progs.gpu_launch, pid, path, o->offs[i], i, false);
+			if (!ent || add_link(am, ent)) {
+				failed++, *err = errno;
+				continue;
+			}
+			mm->probes[a->family]++;
+			continue;
+		}
+		ret = attach_one(skel->progs.gpu_exit, pid, path, o->offs[i], i, true);
+		if (!ret || add_link(am, ret)) {
+			failed++, *err = errno;
+			continue;
+		}
+		ent = attach_one(skel->progs.gpu_enter, pid, path, o->offs[i], i, false);
+		if (!ent || add_link(am, ent)) {
+			failed++, *err = errno;
+			continue;
+		}
+		mm->probes[a->family]++;
+	}
+	return failed;
+}
+
+/*
+ * A return probe goes in before its entry probe: a return with no entry
+ * seen is ignored, an entry with no return would leave the thread inside
+ * the call for good.
+ */
+static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
+			  struct gp_map *am, const char *path)
+{
+	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
+	int failed = 0, err = 0;
+
+	if (gp->tr->uprobe_multi) {
+		err = attach_multi(gp, pid, mm, am, path);
+		if (!err)
+			goto done;
+		if (gp->verbose)
+			fprintf(stderr, "trainbpf: uprobe_multi on %s: %s; one probe per function\n",
+				o->path, strerror(-err));
+		err = 0;
+	}
+	failed = attach_each(gp, pid, mm, am, path, &err);
+	if (failed)
+		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
+			failed, o->path, pid, strerror(err));
+done:
+	if (gp->verbose)
+		fprintf(stderr, "trainbpf: %.3f s: %d functions probed in %s (pid %d)%s\n",
+			(now_ns() - gp->t0) / 1e9,
+			mm->probes[GF_CUDART] + mm->probes[GF_CUDA] + mm->probes[GF_NCCL],
+			o->path, pid, am->nlinks ? "" : " (uprobe_multi)");
+}
+
+/* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */
+static void update_rt_ranges(struct gpu_probes *gp, struct gp_proc *p)
+{
+	const struct gpu_proc *mp = model_of(gp, p);
+	struct tb_rt_ranges r = {};
+	pid_t pid = mp->pid;
+	int n = 0;
+
+	for (int i = 0; i < p->nmaps && n < TB_MAX_RT_RANGES; i++) {
+		if (!(gp->gpu->objs[mp->maps[i].obj].families & (1u << GF_CUDART)))
+			continue;
+		r.lo[n] = p->maps[i].lo;
+		r.hi[n++] = p->maps[i].hi;
+	}
+	if (n)
+		bpf_map_update_elem(bpf_map__fd(gp->tr->skel->maps.rt_ranges), &pid, &r, BPF_ANY);
+}
+
+/* Room for one more mapping in the process's probes; NULL if out of memory. */
+static struct gp_map *add_map(struct gp_proc *p, const struct map_line *m)
+{
+	struct gp_map *am = realloc(p->maps, (p->nmaps + 1) * sizeof(*am));
+
+	if (!am)
+		return NULL;
+	p->maps = am;
+	am = &p->maps[p->nmaps++];
+	memset(am, 0, sizeof(*am));
+	am->multi_fds[0] = am->multi_fds[1] = am->multi_fds[2] = -1;
+	am->lo = m->lo;
+	am->hi = m->hi;
+	return am;
+}
+
+/* A file the process newly maps: probed if it holds CUDA or NCCL code. */
+static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct map_line *m)
+{
+	pid_t pid = pid_of(gp, p);
+	struct gpu_mapping *mm;
+	struct gp_map *am;
+	char path[600];
+	int fd, obj;
+
+	fd = open_mapped(pid, m, path, sizeof(path));
+	if (fd < 0)
+		return;		/* unmapped meanwhile, or not ours to read */
+	obj = object_get(gp->gpu, m->dev, m->ino, fd, m->path, pid);
+	close(fd);
+	if (obj < 0)
+		return;
+	/* Both lists grow together: the model's maps and ours stay parallel. */
+	am = add_map(p, m);
+	if (!am)
+		return;
+	mm = gpu_mapping_add(model_of(gp, p), obj);
+	if (!mm || model_of(gp, p)->nmaps != p->nmaps) {
+		p->nmaps--;
+		return;
+	}
+	if (gp->gpu->objs[obj].families)
+		attach_object(gp, pid, mm, am, path);
+}
+
+static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
+{
+	char path[64], line[1024];
+	struct map_line m;
+	bool runtime_new = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid_of(gp, p));
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const struct gpu_proc *mp;
+		int i;
+
+		if (!gpu_parse_map_line(line, &m))
+			continue;
+		i = mapping_find(gp, p, &m);
+		if (i >= 0) {
+			/* A library's code can span several mappings. */
+			if (m.lo < p->maps[i].lo)
+				p->maps[i].lo = m.lo;
+			if (m.hi > p->maps[i].hi)
+				p->maps[i].hi = m.hi;
+			continue;
+		}
+		new_mapping(gp, p, &m);
+		mp = model_of(gp, p);
+		runtime_new |= mp->nmaps &&
+			(gp->gpu->objs[mp->maps[mp->nmaps - 1].obj].families & (1u << GF_CUDART));
+	}
+	fclose(f);
+	if (runtime_new && gp->launches)
+		update_rt_ranges(gp, p);
+}
+
+static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
+{
+	pid_t pid = pid_of(gp, p);
+
+	if (p->detached)
+		return;
+	gpu_probes_read(gp);
+	detach(gp, p, false);
+	p->detached = true;
+	model_of(gp, p)->exited = true;
+	bpf_map_delete_elem(bpf_map__fd(gp->tr->skel->maps.rt_ranges), &pid);
+	/* Its counts are final here; the pid may come back as another process. */
+	for (int a = 0; a < gpu_napis; a++) {
+		struct tb_api_key key = { .tgid = pid, .api = a };
+
+		bpf_map_delete_elem(bpf_map__fd(gp->tr->skel->maps.api_stats), &key);
+	}
+}
+
+void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
+{
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *r = &job->procs[i];
+		struct gp_proc *p;
+		uint64_t code;
+
+		if (!job_proc_alive(r)) {
+			for (int j = 0; j < gp->nprocs; j++)
+				if (pid_of(gp, &gp->procs[j]) == r->pid && !gp->procs[j].detached)
+					proc_gone(gp, &gp->procs[j]);
+			continue;
+		}
+		/* A forked data-loader worker is a copy of its parent; CUDA cannot be used across fork. */
+		if (r->role == TB_ROLE_WORKER)
+			continue;
+		p = proc_get(gp, r->pid, now);
+		if (!p || now < p->next_scan_ns)
+			continue;
+		/* Read maps (milliseconds for a PyTorch process) only when code changed. */
+		p->scan_ns = now_ns();
+		code = procfs_code_kb(r->pid);
+		if (code && code != p->code_kb) {
+			p->code_kb = code;
+			scan_process(gp, p);
+		}
+		p->next_scan_ns = now + (now - p->first_ns < SCAN_FAST_FOR_NS ?
+					 SCAN_FAST_NS : SCAN_SLOW_NS);
+	}
+}
+
+void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts)
+{
+	for (int i = 0; i < gp->nprocs; i++) {
+		struct gp_proc *p = &gp->procs[i];
+
+		if (pid_of(gp, p) != pid || p->detached || p->scan_ns > ts)
+			continue;
+		detach(gp, p, true);
+		p->code_kb = 0;
+		p->first_ns = now_ns();
+		p->next_scan_ns = 0;
+	}
+}
+
+void gpu_probes_read(struct gpu_probes *gp)
+{
+	struct gpu *g = gp->gpu;
+	struct tb_api_key key, next;
+	struct tb_api_stat st;
+	void *prev = NULL;
+	int fd;
+
+	if (!gp->tr)
+		return;
+	fd = bpf_map__fd(gp->tr->skel->maps.api_stats);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (key.api >= TB_MAX_APIS || bpf_map_lookup_elem(fd, &key, &st))
+			continue;
+		for (int i = g->nprocs - 1; i >= 0; i--) {
+			if (g->procs[i].pid == (pid_t)key.tgid) {
+				g->procs[i].stat[key.api] = st;
+				break;
+			}
+		}
+	}
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Finding the CUDA runtime, CUDA driver and NCCL code each traced process
+ * has mapped (its own /proc/PID/maps, by the functions an object defines,
+ * not by its file name), attaching the uprobes of gpu_api.bpf.h to it, and
+ * reading what they counted into the model (gpu.h).
+ */
+#ifndef TB_GPU_PROBES_H
+#define TB_GPU_PROBES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "gpu.h"
+#include "job.h"
+
+struct tracer;
+struct bpf_link;
+
+/* A mapping's probes: parallel to gpu_proc.maps. */
+struct gp_map {
+	uint64_t lo, hi;	/* its executable addresses in the process */
+	struct bpf_link **links;	/* perf-event uprobes, one per function */
+	int nlinks;
+	int multi_fds[3];	/* or uprobe_multi links: return, entry, launch; -1 none */
+};
+
+/* One traced process's scans and probes. */
+struct gp_proc {
+	int proc;		/* its entry in gpu.procs */
+	uint64_t first_ns, next_scan_ns;
+	uint64_t code_kb;	/* procfs_code_kb at the last maps scan */
+	uint64_t scan_ns;	/* when that scan began */
+	bool detached;		/* exited: probes gone, counts final */
+	struct gp_map *maps;
+	int nmaps;
+};
+
+struct gpu_probes {
+	struct tracer *tr;
+	struct gpu *gpu;	/* what is found and counted goes here */
+	bool launches;		/* --launches: probe every launch path too */
+	bool verbose;		/* say what is probed, and when */
+	uint64_t t0;
+	struct gp_proc *procs;
+	int nprocs;
+};
+
+void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
+		     bool launches, bool verbose);
+/* Removes every probe; the model keeps what was found and counted. */
+void gpu_probes_free(struct gpu_probes *gp);
+/*
+ * Finds new CUDA/NCCL code in the job's processes and probes it: each new
+ * process at once and every tick for its first seconds (the dynamic loader
+ * is still at work), then once a second (dlopen). Detaches from exited ones.
+ */
+void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now);
+/*
+ * A process exec'd at ts: its old probes went with its old address space.
+ * A scan that began after ts saw the new one already: its probes stay
+ * (removing a return probe while a call is in progress would lose the
+ * return, and leave the thread inside the call).
+ */
+void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts);
+/* Reads the per-process call counts from BPF into the model. */
+void gpu_probes_read(struct gpu_probes *gp);
+
+struct map_line {
+	uint64_t lo, hi, dev, ino;
+	char path[512];
+};
+
+/* An executable mapping of a file, from one line of /proc/PID/maps. */
+bool gpu_parse_map_line(const char *line, struct map_line *m);
+/* "libcuda.so.580.95.05" -> "580.95.05"; "" when the name has none. */
+void gpu_so_version(const char *name, char *out, size_t len);
+
+#endif
