@@ -8,9 +8,10 @@
  * events. WAL mode and a commit per flush: a recording cut by kill -9
  * holds everything up to the last flush.
  *
- * Files: record.c (the file, meta, flushes), record_job.c (processes,
- * threads, samples), record_events.c (events, epochs, steps),
- * record_final.c (what is only known at the end).
+ * Files: record.c (start, flushes, end), record_db.c (the file, schema,
+ * statements), record_job.c (processes, threads, samples),
+ * record_events.c (events, epochs, steps), record_final.c (what is only
+ * known at the end), record_states.c (the state stream).
  */
 #ifndef TB_RECORD_H
 #define TB_RECORD_H
@@ -148,7 +149,13 @@ int record_counters(struct recorder *r, const struct job *job,
 		    const struct tb_counters *bpf);
 int record_final(struct recorder *r, const struct job *job, uint64_t now);
 
-/* Helpers shared by the record_*.c files (record.c). */
+/*
+ * record_db.c, under the record_*.c files: the file with its schema and
+ * statements (removing an old recording first), a statement or SQL text
+ * run (-1 on error, said once), binds, a meta row.
+ */
+int rec_create(struct recorder *r);
+int rec_exec(struct recorder *r, const char *sql, const char *what);
 int rec_step(struct recorder *r, enum rec_stmt s);	/* runs, resets; -1 on error */
 void rec_fail(struct recorder *r, const char *what);
 int rec_meta(struct recorder *r, const char *key, const char *value);

@@ -1,49 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
+/* The final text report: headline, diagnosis, epochs, tables, CUDA/NCCL, counters. */
 #include <string.h>
 #include "diagnosis.h"
 #include "report.h"
-
-void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT])
-{
-	uint64_t total = sum_cats(c);
-
-	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, " %4.*f", total ? 1 : 0,
-			total ? 100.0 * c[i] / total : 0.0);
-	fputc('\n', f);
-}
-
-void report_cat_head(FILE *f)
-{
-	for (int i = 0; i < TB_NCAT; i++)
-		fprintf(f, " %4s", tb_cat_short[i]);
-	fputc('\n', f);
-}
-
-void fmt_bytes(char *buf, size_t len, uint64_t b)
-{
-	if (b >= 1ull << 30)
-		snprintf(buf, len, "%.2f GiB", b / (double)(1ull << 30));
-	else if (b >= 1ull << 20)
-		snprintf(buf, len, "%.1f MiB", b / (double)(1ull << 20));
-	else
-		snprintf(buf, len, "%llu B", (unsigned long long)b);
-}
-
-void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
-{
-	for (int r = 0; r < TB_NROLLUP; r++) {
-		const int *g = tb_rollup_cats[r];
-		double sum = 0;
-
-		for (int k = 0; g[k] >= 0; k++)
-			sum += pct[g[k]];
-		fprintf(f, "  %-14s %5.1f%%", tb_rollup_labels[r], sum);
-		for (int k = 0; g[k] >= 0 && (lone || g[1] >= 0); k++)
-			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[g[k]], pct[g[k]]);
-		fputc('\n', f);
-	}
-}
 
 static void headline_block(FILE *f, const struct job *job)
 {

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/* Pieces the text outputs share: the roll-up rows, table cells, sizes, steps. */
+#include <stdio.h>
+#include "epochs.h"
+#include "gpu.h"
+#include "report.h"
+
+void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
+{
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		const int *g = tb_rollup_cats[r];
+		double sum = 0;
+
+		for (int k = 0; g[k] >= 0; k++)
+			sum += pct[g[k]];
+		fprintf(f, "  %-14s %5.1f%%", tb_rollup_labels[r], sum);
+		for (int k = 0; g[k] >= 0 && (lone || g[1] >= 0); k++)
+			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[g[k]], pct[g[k]]);
+		fputc('\n', f);
+	}
+}
+
+void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT])
+{
+	uint64_t total = sum_cats(c);
+
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, " %4.*f", total ? 1 : 0,
+			total ? 100.0 * c[i] / total : 0.0);
+	fputc('\n', f);
+}
+
+void report_cat_head(FILE *f)
+{
+	for (int i = 0; i < TB_NCAT; i++)
+		fprintf(f, " %4s", tb_cat_short[i]);
+	fputc('\n', f);
+}
+
+void fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+	if (b >= 1ull << 30)
+		snprintf(buf, len, "%.2f GiB", b / (double)(1ull << 30));
+	else if (b >= 1ull << 20)
+		snprintf(buf, len, "%.1f MiB", b / (double)(1ull << 20));
+	else
+		snprintf(buf, len, "%llu B", (unsigned long long)b);
+}
+
+/* ", 12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
+void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
+{
+	fprintf(f, "%d steps (%s), %.1f ms/step (min %.1f, max %.1f, std %.1f)",
+		s->count, epochs_step_source_name(s->source), ep_steps_avg(s), s->min_ms,
+		s->max_ms, ep_steps_std(s));
+	/* Syncs are only seen where a CUDA library is probed. */
+	if (job->gpu && gpu_any_library(job->gpu))
+		fprintf(f, ", %.1f syncs/step", ep_steps_syncs(s));
+}
