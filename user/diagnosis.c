@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * What /proc alone tells (memory, RSS, ranks), and the windows the rules
- * judge: the whole run, or one epoch. The rules are in diagnosis_rules.c.
+ * What /proc alone tells (memory, RSS, ranks: sampled by memory.c), and the
+ * windows the rules judge: the whole run, or one epoch. The rules are in
+ * diagnosis_rules.c.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +12,13 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
-#include "procfs.h"
 
-#define SAMPLE_NS 1000000000ull
 #define BOUNDARY_LAG_NS 250000000ull	/* a tick, and some */
 #define RSS_MAX_SAMPLES 4096	/* 1 s apart: an hour; then halved */
 
 void diag_init(struct diag *d)
 {
 	memset(d, 0, sizeof(*d));
-	d->proc_root = "/proc";
 }
 
 void diag_set_saved(struct diag *d, const struct dg_saved *saved, int n)
@@ -40,29 +37,12 @@ void diag_free(struct diag *d)
 	memset(d, 0, sizeof(*d));
 }
 
-int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb)
+void diag_add_memory(struct diag *d, uint64_t total_kb, uint64_t avail_kb, uint64_t ts)
 {
-	const char *t = strstr(text, "MemTotal:"), *a = strstr(text, "MemAvailable:");
-
-	if (!t || !a)
-		return -1;
-	*total_kb = strtoull(t + 9, NULL, 10);
-	*avail_kb = strtoull(a + 13, NULL, 10);
-	return *total_kb ? 0 : -1;
-}
-
-static void sample_memory(struct diag *d, uint64_t now)
-{
-	char buf[4096], path[64];
-	uint64_t total, avail;
-
-	snprintf(path, sizeof(path), "%s/meminfo", d->proc_root);
-	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || diag_parse_meminfo(buf, &total, &avail))
-		return;
-	d->mem_total_kb = total;
-	if (!d->mem_min_ts || avail < d->mem_min_avail_kb) {
-		d->mem_min_avail_kb = avail;
-		d->mem_min_ts = now;
+	d->mem_total_kb = total_kb;
+	if (!d->mem_min_ts || avail_kb < d->mem_min_avail_kb) {
+		d->mem_min_avail_kb = avail_kb;
+		d->mem_min_ts = ts;
 	}
 }
 
@@ -91,24 +71,8 @@ static struct dg_pinfo *pinfo(struct diag *d, pid_t pid, bool add)
 	return p;
 }
 
-/* RANK=N from the environment torchrun and most launchers set. */
-static void read_rank(struct diag *d, struct dg_pinfo *p)
-{
-	char buf[65536], path[64];
-	ssize_t n;
-
-	p->env_read = true;
-	snprintf(path, sizeof(path), "%s/%d/environ", d->proc_root, p->pid);
-	n = procfs_read_file(path, buf, sizeof(buf));
-	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
-		if (!strncmp(buf + i, "RANK=", 5)) {
-			p->rank = atoi(buf + i + 5);
-			return;
-		}
-}
-
 /* Keeps the time span at half the resolution when the buffer is full. */
-static void add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb)
+void diag_add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb)
 {
 	if (p->n == RSS_MAX_SAMPLES) {
 		for (int i = 0; i < p->n / 2; i++) {
@@ -134,31 +98,9 @@ static void add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb)
 	p->kb[p->n++] = kb;
 }
 
-static void sample_proc(struct diag *d, pid_t pid, uint64_t now)
+struct dg_pinfo *diag_pinfo(struct diag *d, pid_t pid)
 {
-	struct dg_pinfo *p = pinfo(d, pid, true);
-	char buf[256], path[64];
-	unsigned long long size, res;
-
-	if (!p)
-		return;
-	if (!p->env_read)
-		read_rank(d, p);
-	snprintf(path, sizeof(path), "%s/%d/statm", d->proc_root, pid);
-	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
-		return;
-	add_rss(p, now, res * (sysconf(_SC_PAGESIZE) / 1024));
-}
-
-void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force)
-{
-	if (!force && now < d->next_sample)
-		return;
-	d->next_sample = now + SAMPLE_NS;
-	sample_memory(d, now);
-	for (int i = 0; i < job->nprocs; i++)
-		if (job_proc_alive(&job->procs[i]))
-			sample_proc(d, job->procs[i].pid, now);
+	return pinfo(d, pid, true);
 }
 
 int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
@@ -246,7 +188,7 @@ static void view_rss(struct dg_view *v, const struct diag *d, const struct job *
 			while (k + 1 < pi->n && pi->ts[k + 1] <= until)
 				k++;
 			/* No sample near the end: it was not alive then. */
-			if (!pi->n || pi->ts[k] > until || ep->end > pi->ts[k] + 2 * SAMPLE_NS)
+			if (!pi->n || pi->ts[k] > until || ep->end > pi->ts[k] + 2 * DG_SAMPLE_NS)
 				continue;
 			r->kb[r->n] = pi->kb[k];
 			r->label[r->n++] = ep->label;

@@ -97,18 +97,19 @@ struct dg_saved {
 /* Per process: what only /proc knows. */
 struct dg_pinfo {
 	pid_t pid;
-	int rank;
-	bool env_read;
+	int rank;		/* RANK from its environment; -1 */
+	bool env_read;		/* the environment was read (once) */
 	uint64_t *ts, *kb;	/* RSS samples, bounded: halved when full */
 	int n, cap;
 };
 
+/* Memory is sampled this often (memory.c), and at each epoch boundary. */
+#define DG_SAMPLE_NS 1000000000ull
+
 struct diag {
-	uint64_t next_sample;
 	uint64_t mem_total_kb, mem_min_avail_kb, mem_min_ts;
 	struct dg_pinfo *procs;
 	int nprocs, cap;
-	const char *proc_root;	/* "/proc"; tests point it elsewhere */
 	/* A recording's findings: the reports print these, judging nothing. */
 	const struct dg_saved *saved;
 	int nsaved;
@@ -118,8 +119,13 @@ void diag_init(struct diag *d);
 /* The reports print these findings (a recording's), judging nothing. */
 void diag_set_saved(struct diag *d, const struct dg_saved *saved, int n);
 void diag_free(struct diag *d);
-/* Once a second (force: now): memory, RSS and ranks of the live processes. */
-void diag_sample(struct diag *d, const struct job *job, uint64_t now, bool force);
+/*
+ * What the sampler (memory.c) found: the machine's memory at ts (its low
+ * point is kept), a process's entry (made if new), an RSS sample of it.
+ */
+void diag_add_memory(struct diag *d, uint64_t total_kb, uint64_t avail_kb, uint64_t ts);
+struct dg_pinfo *diag_pinfo(struct diag *d, pid_t pid);
+void diag_add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb);
 
 /* A process's rank: its environment's RANK, else its first NCCL communicator's; -1. */
 int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid);
@@ -137,8 +143,6 @@ const char *diag_id_name(enum dg_id id);
 /* The id of a name diag_id_name gives; DG_NIDS if unknown. */
 enum dg_id diag_id_find(const char *name);
 
-/* MemTotal and MemAvailable of a /proc/meminfo text, in kB. */
-int diag_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb);
 
 /* Reports (report_diagnosis.c). */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);

@@ -216,3 +216,14 @@ uint64_t procfs_code_kb(pid_t pid)
 	fclose(f);
 	return sum;
 }
+
+int procfs_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb)
+{
+	const char *t = strstr(text, "MemTotal:"), *a = strstr(text, "MemAvailable:");
+
+	if (!t || !a)
+		return -1;
+	*total_kb = strtoull(t + 9, NULL, 10);
+	*avail_kb = strtoull(a + 13, NULL, 10);
+	return *total_kb ? 0 : -1;
+}

@@ -35,6 +35,8 @@ int procfs_cmdline(pid_t pid, char *buf, size_t len);
  * a hundredth of reading /proc/PID/maps. 0 if pid is gone.
  */
 uint64_t procfs_code_kb(pid_t pid);
+/* MemTotal and MemAvailable of a /proc/meminfo text, in kB; -1 if absent. */
+int procfs_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb);
 /* Every process on the machine with its parent, for descendant scans. */
 int procfs_all(pid_t *pids, pid_t *ppids, int max);
 

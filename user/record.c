@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "diagnosis.h"
+#include "procfs.h"
 #include "record.h"
 #include "clock.h"
 
@@ -30,7 +31,7 @@ static uint64_t mem_total_kb(void)
 	if (!fread(text, 1, sizeof(text) - 1, f))
 		text[0] = '\0';
 	fclose(f);
-	diag_parse_meminfo(text, &total, &avail);
+	procfs_parse_meminfo(text, &total, &avail);
 	return total;
 }
 

@@ -23,6 +23,7 @@
 #include "job.h"
 #include "launch.h"
 #include "live.h"
+#include "memory.h"
 #include "procfs.h"
 #include "record.h"
 #include "report.h"
@@ -43,6 +44,7 @@ struct run {
 	struct epochs ep;
 	struct steps steps;
 	struct diag dg;
+	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into dg */
 	struct launch l;
 	struct live lv;
 	struct recorder rec;
@@ -212,7 +214,7 @@ static uint64_t refresh(struct run *r)
 	sync_roles(&r->tr, job);
 	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
-	diag_sample(&r->dg, job, now, epochs_pending(&r->ep));
+	mem_sample(&r->mem, job, now, epochs_pending(&r->ep));
 	/* Periods first: an epoch that ends now counts the steps found now. */
 	steps_tick(&r->steps);
 	epochs_tick(&r->ep, job, now);
@@ -315,7 +317,7 @@ static uint64_t final_refresh(struct run *r)
 {
 	uint64_t now = refresh(r);
 
-	diag_sample(&r->dg, &r->job, now, true);
+	mem_sample(&r->mem, &r->job, now, true);
 	epochs_finish(&r->ep, &r->job, now);
 	return now;
 }
@@ -513,6 +515,7 @@ int run_trace(const struct env *env)
 	r->env = env;
 	r->l.pid = 0;
 	diag_init(&r->dg);
+	mem_sampler_init(&r->mem, &r->dg);
 	r->job.diag = &r->dg;
 	live_init(&r->lv);
 	if (check_pids(env))

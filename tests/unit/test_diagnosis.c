@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "diagnosis.h"
+#include "memory.h"
+#include "procfs.h"
 #include "job.h"
 
 #define S 1000000000ll
@@ -168,18 +170,20 @@ START_TEST(memory_pressure_from_meminfo)
 	struct job job = { .window_start_ns = 1000 };
 	struct dg_view v;
 	struct diag d;
+	struct mem_sampler ms;
 	const struct dg_finding *f;
 	int n;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	diag_init(&d);
-	d.proc_root = dir;
+	mem_sampler_init(&ms, &d);
+	ms.proc_root = dir;
 	write_meminfo(dir, 16000000, 8000000);
-	diag_sample(&d, &job, 2 * S, true);
+	mem_sample(&ms, &job, 2 * S, true);
 	write_meminfo(dir, 16000000, 1600000);	/* 90% used: the low point */
-	diag_sample(&d, &job, 3 * S, true);
+	mem_sample(&ms, &job, 3 * S, true);
 	write_meminfo(dir, 16000000, 9000000);
-	diag_sample(&d, &job, 4 * S, true);
+	mem_sample(&ms, &job, 4 * S, true);
 	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
 	n = diag_run(&v, fs, 16);
 	f = find(fs, n, DG_MEMORY);
@@ -190,8 +194,9 @@ START_TEST(memory_pressure_from_meminfo)
 	diag_free(&d);
 
 	diag_init(&d);
-	d.proc_root = dir;
-	diag_sample(&d, &job, 2 * S, true);	/* 9000000 of 16000000 available */
+	mem_sampler_init(&ms, &d);
+	ms.proc_root = dir;
+	mem_sample(&ms, &job, 2 * S, true);	/* 9000000 of 16000000 available */
 	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
 	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
 	diag_view_free(&v);
@@ -210,10 +215,10 @@ START_TEST(meminfo_parse)
 {
 	uint64_t t, a;
 
-	ck_assert_int_eq(diag_parse_meminfo("MemTotal: 100 kB\nMemAvailable: 40 kB\n", &t, &a), 0);
+	ck_assert_int_eq(procfs_parse_meminfo("MemTotal: 100 kB\nMemAvailable: 40 kB\n", &t, &a), 0);
 	ck_assert_uint_eq(t, 100);
 	ck_assert_uint_eq(a, 40);
-	ck_assert_int_eq(diag_parse_meminfo("MemTotal: 100 kB\n", &t, &a), -1);
+	ck_assert_int_eq(procfs_parse_meminfo("MemTotal: 100 kB\n", &t, &a), -1);
 }
 END_TEST
 

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "memory.h"
+#include "procfs.h"
+
+void mem_sampler_init(struct mem_sampler *s, struct diag *d)
+{
+	*s = (struct mem_sampler){ .d = d, .proc_root = "/proc" };
+}
+
+static void sample_memory(struct mem_sampler *s, uint64_t now)
+{
+	char buf[4096], path[64];
+	uint64_t total, avail;
+
+	snprintf(path, sizeof(path), "%s/meminfo", s->proc_root);
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 ||
+	    procfs_parse_meminfo(buf, &total, &avail))
+		return;
+	diag_add_memory(s->d, total, avail, now);
+}
+
+/* RANK=N from the environment torchrun and most launchers set. */
+static void read_rank(struct mem_sampler *s, struct dg_pinfo *p)
+{
+	char buf[65536], path[64];
+	ssize_t n;
+
+	p->env_read = true;
+	snprintf(path, sizeof(path), "%s/%d/environ", s->proc_root, p->pid);
+	n = procfs_read_file(path, buf, sizeof(buf));
+	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
+		if (!strncmp(buf + i, "RANK=", 5)) {
+			p->rank = atoi(buf + i + 5);
+			return;
+		}
+}
+
+static void sample_proc(struct mem_sampler *s, pid_t pid, uint64_t now)
+{
+	struct dg_pinfo *p = diag_pinfo(s->d, pid);
+	char buf[256], path[64];
+	unsigned long long size, res;
+
+	if (!p)
+		return;
+	if (!p->env_read)
+		read_rank(s, p);
+	snprintf(path, sizeof(path), "%s/%d/statm", s->proc_root, pid);
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 ||
+	    sscanf(buf, "%llu %llu", &size, &res) != 2)
+		return;
+	diag_add_rss(p, now, res * (sysconf(_SC_PAGESIZE) / 1024));
+}
+
+void mem_sample(struct mem_sampler *s, const struct job *job, uint64_t now, bool force)
+{
+	if (!force && now < s->next)
+		return;
+	s->next = now + DG_SAMPLE_NS;
+	sample_memory(s, now);
+	for (int i = 0; i < job->nprocs; i++)
+		if (job_proc_alive(&job->procs[i]))
+			sample_proc(s, job->procs[i].pid, now);
+}
