@@ -10,36 +10,52 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PREFIX ?= /usr/local
 VERSION := 0.1.0
 
-INCLUDES := -Iinclude -Ivmlinux -I$(OUTPUT) -I/usr/include/$(MULTIARCH)
+BPF_INCLUDES := -Iinclude -Ivmlinux -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
-CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+CFLAGS += -Wall -Wextra -Werror=implicit-function-declaration -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
 LDLIBS := -lbpf -lelf -lz -lm -lsqlite3
 STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/*.h)
 SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
-USER_SRCS := $(wildcard user/*.c)
-USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
-LIB_OBJS := $(filter-out $(OUTPUT)/user/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration golden workloads demo install clean vmlinux fuzz
+# user/ in layers (docs/architecture.md). A folder sees the headers of the
+# layers below it and its own, no others: a dependency that points up is a
+# compile error. Acquisition and recordings sit side by side, apart.
+LAYERS := util model acquire record report app
+INC_util := -Iinclude -Iuser/util
+INC_model := $(INC_util) -Iuser/model
+INC_acquire := $(INC_model) -Iuser/acquire -I$(OUTPUT)
+INC_record := $(INC_model) -Iuser/record
+INC_report := $(INC_record) -Iuser/report
+INC_app := $(INC_report) -Iuser/acquire -I$(OUTPUT) -Iuser/app
+USER_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix user/,$(LAYERS))))
+USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
+LIB_OBJS := $(filter-out $(OUTPUT)/user/app/trainbpf.o,$(USER_OBJS))
+
+.PHONY: all static check unit integration golden layers workloads demo install clean vmlinux fuzz
 # Keep the BPF object and skeleton: they are outputs, not scratch.
 .SECONDARY:
 all: $(OUTPUT)/trainbpf
 
-$(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
+$(OUTPUT) $(OUTPUT)/tests $(addprefix $(OUTPUT)/user/,$(LAYERS)):
 	mkdir -p $@
 
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
-	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(INCLUDES) -c $< -o $@
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(BPF_INCLUDES) -c $< -o $@
 	$(BPFTOOL) gen object $@.linked $@ && mv $@.linked $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< > $@
 
-$(OUTPUT)/user/%.o: user/%.c $(SKELS) $(wildcard user/*.h) $(wildcard include/*.h) | $(OUTPUT)/user
-	$(CC) $(CFLAGS) $(INCLUDES) -Iuser -c $< -o $@
+# Header dependencies come from the compiler (-MMD -MP, the .d files).
+define layer_rule
+$(OUTPUT)/user/$(1)/%.o: user/$(1)/%.c | $(SKELS) $(OUTPUT)/user/$(1)
+	$$(CC) $$(CFLAGS) -MMD -MP $$(INC_$(1)) -c $$< -o $$@
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_rule,$(l))))
+-include $(USER_OBJS:.o=.d)
 
 $(OUTPUT)/trainbpf: $(USER_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
@@ -52,11 +68,11 @@ static: $(USER_OBJS)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 $(OUTPUT)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(OUTPUT)/tests
-	$(CC) $(CFLAGS) $(INCLUDES) -Iuser $< $(LIB_OBJS) $(LDLIBS) $(shell pkg-config --libs check) -o $@
+	$(CC) $(CFLAGS) $(INC_app) $< $(LIB_OBJS) $(LDLIBS) $(shell pkg-config --libs check) -o $@
 
 # tests/golden: a fixed model through every live output (outputs.py).
 $(OUTPUT)/tests/render: tests/golden/render.c $(LIB_OBJS) | $(OUTPUT)/tests
-	$(CC) $(CFLAGS) $(INCLUDES) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(INC_app) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 unit: $(UNIT_BINS)
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
@@ -75,20 +91,28 @@ integration: all workloads
 golden: all workloads $(OUTPUT)/tests/render
 	/usr/bin/python3 tests/golden/outputs.py check
 
-check: unit golden integration
+# No file uses another in a cycle, and every use points down the layers.
+layers: all
+	/usr/bin/python3 scripts/check_layers.py $(OUTPUT)/user
+
+check: unit layers golden integration
 
 # The recording reader under libFuzzer and ASan: every user object rebuilt
 # with clang's instrumentation; new inputs go to the build directory, the
 # seeds (tests/fuzz/make_corpus.py) stay as they are.
 FUZZ_TIME ?= 60
-FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address -Werror=implicit-function-declaration -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
 FUZZ_OBJS := $(patsubst $(OUTPUT)/user/%.o,$(OUTPUT)/fuzz/%.o,$(LIB_OBJS))
-$(OUTPUT)/fuzz $(OUTPUT)/fuzz-corpus:
+$(OUTPUT)/fuzz-corpus $(addprefix $(OUTPUT)/fuzz/,$(LAYERS)):
 	mkdir -p $@
-$(OUTPUT)/fuzz/%.o: user/%.c $(SKELS) $(wildcard user/*.h) $(wildcard include/*.h) | $(OUTPUT)/fuzz
-	$(CLANG) $(FUZZ_CFLAGS) $(INCLUDES) -Iuser -c $< -o $@
+define fuzz_rule
+$(OUTPUT)/fuzz/$(1)/%.o: user/$(1)/%.c | $(SKELS) $(OUTPUT)/fuzz/$(1)
+	$$(CLANG) $$(FUZZ_CFLAGS) -MMD -MP $$(INC_$(1)) -c $$< -o $$@
+endef
+$(foreach l,$(LAYERS),$(eval $(call fuzz_rule,$(l))))
+-include $(FUZZ_OBJS:.o=.d)
 $(OUTPUT)/fuzz_recording: tests/fuzz/fuzz_recording.c $(FUZZ_OBJS)
-	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(INCLUDES) -Iuser $^ $(LDLIBS) -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(INC_app) $^ $(LDLIBS) -o $@
 
 fuzz: $(OUTPUT)/fuzz_recording | $(OUTPUT)/fuzz-corpus
 	$< -max_total_time=$(FUZZ_TIME) -timeout=10 $(OUTPUT)/fuzz-corpus tests/fuzz/corpus

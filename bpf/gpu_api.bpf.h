@@ -169,7 +169,7 @@ static __always_inline void comm_init_exit(__u32 tid, __u32 api)
 
 /*
  * The return of an outermost call that a training step repeats: steps are
- * found from the period of these (user/steps.c). No wakeup: user space
+ * found from the period of these (user/model/steps.c). No wakeup: user space
  * reads them at its next tick.
  */
 static __always_inline void call_event(const struct tb_slot *s, __u32 kind,

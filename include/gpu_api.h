@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
 /*
  * The protocol of the CUDA/NCCL uprobes, shared by BPF and user space.
- * User space finds the functions (user/gpu_api.c lists them) and attaches
+ * User space finds the functions (user/model/gpu_api_table.c lists them) and attaches
  * one BPF program to many of them; the attach cookie tells the program
  * which function fired and how to read its arguments.
  */
@@ -103,7 +103,7 @@ struct tb_comm_event {
 
 /*
  * TB_EV_CALL: the calls whose sequence repeats once per training step
- * (kinds TB_AK_SYNC to TB_AK_GROUP), for user/steps.c to find the period.
+ * (kinds TB_AK_SYNC to TB_AK_GROUP), for user/model/steps.c to find the period.
  */
 struct tb_call_event {
 	__u32 type;

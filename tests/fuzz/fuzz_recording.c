@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "cli_read.h"
+#include "report.h"
 
 static FILE *sink;
 

@@ -1,4 +1,4 @@
-"""The state-transition stream (--states-out, user/states.c) against the
+"""The state-transition stream (--states-out, user/acquire/states.c) against the
 report's own totals.
 
 Every interval a thread closes goes out as one record (a lock wait whose

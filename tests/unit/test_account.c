@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* user/account.c: splitting time that BPF has not closed yet. */
+/* user/acquire/account.c: splitting time that BPF has not closed yet. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

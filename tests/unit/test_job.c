@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* user/job.c: the job model, roles and the headline. */
+/* user/model/job.c: the job model, roles and the headline. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* user/record*.c: the file's header, samples as gains, idle rows, events. */
+/* user/record/record*.c: the file's header, samples as gains, idle rows, events. */
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>

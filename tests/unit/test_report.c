@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* user/report.c, user/report_json.c: roll-up, JSON and text reports. */
+/* user/report/report_text.c, report_json.c: roll-up, JSON and text reports. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* user/states.c: batching of the state stream and its text form. */
+/* user/acquire/states.c: batching of the state stream and its text form. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>

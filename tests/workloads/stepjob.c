@@ -3,7 +3,7 @@
  * stepjob.c - trainbpf test workload: a training loop on the CUDA and NCCL
  * stand-ins (fakecuda/) whose steps have a known composition, with the
  * start of every step as ground truth, to check the steps trainbpf finds
- * from the period of the calls (user/steps.c).
+ * from the period of the calls (user/model/steps.c).
  *
  * Each epoch writes "TRAINBPF epoch N" (trainbpf_mark.h), then runs its
  * steps; after the last epoch, "TRAINBPF epoch E+1" closes it. The stand-ins

@@ -1,48 +1,49 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What the user reads: the live table and the final report (text, JSON). */
-#ifndef TB_REPORT_H
-#define TB_REPORT_H
+/*
+ * The sections the reports are made of, shared by the outputs in this
+ * folder: text pieces (report_fmt.c), CUDA/NCCL (report_gpu.c), epochs and
+ * steps (report_epochs.c), the diagnosis (report_diagnosis.c). JSON
+ * sections write named members into the object the caller has open.
+ */
+#ifndef TB_SECTIONS_H
+#define TB_SECTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "epochs.h"
 #include "job.h"
 #include "json_writer.h"
 
-struct gpu;
-
 /*
- * Pieces the text outputs share. Rows "computation 62.1%   cpu 30.2%
- * gpu_wait 31.9%" from each category's percent; lone: list a group's
- * category beside it when it is the only one.
+ * Rows "computation 62.1%   cpu 30.2% gpu_wait 31.9%" from each category's
+ * percent; lone: list a group's category beside it when it is the only one.
  */
 void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone);
 /* " cpu  gpu comm ..." heads, and a row of shares of c under them. */
 void report_cat_head(FILE *f);
 void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT]);
-struct ep_steps;
 /* "12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
 void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s);
-
-/* "1.2 MB" */
+/* "1.2 MiB" */
 void fmt_bytes(char *buf, size_t len, uint64_t b);
 
-/* The CUDA/NCCL parts (report_gpu.c). */
+/* CUDA/NCCL: libraries found, calls, communicators. */
 void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_json(struct jw *w, const struct job *job, uint64_t now);
 void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
 
-/* Epochs (report_epochs.c): blocks as epochs end, the final list, JSON. */
-struct epochs;
-struct epoch;
+/* Epochs: one block each, the list with trend and per-process table, JSON. */
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
 void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep);
-void report_text(FILE *f, const struct job *job,
-		 const struct run_counters *c, uint64_t now);
-void report_json(FILE *f, const struct job *job,
-		 const struct run_counters *c, uint64_t now);
+
+/* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
+void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
+void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
+void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
+void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 
 #endif

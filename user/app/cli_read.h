@@ -27,14 +27,4 @@ struct read_env {
  */
 bool cli_read_dispatch(int argc, char **argv, int *rc);
 
-/* report_csv.c: one row per process, then one per thread; seconds. */
-void report_csv(FILE *f, const struct job *job);
-/*
- * trace_export.c: Chrome trace-event JSON. 1 if the recording has states,
- * 0 if it has none (counters and markers only), -1 and a line in err.
- */
-int trace_export(struct recording *r, FILE *f, char *err, size_t errlen);
-/* diff.c: two recordings side by side. */
-void diff_text(FILE *f, const struct recording *a, const struct recording *b);
-
 #endif

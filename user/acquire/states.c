@@ -5,7 +5,7 @@
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
-#include "job.h"
+#include "categories.h"
 #include "states.h"
 #include "tracer.h"
 

@@ -17,7 +17,6 @@
 #include "gpu.h"
 #include "job.h"
 #include "recording.h"
-#include "report.h"
 #include "steps.h"
 
 

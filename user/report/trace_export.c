@@ -9,7 +9,8 @@
  */
 #include <sqlite3.h>
 #include <string.h>
-#include "cli_read.h"
+#include "json_writer.h"
+#include "report.h"
 
 #define MARK_PID 0
 #define EPOCH_TID 1

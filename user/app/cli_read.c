@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli_read.h"
+#include "report.h"
 
 enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
 

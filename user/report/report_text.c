@@ -3,6 +3,7 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "report.h"
+#include "sections.h"
 
 static void headline_block(FILE *f, const struct job *job)
 {

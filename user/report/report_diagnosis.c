@@ -3,7 +3,7 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "epochs.h"
-#include "report.h"
+#include "sections.h"
 
 static const char *const checked =
 	"data loading, host-bound GPU, syncs per step, worker restarts, CPU and lock "

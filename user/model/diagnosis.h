@@ -144,12 +144,5 @@ const char *diag_id_name(enum dg_id id);
 enum dg_id diag_id_find(const char *name);
 
 
-/* Reports (report_diagnosis.c). */
-void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
-struct jw;
-void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
-/* "  slowest: gpu_wait; data loading 21.4% ..." under an epoch block. */
-void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
-void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 
 #endif

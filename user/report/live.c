@@ -4,7 +4,7 @@
 #include <time.h>
 #include "gpu.h"
 #include "live.h"
-#include "report.h"
+#include "sections.h"
 
 void live_init(struct live *lv)
 {

@@ -3,7 +3,7 @@
  * --format csv: one row per process (its threads summed), then one per
  * thread, seconds per category: what a spreadsheet or pandas wants.
  */
-#include "cli_read.h"
+#include "report.h"
 
 /* RFC 4180: quoted, quotes doubled; comm is bytes the job chose. */
 static void csv_str(FILE *f, const char *s)

@@ -2,7 +2,7 @@
 /* The CUDA/NCCL parts of the reports: libraries found, calls, communicators. */
 #include <string.h>
 #include "gpu.h"
-#include "report.h"
+#include "sections.h"
 
 /* A job read without tracing (unit tests, recordings) has no GPU side. */
 static const struct gpu no_gpu;

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 #include <string.h>
-#include "cli_read.h"
+#include "report.h"
 
 /* A finding's severity moves "better" or "worse" past this much. */
 #define SEVERITY_STEP 0.05

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "report.h"
+#include "sections.h"
 
 static void json_times(struct jw *w, const char *name, const uint64_t c[TB_NCAT])
 {

@@ -8,7 +8,6 @@
 #include "diagnosis.h"
 #include "gpu.h"
 #include "record.h"
-#include "report.h"
 #include "steps.h"
 
 static int counter(struct recorder *r, const char *key, uint64_t v)

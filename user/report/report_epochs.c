@@ -4,7 +4,7 @@
 #include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
-#include "report.h"
+#include "sections.h"
 #include "steps.h"
 
 static double pct_of(int64_t v, int64_t total)

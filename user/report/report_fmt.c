@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include "epochs.h"
 #include "gpu.h"
-#include "report.h"
+#include "sections.h"
 
 void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
 {

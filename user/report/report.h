@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the user reads after a run: the text, JSON (docs/json.md) and CSV
+ * reports of a job, the Chrome trace and the diff of recordings. Each is
+ * a read-only function of the model; the live view is live.h.
+ */
+#ifndef TB_REPORT_H
+#define TB_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "job.h"
+#include "recording_read.h"
+
+void report_text(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now);
+void report_json(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now);
+/* One row per process, then one per thread; seconds per category. */
+void report_csv(FILE *f, const struct job *job);
+/*
+ * A recording as Chrome trace-event JSON. 1 if it has states, 0 if it has
+ * none (counters and markers only), -1 and a line in err.
+ */
+int trace_export(struct recording *r, FILE *f, char *err, size_t errlen);
+/* Two recordings side by side. */
+void diff_text(FILE *f, const struct recording *a, const struct recording *b);
+
+#endif
