@@ -2,7 +2,9 @@
 """What trainbpf prints, kept as expected files, so that a change meant to
 move code (issue "one-way dependencies") can be shown to move no byte.
 
-Three kinds of case:
+Four kinds of case:
+- cli: --help of every command, bad options and bad files: the text,
+  the one-line errors and the exit status, byte for byte.
 - recording: `trainbpf report|trace|diff` on fixed recordings (the fuzz
   seeds, and real runs recorded once into tests/golden/recordings):
   compared byte for byte, stdout, stderr and exit status.
@@ -31,7 +33,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TRAINBPF = os.path.join(ROOT, "build", "trainbpf")
+TRAINBPF = os.environ.get("TRAINBPF", os.path.join(ROOT, "build", "trainbpf"))
 RENDER = os.path.join(ROOT, "build", "tests", "render")
 EXPECTED = os.path.join(HERE, "expected")
 WORKLOADS = os.path.join(ROOT, "tests", "workloads", "build")
@@ -65,6 +67,27 @@ def first_epoch_and_trainer(path):
     return (row[0] if row else None), (pid[0] if pid else None)
 
 
+# Arguments; "@TEXT" is a file in the case's directory that is not a recording.
+CLI = [
+    ("help", ["--help"]), ("usage", ["--usage"]), ("version", ["--version"]),
+    ("record-help", ["record", "--help"]), ("report-help", ["report", "--help"]),
+    ("trace-help", ["trace", "--help"]), ("diff-help", ["diff", "--help"]),
+    ("no-target", []), ("both-targets", ["-p", "1", "--", "true"]),
+    ("bad-format", ["--format", "xml", "-p", "1"]), ("bad-pid", ["-p", "abc"]),
+    ("zero-duration", ["-d", "0", "-p", "1"]), ("bad-epochs", ["--epochs", "bogus", "-p", "1"]),
+    ("bad-regex", ["--epoch-regex", "(", "-p", "1"]), ("bad-ring", ["--ringbuf-size", "3", "-p", "1"]),
+    ("bad-step-blocks", ["--step-blocks", "0", "-p", "1"]), ("unknown-option", ["--nope"]),
+    ("no-such-pid", ["-p", "999999999"]), ("kernel-thread", ["-p", "2"]),
+    ("record-no-output", ["record", "-p", "1"]), ("report-no-file", ["report"]),
+    ("report-missing", ["report", "missing.db"]), ("report-not-recording", ["report", "@TEXT"]),
+    ("report-bad-format", ["report", "--format", "xml", "x.db"]),
+    ("report-bad-epoch", ["report", "--epoch", "abc", "x.db"]),
+    ("report-bad-pid", ["report", "--pid", "0", "x.db"]),
+    ("report-too-many", ["report", "a.db", "b.db"]),
+    ("trace-no-output", ["trace", "x.db"]), ("diff-one-file", ["diff", "a.db"]),
+]
+
+
 def cases():
     """(name, kind, argv): argv names recordings by stem, run in a copy."""
     out = []
@@ -83,6 +106,7 @@ def cases():
             out += [(f"{s}.pid.txt", "recording", ["report", s, "--pid", str(pid)])]
     for a, b in DIFFS:
         out.append((f"diff.{a[:-3]}.{b[:-3]}.txt", "recording", ["diff", a[:-3], b[:-3]]))
+    out += [(f"cli.{name}.txt", "cli", argv) for name, argv in CLI]
     out += [("render.markers.txt", "render", ["markers"]),
             ("render.calls.txt", "render", ["calls"])]
     gpujob = [os.path.join(WORKLOADS, "gpujob"), "--truth", "@TMP/truth.json", "--steps", "30",
@@ -103,7 +127,10 @@ def cases():
 
 
 def run(cmd, cwd, env=None):
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=300, env=env)
+    """cmd[0] runs as "trainbpf": argp prints it in errors and --help."""
+    name = "trainbpf" if cmd[0] == TRAINBPF else cmd[0]
+    r = subprocess.run([name] + cmd[1:], executable=cmd[0], cwd=cwd, capture_output=True,
+                       timeout=300, env=env)
     return r.stdout, r.stderr, r.returncode
 
 
@@ -196,8 +223,18 @@ def run_live(argv, tmp, name):
     return frame(out + b"--- the job's stdout\n" + mask_text(job_out), mask_text(err), rc)
 
 
+def run_cli(argv, tmp):
+    with open(os.path.join(tmp, "text"), "w") as f:
+        f.write("not a recording\n")
+    args = ["text" if a == "@TEXT" else a for a in argv]
+    out, err, rc = run([TRAINBPF] + args, tmp)
+    return frame(out, err, rc)
+
+
 def produce(case, tmp):
     name, kind, argv = case
+    if kind == "cli":
+        return run_cli(argv, tmp)
     if kind == "recording":
         return run_recording(argv, tmp)
     if kind == "render":

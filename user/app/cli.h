@@ -10,7 +10,8 @@
 /* Measured by bench/probe_cost.sh and bench/gpu_overhead.sh; see bench/RESULTS.md. */
 #define TB_LAUNCH_COST "about 1 us (2 when cudaLaunchKernel reaches cuLaunchKernel): +3.5-5% step time at 25k launches/s on the build VM"
 
-enum tb_format { TB_FMT_TEXT, TB_FMT_JSON };
+/* Report formats: the live tool takes text and json, report all three. */
+enum tb_format { TB_FMT_TEXT, TB_FMT_JSON, TB_FMT_CSV };
 
 struct env {
 	pid_t pids[TB_MAX_PIDS];

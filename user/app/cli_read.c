@@ -50,11 +50,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_FORMAT:
 		if (!strcmp(arg, "text"))
-			env->format = RD_TEXT;
+			env->format = TB_FMT_TEXT;
 		else if (!strcmp(arg, "json"))
-			env->format = RD_JSON;
+			env->format = TB_FMT_JSON;
 		else if (!strcmp(arg, "csv"))
-			env->format = RD_CSV;
+			env->format = TB_FMT_CSV;
 		else
 			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
 		break;
@@ -136,9 +136,9 @@ static int run_report(const struct read_env *env)
 		return 1;
 	}
 	rec_counters(&r, &c);
-	if (env->format == RD_JSON)
+	if (env->format == TB_FMT_JSON)
 		report_json(out, &r.job, &c, r.end_ns);
-	else if (env->format == RD_CSV)
+	else if (env->format == TB_FMT_CSV)
 		report_csv(out, &r.job);
 	else
 		report_text(out, &r.job, &c, r.end_ns);
@@ -200,52 +200,65 @@ static int run_diff(const struct read_env *env)
 	return rc;
 }
 
-struct subcommand {
+/* How one of these subcommands is called: its options, files and help. */
+struct read_cmd {
 	const char *name;
 	const struct argp_option *opts;
 	const char *args, *doc;
 	int nfiles;
+	bool needs_output;
 	int (*run)(const struct read_env *env);
 };
 
-static const struct subcommand subs[] = {
-	{ "report", report_opts, "RUN.DB",
-	  "Print the report of a recording (trainbpf record), as the live tool prints it.\v"
-	  "EXAMPLES:\n    trainbpf report run.db\n    trainbpf report run.db --format csv --epoch 3\n"
-	  "    trainbpf report run.db --format json --pid 1234", 1, run_report },
-	{ "trace", trace_opts, "RUN.DB -o TRACE.JSON",
-	  "Write a recording as a Chrome trace (open it in ui.perfetto.dev or "
-	  "chrome://tracing): each thread's states, epochs, steps, and per-process "
-	  "category shares per flush.", 1, run_trace },
-	{ "diff", diff_opts, "A.DB B.DB",
-	  "Two recordings side by side: headline shares, epochs matched by label, "
-	  "steps/s, and how the diagnosis changed.", 2, run_diff },
+static const struct read_cmd report_cmd = {
+	"report", report_opts, "RUN.DB",
+	"Print the report of a recording (trainbpf record), as the live tool prints it.\v"
+	"EXAMPLES:\n    trainbpf report run.db\n    trainbpf report run.db --format csv --epoch 3\n"
+	"    trainbpf report run.db --format json --pid 1234", 1, false, run_report,
 };
 
-bool cli_read_dispatch(int argc, char **argv, int *rc)
+static const struct read_cmd trace_cmd = {
+	"trace", trace_opts, "RUN.DB -o TRACE.JSON",
+	"Write a recording as a Chrome trace (open it in ui.perfetto.dev or "
+	"chrome://tracing): each thread's states, epochs, steps, and per-process "
+	"category shares per flush.", 1, true, run_trace,
+};
+
+static const struct read_cmd diff_cmd = {
+	"diff", diff_opts, "A.DB B.DB",
+	"Two recordings side by side: headline shares, epochs matched by label, "
+	"steps/s, and how the diagnosis changed.", 2, false, run_diff,
+};
+
+/* argv[0] is the subcommand's name: "trainbpf NAME" in --help and errors. */
+static int read_main(const struct read_cmd *c, int argc, char **argv)
 {
-	struct read_env env = { .format = RD_TEXT };
+	struct read_env env = { .format = TB_FMT_TEXT };
+	struct argp argp = { c->opts, parse_arg, c->args, c->doc };
 	char name[64];
 
-	for (size_t i = 0; argc > 1 && i < sizeof(subs) / sizeof(subs[0]); i++) {
-		const struct subcommand *s = &subs[i];
-		struct argp argp = { s->opts, parse_arg, s->args, s->doc };
-
-		if (strcmp(argv[1], s->name))
-			continue;
-		/* "trainbpf report" in --help and in errors. */
-		snprintf(name, sizeof(name), "trainbpf %s", s->name);
-		argv[1] = name;
-		argp_err_exit_status = 2;
-		argp_parse(&argp, argc - 1, argv + 1, 0, NULL, &env);
-		if (env.ninputs != s->nfiles ||
-		    (s->run == run_trace && !env.output)) {
-			fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, s->args);
-			*rc = 2;
-			return true;
-		}
-		*rc = s->run(&env);
-		return true;
+	snprintf(name, sizeof(name), "trainbpf %s", c->name);
+	argv[0] = name;
+	argp_err_exit_status = 2;
+	argp_parse(&argp, argc, argv, 0, NULL, &env);
+	if (env.ninputs != c->nfiles || (c->needs_output && !env.output)) {
+		fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, c->args);
+		return 2;
 	}
-	return false;
+	return c->run(&env);
+}
+
+int report_main(int argc, char **argv)
+{
+	return read_main(&report_cmd, argc, argv);
+}
+
+int trace_main(int argc, char **argv)
+{
+	return read_main(&trace_cmd, argc, argv);
+}
+
+int diff_main(int argc, char **argv)
+{
+	return read_main(&diff_cmd, argc, argv);
 }

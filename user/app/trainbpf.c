@@ -26,26 +26,24 @@ static int record_main(int argc, char **argv)
 }
 
 /*
- * Subcommands, by the first argument; anything else is the live tool's
+ * The subcommands, by the first argument; anything else is the live tool's
  * options. To add one: a line here and a NAME_main(argc, argv) that gets
  * argv from the subcommand's name on (argv[0] = "NAME").
  */
-static const struct subcommand {
+static const struct command {
 	const char *name;
 	int (*main)(int argc, char **argv);
-} subcommands[] = {
-	{ "record", record_main },
+} commands[] = {
+	{ "record", record_main },	/* writes a recording (run.c) */
+	{ "report", report_main },	/* read one: cli_read.c */
+	{ "trace", trace_main },
+	{ "diff", diff_main },
 };
 
 int main(int argc, char **argv)
 {
-	int rc;
-
-	/* report, trace, diff: reading recordings (cli_read.c). */
-	if (cli_read_dispatch(argc, argv, &rc))
-		return rc;
-	for (size_t i = 0; argc > 1 && i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-		if (!strcmp(argv[1], subcommands[i].name))
-			return subcommands[i].main(argc - 1, argv + 1);
+	for (size_t i = 0; argc > 1 && i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].main(argc - 1, argv + 1);
 	return live_main(argc, argv);
 }
