@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "elf_syms.h"
 #include "gpu_probes.h"
+#include "grow.h"
 #include "procfs.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
@@ -139,12 +140,9 @@ static struct gp_proc *proc_get(struct gpu_probes *gp, pid_t pid, uint64_t now)
 	mp = gpu_proc_get(gp->gpu, pid);
 	if (!mp)
 		return NULL;
-	p = realloc(gp->procs, (gp->nprocs + 1) * sizeof(*p));
+	p = tb_append(&gp->procs, &gp->nprocs, sizeof(*p));
 	if (!p)
 		return NULL;
-	gp->procs = p;
-	p = &gp->procs[gp->nprocs++];
-	memset(p, 0, sizeof(*p));
 	p->proc = mp - gp->gpu->procs;
 	p->first_ns = now;
 	return p;
@@ -486,13 +484,10 @@ static void update_rt_ranges(struct gpu_probes *gp, struct gp_proc *p)
 /* Room for one more mapping in the process's probes; NULL if out of memory. */
 static struct gp_map *add_map(struct gp_proc *p, const struct map_line *m)
 {
-	struct gp_map *am = realloc(p->maps, (p->nmaps + 1) * sizeof(*am));
+	struct gp_map *am = tb_append(&p->maps, &p->nmaps, sizeof(*am));
 
 	if (!am)
 		return NULL;
-	p->maps = am;
-	am = &p->maps[p->nmaps++];
-	memset(am, 0, sizeof(*am));
 	am->multi_fds[0] = am->multi_fds[1] = am->multi_fds[2] = -1;
 	am->lo = m->lo;
 	am->hi = m->hi;

@@ -63,6 +63,19 @@ static const struct argp_option opts[] = {
 	{},
 };
 
+bool cli_format(const char *arg, bool with_csv, enum tb_format *f)
+{
+	static const char *const names[] = { [TB_FMT_TEXT] = "text", [TB_FMT_JSON] = "json",
+					     [TB_FMT_CSV] = "csv" };
+
+	for (int i = 0; i <= (with_csv ? TB_FMT_CSV : TB_FMT_JSON); i++)
+		if (!strcmp(arg, names[i])) {
+			*f = i;
+			return true;
+		}
+	return false;
+}
+
 static double parse_seconds(const char *arg, struct argp_state *state,
 			    const char *what)
 {
@@ -145,11 +158,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		env->output = arg;
 		break;
 	case OPT_FORMAT:
-		if (!strcmp(arg, "text"))
-			env->format = TB_FMT_TEXT;
-		else if (!strcmp(arg, "json"))
-			env->format = TB_FMT_JSON;
-		else
+		if (!cli_format(arg, false, &env->format))
 			argp_error(state, "invalid format: '%s' (text or json)", arg);
 		break;
 	case OPT_BTF:

@@ -36,6 +36,8 @@ struct env {
 	const char *record_path;	/* record: the SQLite file (-o); NULL: live */
 };
 
+/* "text", "json", and "csv" when with_csv; false if arg is none of them. */
+bool cli_format(const char *arg, bool with_csv, enum tb_format *f);
 /* Parses argv into env. Exits with status 2 and one line on bad input. */
 void cli_parse(int argc, char **argv, struct env *env);
 /* The same for "record" (argv[0] is "record"): -o is the database. */

@@ -49,13 +49,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		env->output = arg;
 		break;
 	case OPT_FORMAT:
-		if (!strcmp(arg, "text"))
-			env->format = TB_FMT_TEXT;
-		else if (!strcmp(arg, "json"))
-			env->format = TB_FMT_JSON;
-		else if (!strcmp(arg, "csv"))
-			env->format = TB_FMT_CSV;
-		else
+		if (!cli_format(arg, true, &env->format))
 			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
 		break;
 	case OPT_EPOCH:

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpu.h"
+#include "grow.h"
 
 void gpu_free(struct gpu *g)
 {
@@ -22,13 +23,9 @@ struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid)
 	for (int i = g->nprocs - 1; i >= 0; i--)
 		if (g->procs[i].pid == pid && !g->procs[i].exited)
 			return &g->procs[i];
-	p = realloc(g->procs, (g->nprocs + 1) * sizeof(*p));
-	if (!p)
-		return NULL;
-	g->procs = p;
-	p = &g->procs[g->nprocs++];
-	memset(p, 0, sizeof(*p));
-	p->pid = pid;
+	p = tb_append(&g->procs, &g->nprocs, sizeof(*p));
+	if (p)
+		p->pid = pid;
 	return p;
 }
 
@@ -42,13 +39,7 @@ const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid)
 
 int gpu_object_add(struct gpu *g)
 {
-	struct gpu_object *o = realloc(g->objs, (g->nobjs + 1) * sizeof(*o));
-
-	if (!o)
-		return -1;
-	g->objs = o;
-	memset(&o[g->nobjs], 0, sizeof(*o));
-	return g->nobjs++;
+	return tb_append(&g->objs, &g->nobjs, sizeof(*g->objs)) ? g->nobjs - 1 : -1;
 }
 
 struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj)
@@ -58,13 +49,9 @@ struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj)
 	for (int i = 0; i < p->nmaps; i++)
 		if (p->maps[i].obj == obj)
 			return &p->maps[i];
-	m = realloc(p->maps, (p->nmaps + 1) * sizeof(*m));
-	if (!m)
-		return NULL;
-	p->maps = m;
-	m = &p->maps[p->nmaps++];
-	memset(m, 0, sizeof(*m));
-	m->obj = obj;
+	m = tb_append(&p->maps, &p->nmaps, sizeof(*m));
+	if (m)
+		m->obj = obj;
 	return m;
 }
 
@@ -73,18 +60,6 @@ void gpu_proc_forget_maps(struct gpu_proc *p)
 	free(p->maps);
 	p->maps = NULL;
 	p->nmaps = 0;
-}
-
-static struct gpu_comm *comm_add(struct gpu_proc *p)
-{
-	struct gpu_comm *c = realloc(p->comms, (p->ncomms + 1) * sizeof(*c));
-
-	if (!c)
-		return NULL;
-	p->comms = c;
-	c = &p->comms[p->ncomms++];
-	memset(c, 0, sizeof(*c));
-	return c;
 }
 
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
@@ -103,7 +78,7 @@ void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 		}
 		return;
 	}
-	c = comm_add(p);
+	c = tb_append(&p->comms, &p->ncomms, sizeof(*c));
 	if (!c)
 		return;
 	c->comm = e->comm;

@@ -229,15 +229,6 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 	fputc('\n', f);
 }
 
-static void json_signed_times(struct jw *w, const char *name, const int64_t c[TB_NCAT])
-{
-	jw_name(w, name);
-	jw_object(w);
-	for (int i = 0; i < TB_NCAT; i++)
-		jw_float_field(w, tb_cat_names[i], c[i] / 1e9, 9);
-	jw_end_object(w);
-}
-
 static void json_steps(struct jw *w, const struct ep_steps *s)
 {
 	jw_name(w, "steps");
@@ -268,7 +259,7 @@ static void json_epoch_procs(struct jw *w, const struct job *job, const struct e
 		jw_object(w);
 		jw_int_field(w, "pid", e->d[i].pid);
 		jw_string_field(w, "role", role_name(p ? p->role : TB_ROLE_OTHER));
-		json_signed_times(w, "time_s", e->d[i].own);
+		report_json_times(w, "time_s", e->d[i].own);
 		jw_end_object(w);
 	}
 	jw_end_array(w);
@@ -285,7 +276,7 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 	jw_float_field(w, "end_s", (e->end - w0) / 1e9, 6);
 	jw_float_field(w, "duration_s", (e->end - e->start) / 1e9, 6);
 	jw_bool_field(w, "complete", e->complete);
-	json_signed_times(w, "time_s", hl);
+	report_json_times(w, "time_s", hl);
 	jw_name(w, "percent");
 	jw_object(w);
 	for (int c = 0; c < TB_NCAT; c++)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* Pieces the text outputs share: the roll-up rows, table cells, sizes, steps. */
+/* Pieces the outputs share: roll-up rows, table cells, sizes, steps, times. */
 #include <stdio.h>
 #include "epochs.h"
 #include "gpu.h"
@@ -56,4 +56,13 @@ void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
 	/* Syncs are only seen where a CUDA library is probed. */
 	if (job->gpu && gpu_any_library(job->gpu))
 		fprintf(f, ", %.1f syncs/step", ep_steps_syncs(s));
+}
+
+void report_json_times(struct jw *w, const char *name, const int64_t ns[TB_NCAT])
+{
+	jw_name(w, name);
+	jw_object(w);
+	for (int i = 0; i < TB_NCAT; i++)
+		jw_float_field(w, tb_cat_names[i], ns[i] / 1e9, 9);
+	jw_end_object(w);
 }

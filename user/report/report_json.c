@@ -5,13 +5,14 @@
 #include "report.h"
 #include "sections.h"
 
+/* Totals (unsigned) as report_json_times writes deltas. */
 static void json_times(struct jw *w, const char *name, const uint64_t c[TB_NCAT])
 {
-	jw_name(w, name);
-	jw_object(w);
+	int64_t s[TB_NCAT];
+
 	for (int i = 0; i < TB_NCAT; i++)
-		jw_float_field(w, tb_cat_names[i], c[i] / 1e9, 9);
-	jw_end_object(w);
+		s[i] = (int64_t)c[i];
+	report_json_times(w, name, s);
 }
 
 static double rel_s(const struct job *job, uint64_t ns)

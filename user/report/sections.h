@@ -28,6 +28,8 @@ void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT]);
 void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s);
 /* "1.2 MiB" */
 void fmt_bytes(char *buf, size_t len, uint64_t b);
+/* name: {"cpu": seconds, ...} with 9 decimals, from ns. */
+void report_json_times(struct jw *w, const char *name, const int64_t ns[TB_NCAT]);
 
 /* CUDA/NCCL: libraries found, calls, communicators. */
 void report_gpu_text(FILE *f, const struct job *job, uint64_t now);

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Growing a realloc'd array by doubling: the lists of epochs and steps. */
+/*
+ * Growing realloc'd arrays: by doubling (the lists of epochs and steps),
+ * or one element at a time (processes, libraries: a few per run).
+ */
 #ifndef TB_GROW_H
 #define TB_GROW_H
 
 #include <stdlib.h>
+#include <string.h>
 
 /* p with room for need items of size (cap updated); NULL if out of memory. */
 static inline void *tb_grow(void *p, int *cap, int need, size_t size)
@@ -20,6 +24,24 @@ static inline void *tb_grow(void *p, int *cap, int need, size_t size)
 		return NULL;
 	*cap = ncap;
 	return np;
+}
+
+/*
+ * A new zeroed element at the end of *arrp (a pointer to the array's
+ * pointer), *n counted up; NULL if out of memory (the array unchanged).
+ */
+static inline void *tb_append(void *arrp, int *n, size_t size)
+{
+	void **arr = arrp;
+	char *p = realloc(*arr, (*n + 1) * size);
+
+	if (!p)
+		return NULL;
+	*arr = p;
+	p += (size_t)*n * size;
+	memset(p, 0, size);
+	(*n)++;
+	return p;
 }
 
 #endif
