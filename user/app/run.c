@@ -506,14 +506,11 @@ static int start(struct run *r)
 
 int run_trace(const struct env *env)
 {
-	static struct run run;
+	struct run run = { .env = env };
 	struct run *r = &run;
 	uint64_t report_ns = 0;
 	int err;
 
-	memset(r, 0, sizeof(*r));
-	r->env = env;
-	r->l.pid = 0;
 	diag_init(&r->dg);
 	mem_sampler_init(&r->mem, &r->dg);
 	r->job.diag = &r->dg;
