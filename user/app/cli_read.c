@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli_read.h"
+#include "output.h"
 #include "report.h"
 
 enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
@@ -70,28 +71,21 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
+/* The output, emptied now that there is something to write; NULL: said. */
 static FILE *open_out(const char *path)
 {
-	FILE *f = path ? fopen(path, "w") : stdout;
+	FILE *f = out_open(path);
 
-	if (!f)
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", path, strerror(errno));
+	if (f && out_begin(f, path)) {
+		out_close(f, path);
+		return NULL;
+	}
 	return f;
 }
 
 static int close_out(FILE *f, const char *path)
 {
-	int bad = ferror(f);
-
-	if (f != stdout)
-		bad |= fclose(f);
-	else
-		bad |= fflush(f);
-	if (bad) {
-		fprintf(stderr, "trainbpf: cannot write %s\n", path ? path : "stdout");
-		return 1;
-	}
-	return 0;
+	return out_close(f, path) ? 1 : 0;
 }
 
 /* An error line: sqlite quotes names from the file, bytes and all. */

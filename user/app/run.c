@@ -24,6 +24,7 @@
 #include "launch.h"
 #include "live.h"
 #include "memory.h"
+#include "output.h"
 #include "procfs.h"
 #include "record.h"
 #include "report.h"
@@ -52,6 +53,7 @@ struct run {
 	struct states states;
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
+	bool out_failed;	/* the final report could not be written: said */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -300,18 +302,6 @@ static int trace_loop(struct run *r, FILE *live)
 	return err;
 }
 
-static FILE *open_output(const struct env *env)
-{
-	FILE *f;
-
-	if (!env->output)
-		return stdout;
-	f = fopen(env->output, "w");
-	if (!f)
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->output, strerror(errno));
-	return f;
-}
-
 /* The last refresh: every total final, every epoch closed. */
 static uint64_t final_refresh(struct run *r)
 {
@@ -346,11 +336,12 @@ static uint64_t final_report(struct run *r)
 	tracer_counters(&r->tr, &bpf);
 	job_counters(&r->job, &bpf, &c);
 	warn_losses(bpf);
-	if (r->env->format == TB_FMT_JSON)
+	if (out_begin(r->out, r->env->output))
+		r->out_failed = true;
+	else if (r->env->format == TB_FMT_JSON)
 		report_json(r->out, &r->job, &c, now);
 	else
 		report_text(r->out, &r->job, &c, now);
-	fflush(r->out);
 	return now;
 }
 
@@ -382,12 +373,10 @@ static int open_states_out(struct run *r)
 
 	if (!env->states_out)
 		return 0;
-	r->states_out = fopen(env->states_out, "w");
-	if (!r->states_out) {
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->states_out,
-			strerror(errno));
+	/* Written from the first tick on: what the file held goes now. */
+	r->states_out = out_open(env->states_out);
+	if (!r->states_out || out_begin(r->states_out, env->states_out))
 		return -1;
-	}
 	states_tsv_header(r->states_out);
 	if (states_open(&r->states, &r->tr, states_write_tsv, r->states_out))
 		return -1;
@@ -398,11 +387,14 @@ static int open_states_out(struct run *r)
 /*
  * The records that closed after the report was made go out too; the
  * trailer says where the report cut, so that a reader can match its totals.
+ * -1 if a write failed (said).
  */
-static void close_states_out(struct run *r, uint64_t report_ns)
+static int close_states_out(struct run *r, uint64_t report_ns)
 {
+	int err;
+
 	if (!r->states_out)
-		return;
+		return 0;
 	if (report_ns) {
 		states_drain(&r->states);
 		fprintf(r->states_out, "# report_ns=%llu states_lost=%llu\n",
@@ -411,8 +403,9 @@ static void close_states_out(struct run *r, uint64_t report_ns)
 	}
 	r->stream = NULL;
 	states_close(&r->states);
-	fclose(r->states_out);
+	err = out_close(r->states_out, r->env->states_out);
 	r->states_out = NULL;
+	return err;
 }
 
 /* The traced command line, or "-p PID,..." */
@@ -457,9 +450,11 @@ static int start_recording(struct run *r)
 	return 0;
 }
 
-static void run_free(struct run *r, uint64_t report_ns)
+/* -1 if an output was lost (said): the report, --states-out, stdout. */
+static int run_free(struct run *r, uint64_t report_ns)
 {
-	close_states_out(r, report_ns);
+	int err = close_states_out(r, report_ns);
+
 	if (r->stream) {	/* record: the final refresh drained it */
 		r->stream = NULL;
 		states_close(&r->states);
@@ -473,8 +468,12 @@ static void run_free(struct run *r, uint64_t report_ns)
 	live_free(&r->lv);
 	tracer_close(&r->tr);
 	job_free(&r->job);
-	if (r->out && r->out != stdout)
-		fclose(r->out);
+	if (r->out && (out_close(r->out, r->env->output) || r->out_failed))
+		err = -1;
+	/* The live table's writes, when the report went to a file. */
+	if (r->out != stdout && out_close(stdout, NULL))
+		err = -1;
+	return err;
 }
 
 /* Everything up to the first tick; an exit status, or 0 to go on. */
@@ -483,7 +482,7 @@ static int start(struct run *r)
 	const struct env *env = r->env;
 
 	/* Fail on an unwritable report file before the job runs, not after. */
-	r->out = env->record_path ? stdout : open_output(env);
+	r->out = env->record_path ? stdout : out_open(env->output);
 	if (!r->out)
 		return 1;
 	install_signals();
@@ -532,6 +531,7 @@ int run_trace(const struct env *env)
 	launch_reap(&r->l);
 	err = env->command ? launch_exit_code(&r->l) : 0;
 cleanup:
-	run_free(r, report_ns);
+	if (run_free(r, report_ns) && !err)
+		err = 1;
 	return err;
 }
