@@ -206,3 +206,28 @@ def test_read_commands_to_full_device(argv):
             r = subprocess.run([TRAINBPF, *argv], stdout=full, stderr=subprocess.PIPE,
                                text=True, timeout=60)
         one_line(r, 1, "cannot write stdout: No space left on device")
+
+
+def test_record_through_planted_links(tmp_path, unprotected, shared_tmp):
+    """record -o in /tmp: a planted link as the file, or as its -wal."""
+    v = victim(tmp_path)
+    link = shared_tmp("rec")
+    plant_link(v, link)
+    r = subprocess.run([TRAINBPF, "record", "-o", link, "--force", "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    one_line(r, 1, "not followed")
+    assert v.read_text() == "precious\n"
+    db = shared_tmp("rec")
+    for side in ("-wal", "-shm"):
+        plant_link(v, db + side)
+    r = subprocess.run([TRAINBPF, "record", "-o", db, "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    one_line(r, 1, "-wal exists")
+    assert not os.path.exists(db)       # what the failed start made is gone
+    r = subprocess.run([TRAINBPF, "record", "-o", db, "--force", "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert v.read_text() == "precious\n"
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    for side in ("-wal", "-shm"):
+        assert not os.path.lexists(db + side)

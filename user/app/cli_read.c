@@ -7,6 +7,7 @@
 #include "cli_read.h"
 #include "output.h"
 #include "report.h"
+#include "safe_open.h"
 
 enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
 
@@ -71,13 +72,24 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* The output, emptied now that there is something to write; NULL: said. */
-static FILE *open_out(const char *path)
+/*
+ * The output, emptied now that there is something to write, and never one
+ * of the recordings read (by device and inode: any name of it); NULL: said.
+ */
+static FILE *open_out(const struct read_env *env)
 {
+	const char *path = env->output;
 	FILE *f = out_open(path);
 
+	for (int i = 0; f && f != stdout && i < env->ninputs; i++)
+		if (safe_same_file(fileno(f), env->inputs[i])) {
+			fprintf(stderr, "trainbpf: %s is an input (%s): not written\n", path,
+				env->inputs[i]);
+			fclose(f);
+			return NULL;
+		}
 	if (f && out_begin(f, path)) {
-		out_close(f, path);
+		fclose(f);
 		return NULL;
 	}
 	return f;
@@ -118,7 +130,7 @@ static int run_report(const struct read_env *env)
 
 	if (load(&r, env->inputs[0], &env->filter))
 		return 1;
-	out = open_out(env->output);
+	out = open_out(env);
 	if (!out) {
 		rec_close(&r);
 		return 1;
@@ -145,7 +157,7 @@ static int run_trace(const struct read_env *env)
 		say(err);
 		return 1;
 	}
-	out = open_out(env->output);
+	out = open_out(env);
 	if (!out)
 		goto cleanup;
 	states = trace_export(&r, out, err, sizeof(err));
@@ -178,7 +190,7 @@ static int run_diff(const struct read_env *env)
 		rec_close(&a);
 		return 1;
 	}
-	out = open_out(env->output);
+	out = open_out(env);
 	if (out) {
 		diff_text(out, &a, &b);
 		rc = close_out(out, env->output);

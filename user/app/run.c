@@ -441,7 +441,7 @@ static int start_recording(struct run *r)
 
 	command_line(r->env, command, sizeof(command));
 	epochs_wanted(r->env, epochs, sizeof(epochs));
-	if (record_open(&r->rec, r->env->record_path, &m, &r->job))
+	if (record_open(&r->rec, r->env->record_path, r->env->force, &m, &r->job))
 		return -1;
 	r->recording = true;
 	if (states_open(&r->states, &r->tr, record_insert_states, &r->rec))
