@@ -10,6 +10,7 @@ cut by kill -9 too, where no final report was ever made.
 """
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -202,6 +203,7 @@ def test_record_disk_full(tmp_path):
                               "-p", str(job.pid)], capture_output=True, text=True,
                              timeout=60)
         took = time.monotonic() - t0
+        assert job.poll() is None       # -p: the job is not ours to stop
     finally:
         job.kill()
         job.wait()
@@ -210,6 +212,39 @@ def test_record_disk_full(tmp_path):
     lines = rec.stderr.strip().splitlines()
     assert len(lines) == 1 and "disk is full" in lines[0], rec.stderr
     assert took < 30
+
+
+def test_record_disk_full_launched_job_runs_on(tmp_path):
+    """The disk fills ~1.5 s into the recording of a launched job: the
+    recording stops with one line and keeps what it committed; the job is
+    not signalled, runs to its end, and its exit status is trainbpf's."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=500k", "tmpfs", str(small)],
+                   check=True)
+    done = tmp_path / "done"
+    job = (f"{workload('mixed')} -d 5 -o {tmp_path}/truth.json -D {disk_dir()}; "
+           f"echo finished > {done}; exit 7")
+    try:
+        rec = subprocess.run([TRAINBPF, "record", "-o", str(small / "run.db"), "--",
+                              "sh", "-c", job], capture_output=True, text=True, timeout=60)
+        for name in ("run.db", "run.db-wal"):
+            if os.path.exists(small / name):
+                shutil.copy(small / name, tmp_path / name)
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    lines = rec.stderr.strip().splitlines()
+    assert len(lines) == 1 and "disk is full" in lines[0] and \
+        "recording stopped" in lines[0], rec.stderr
+    assert done.read_text() == "finished\n"
+    assert rec.returncode == 7, rec.stderr
+    db = open_db(tmp_path / "run.db")
+    check_header(db)
+    m = meta(db)
+    assert "complete" not in m and m["command"].startswith("sh -c ")
+    rows = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("samples", "states"))
+    assert rows > 0
 
 
 def test_record_cannot_create(tmp_path):

@@ -271,13 +271,27 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	}
 }
 
+/* Lets the launched job stop with us when told to stop (timeout, systemd). */
+static void pass_signal(struct launch *l)
+{
+	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped) {
+		kill(l->pid, stop_signal);
+		launch_wait(l, 2000);
+	}
+}
+
+static uint64_t deadline_of(const struct run *r)
+{
+	return r->env->duration_s ? r->job.window_start_ns + r->env->duration_s * 1e9 : 0;
+}
+
 /* Ticks until the job is gone, time is up, a signal, or the recording fails. */
 static int trace_loop(struct run *r, FILE *live)
 {
 	const struct env *env = r->env;
 	uint64_t start = r->job.window_start_ns, next_tick = start + TICK_NS;
 	uint64_t next_live = start + (uint64_t)(env->interval_s * 1e9);
-	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
+	uint64_t deadline = deadline_of(r);
 	int err = 0;
 
 	while (!stop_signal) {
@@ -294,12 +308,21 @@ static int trace_loop(struct run *r, FILE *live)
 		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
 			break;
 	}
-	/* Let the launched job stop with us when told to stop (timeout, systemd). */
-	if (stop_signal == SIGTERM && r->l.pid > 0 && !r->l.reaped) {
-		kill(r->l.pid, SIGTERM);
-		launch_wait(&r->l, 2000);
-	}
+	pass_signal(&r->l);
 	return err;
+}
+
+/*
+ * The recording failed (said): the launched job must not pay for it. It
+ * runs on untraced, to its end, to -d or to a signal, as it would have,
+ * and its exit status is ours.
+ */
+static int wait_untraced(struct launch *l, uint64_t deadline)
+{
+	while (!l->reaped && !stop_signal && (!deadline || now_ns() < deadline))
+		launch_wait(l, 100);
+	pass_signal(l);
+	return launch_exit_code(l);
 }
 
 /* The last refresh: every total final, every epoch closed. */
@@ -520,8 +543,13 @@ int run_trace(const struct env *env)
 	if (err)
 		goto cleanup;
 	err = 1;
-	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout))
-		goto cleanup;
+	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout)) {
+		uint64_t deadline = deadline_of(r);
+
+		/* The probes go first: nothing traces the job any more. */
+		run_free(r, 0);
+		return env->command ? wait_untraced(&r->l, deadline) : 1;
+	}
 	if (env->record_path) {
 		if (final_record(r))
 			goto cleanup;

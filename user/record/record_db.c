@@ -84,13 +84,17 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 };
 
+/* A write error stops the recording; the line says what is left. */
 void rec_fail(struct recorder *r, const char *what)
 {
+	bool writing = !strcmp(what, "write");
+
 	if (r->failed)
 		return;
 	r->failed = true;
-	fprintf(stderr, "trainbpf: cannot %s %s: %s\n", what, r->path,
-		r->db ? sqlite3_errmsg(r->db) : "out of memory");
+	fprintf(stderr, "trainbpf: cannot %s %s: %s%s\n", what, r->path,
+		r->db ? sqlite3_errmsg(r->db) : "out of memory",
+		writing ? ": recording stopped, the file keeps what was committed" : "");
 }
 
 int rec_exec(struct recorder *r, const char *sql, const char *what)
