@@ -177,3 +177,69 @@ def test_sigterm_stops_launched_command():
     assert "Headline" in out
     # The command got the SIGTERM too, and trainbpf exits with its status.
     assert tb.returncode == 128 + signal.SIGTERM
+
+
+def start_threaded():
+    """A process with a second thread; returns (proc, pid, tid of that thread)."""
+    proc = subprocess.Popen(["/usr/bin/python3", "-c",
+                             "import threading, time\n"
+                             "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                             "print('up', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+    return proc, proc.pid, next(t for t in tids if t != proc.pid)
+
+
+def test_pid_of_a_thread_traces_its_process():
+    proc, pid, tid = start_threaded()
+    try:
+        r = run_trainbpf(["-i", "0", "-d", "1", "--format", "json", "-p", str(tid)])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.returncode == 0, r.stderr
+    assert f"{tid} is a thread of process {pid}: tracing the process" in r.stderr
+    report = json.loads(r.stdout)
+    procs = {p["pid"]: p for p in report["processes"]}
+    assert list(procs) == [pid]
+    assert {pid, tid} <= {t["tid"] for t in procs[pid]["threads"]}
+
+
+def fds_in_use(target_pid):
+    """How many descriptors trainbpf holds once it traces target_pid."""
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "-p", str(target_pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_attached(tb.pid)
+        time.sleep(0.5)
+        return len(os.listdir(f"/proc/{tb.pid}/fd"))
+    finally:
+        tb.terminate()
+        tb.wait()
+
+
+@pytest.mark.parametrize("target", ["pid", "command"])
+def test_too_many_open_files_is_said(target):
+    """Short of descriptors (ulimit -n), trainbpf fails where it runs out:
+    loading the probes, starting the command or tracing the target. Each
+    limit from what a run holds down to 12 fewer: a run that fails says
+    so in one line naming the cause, never that the process exited."""
+    sleeper = subprocess.Popen(["sleep", "120"])
+    args = ["-p", str(sleeper.pid)] if target == "pid" else ["--", "true"]
+    failed = 0
+    try:
+        n = fds_in_use(sleeper.pid)
+        for limit in range(n + 1, n - 12, -1):
+            r = subprocess.run(["sh", "-c", f'ulimit -n {limit}; exec "$@"', "sh", TRAINBPF,
+                                "-i", "0", "-d", "1", *args],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode == 0:
+                continue
+            failed += 1
+            lines = one_line_error(r, 1, "Too many open files")
+            assert len(lines) == 1 and "exited before" not in lines[0], (limit, r.stderr)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert failed

@@ -312,6 +312,12 @@ static bool forked_from(pid_t pid, pid_t ppid)
 	return na > 0 && na == nb && !memcmp(a, b, na);
 }
 
+/* Out of descriptors or memory: to be said, not taken for an exit. */
+static bool out_of(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM;
+}
+
 int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 {
 	static pid_t tids[MAX_TIDS];
@@ -319,10 +325,11 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	struct proc_stat st;
 	struct proc_rec *p;
 	bool added = true;
-	int pi;
+	int pi, err;
 
+	errno = 0;
 	if (procfs_stat(pid, 0, &st))
-		return -1;
+		return out_of(errno) ? -errno : -ESRCH;
 	p = job_proc(tr->job, pid);
 	if (!p) {
 		p = job_add_proc(tr->job, pid, st.ppid, st.comm, now_ns());
@@ -339,13 +346,18 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	while (added) {
 		int n = procfs_tasks(pid, tids, MAX_TIDS);
 
+		if (n < 0 && out_of(errno))
+			return -errno;
 		added = false;
 		for (int i = 0; i < n; i++) {
 			p = &tr->job->procs[pi];
 			if (thread_known(p, tids[i]))
 				continue;
-			if (!add_thread(tr, p, tids[i]))
+			err = add_thread(tr, p, tids[i]);
+			if (!err)
 				added = true;
+			else if (out_of(-err))
+				return err;
 		}
 	}
 	return 0;

@@ -21,7 +21,8 @@ static void child(int gate, int err_fd, char **argv)
 	int e;
 
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (read(gate, &c, 1) < 0)
+	/* No byte: trainbpf gave up (launch_abort) or died; the command never runs. */
+	if (read(gate, &c, 1) != 1)
 		_exit(127);
 	close(gate);
 	execvp(argv[0], argv);
@@ -37,13 +38,13 @@ int launch_fork(struct launch *l, char **argv)
 
 	memset(l, 0, sizeof(*l));
 	if (pipe2(gate, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
-		fprintf(stderr, "trainbpf: pipe: %s\n", strerror(errno));
+		fprintf(stderr, "trainbpf: cannot start the command: pipe: %s\n", strerror(errno));
 		return -1;
 	}
 	fflush(NULL);
 	l->pid = fork();
 	if (l->pid < 0) {
-		fprintf(stderr, "trainbpf: fork: %s\n", strerror(errno));
+		fprintf(stderr, "trainbpf: cannot start the command: fork: %s\n", strerror(errno));
 		return -1;
 	}
 	if (l->pid == 0) {
@@ -63,6 +64,10 @@ int launch_release(struct launch *l)
 	int e = 0;
 	ssize_t n;
 
+	if (write(l->gate_fd, "", 1) != 1) {
+		fprintf(stderr, "trainbpf: cannot start the command: %s\n", strerror(errno));
+		return -1;
+	}
 	close(l->gate_fd);
 	l->gate_fd = -1;
 	n = read(l->err_fd, &e, sizeof(e));
@@ -73,6 +78,15 @@ int launch_release(struct launch *l)
 		return -1;
 	}
 	return 0;
+}
+
+void launch_abort(struct launch *l)
+{
+	close(l->gate_fd);
+	close(l->err_fd);
+	l->gate_fd = l->err_fd = -1;
+	if (waitpid(l->pid, &l->status, 0) == l->pid)
+		l->reaped = 1;
 }
 
 void launch_reap(struct launch *l)

@@ -20,6 +20,8 @@ struct launch {
 int launch_fork(struct launch *l, char **argv);
 /* Lets the child exec. Returns -1 if the exec failed (message printed). */
 int launch_release(struct launch *l);
+/* Before launch_release: the child exits (127) without running the command. */
+void launch_abort(struct launch *l);
 /* Reaps the child if it has exited; non-blocking. */
 void launch_reap(struct launch *l);
 /* Waits up to timeout_ms for the child to exit, then reaps it. */

@@ -73,14 +73,26 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static int check_pids(const struct env *env)
+/*
+ * -p names processes; a thread's id (from top -H) stands for its process,
+ * which is traced whole, as a process's threads are. Said on stderr.
+ */
+static int check_pids(struct env *env)
 {
 	struct proc_stat st;
 
 	for (int i = 0; i < env->npids; i++) {
+		pid_t tgid;
+
 		if (procfs_stat(env->pids[i], 0, &st) || st.state == 'Z') {
 			fprintf(stderr, "trainbpf: no such process: %d\n", env->pids[i]);
 			return -1;
+		}
+		tgid = procfs_tgid(env->pids[i]);
+		if (tgid > 0 && tgid != env->pids[i]) {
+			fprintf(stderr, "trainbpf: %d is a thread of process %d: tracing the process\n",
+				env->pids[i], tgid);
+			env->pids[i] = tgid;
 		}
 		if (procfs_is_kthread(&st)) {
 			fprintf(stderr, "trainbpf: %d (%s) is a kernel thread: trace user processes\n",
@@ -169,21 +181,33 @@ static int start_epochs(struct epochs *ep, const struct env *env, struct job *jo
 	return 0;
 }
 
+/* An exit status: 0, 1 (not traced, said), 127 (the command did not start). */
 static int start_targets(struct tracer *tr, const struct env *env,
 			 struct launch *l)
 {
+	int err;
+
 	if (env->command) {
-		if (launch_fork(l, env->command) ||
-		    tracer_add_process(tr, l->pid, true))
-			return -1;
-		return launch_release(l);
+		if (launch_fork(l, env->command))
+			return 1;
+		err = tracer_add_process(tr, l->pid, true);
+		if (err) {
+			fprintf(stderr, "trainbpf: cannot trace the command: %s\n", strerror(-err));
+			launch_abort(l);
+			return 1;
+		}
+		return launch_release(l) ? 127 : 0;
 	}
 	for (int i = 0; i < env->npids; i++) {
-		if (tracer_add_process(tr, env->pids[i], true)) {
+		err = tracer_add_process(tr, env->pids[i], true);
+		if (err == -ESRCH)
 			fprintf(stderr, "trainbpf: process %d exited before it could be traced\n",
 				env->pids[i]);
-			return -1;
-		}
+		else if (err)
+			fprintf(stderr, "trainbpf: cannot trace process %d: %s\n", env->pids[i],
+				strerror(-err));
+		if (err)
+			return 1;
 	}
 	tracer_add_descendants(tr);
 	return 0;
@@ -503,6 +527,7 @@ static int run_free(struct run *r, uint64_t report_ns)
 static int start(struct run *r)
 {
 	const struct env *env = r->env;
+	int err;
 
 	/* Fail on an unwritable report file before the job runs, not after. */
 	r->out = env->record_path ? stdout : out_open(env->output);
@@ -520,14 +545,17 @@ static int start(struct run *r)
 	r->job.epochs = &r->ep;
 	if (env->record_path && start_recording(r))
 		return 1;
-	if (start_targets(&r->tr, env, &r->l))
-		return env->command ? 127 : 1;
+	err = start_targets(&r->tr, env, &r->l);
+	if (err)
+		return err;
 	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
 	return 0;
 }
 
-int run_trace(const struct env *env)
+int run_trace(const struct env *given)
 {
+	struct env targets = *given;	/* -p: thread ids become their process's */
+	const struct env *env = &targets;
 	struct run run = { .env = env };
 	struct run *r = &run;
 	uint64_t report_ns = 0;
@@ -537,7 +565,7 @@ int run_trace(const struct env *env)
 	mem_sampler_init(&r->mem, &r->dg);
 	r->job.diag = &r->dg;
 	live_init(&r->lv);
-	if (check_pids(env))
+	if (check_pids(&targets))
 		return 1;
 	err = start(r);
 	if (err)
