@@ -231,3 +231,58 @@ def test_record_through_planted_links(tmp_path, unprotected, shared_tmp):
     assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
     for side in ("-wal", "-shm"):
         assert not os.path.lexists(db + side)
+
+
+# Names the job chose reach the terminal escaped.
+
+ODD_JOB = r"""
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+def name(s):
+    libc.prctl(15, ctypes.c_char_p(s), 0, 0, 0)
+def worker():
+    name(b"wk\x1b\tz\x7f")
+    time.sleep(2.5)
+t = threading.Thread(target=worker)
+t.start()
+name(b"t\x1b[1m\n\\y")
+end = time.time() + 2.5
+while time.time() < end:
+    pass
+t.join()
+"""
+PROC_ESCAPED = r"t\033[1m\n\\y"      # 13 columns: the table does not cut it
+THREAD_ESCAPED = r"wk\033\tz\177"
+
+
+def raw_controls(text):
+    """Control characters other than the line ends the output is made of."""
+    return sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7f})
+
+
+def test_control_characters_in_names_are_escaped(tmp_path):
+    r = run_trainbpf(["-i", "1", "--", "/usr/bin/python3", "-c", ODD_JOB])
+    assert r.returncode == 0, r.stderr
+    assert raw_controls(r.stdout) == [], r.stdout
+    table = r.stdout.split("Headline")[0]       # the live table, before the report
+    assert PROC_ESCAPED in table
+    assert PROC_ESCAPED in r.stdout and THREAD_ESCAPED in r.stdout
+    db = tmp_path / "odd.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--", "/usr/bin/python3", "-c",
+                        ODD_JOB], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for argv in (["report", str(db)], ["diff", str(db), str(db)],
+                 ["report", str(db), "--epoch", "1"]):
+        r = subprocess.run([TRAINBPF, *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert raw_controls(r.stdout) == [], (argv, r.stdout)
+    r = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
+                       timeout=60)
+    assert PROC_ESCAPED in r.stdout and THREAD_ESCAPED in r.stdout
+    # CSV (RFC 4180): the name as is inside its quotes, but for the control
+    # characters a field may not hold (all but CR and LF), which become '?'.
+    r = subprocess.run([TRAINBPF, "report", str(db), "--format", "csv"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert '"t?[1m\n\\y"' in r.stdout and '"wk??z?"' in r.stdout
+    assert raw_controls(r.stdout) == []
