@@ -70,6 +70,13 @@ def test_kernel_thread():
     (["-d", "0", "--", "true"], "invalid duration"),
     (["--format", "xml", "--", "true"], "invalid format"),
     (["--ringbuf-size", "5", "--", "true"], "power of two"),
+    (["-d", "nan", "--", "true"], "invalid duration"),
+    (["-d", "inf", "--", "true"], "invalid duration"),
+    (["-d", "-nan", "--", "true"], "invalid duration"),
+    (["-i", "nan", "--", "true"], "invalid interval"),
+    (["-i", "inf", "--", "true"], "invalid interval"),
+    (["--epochs", "interval:nan", "--", "true"], "invalid epoch source"),
+    (["--epochs", "interval:inf", "--", "true"], "invalid epoch source"),
 ])
 def test_invalid_options(args, text):
     r = run_trainbpf(args)

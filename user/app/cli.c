@@ -2,6 +2,7 @@
 #include <argp.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ static double parse_seconds(const char *arg, struct argp_state *state,
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (errno || end == arg || *end || v < 0 || v > 1e7)
+	if (errno || end == arg || *end || !isfinite(v) || v < 0 || v > 1e7)
 		argp_error(state, "invalid %s: '%s' (seconds, >= 0)", what, arg);
 	return v;
 }
