@@ -100,6 +100,13 @@ def test_no_kernel_btf():
     one_line_error(r, 1, "kernel has no BTF")
 
 
+def test_btf_file_not_btf(tmp_path):
+    garbage = tmp_path / "garbage.btf"
+    garbage.write_bytes(os.urandom(1000))
+    one_line_error(run_trainbpf(["--btf", str(garbage), "--", "true"]), 1,
+                   f"{garbage} is not a valid BTF file")
+
+
 def test_btf_file_missing():
     one_line_error(run_trainbpf(["--btf", "/nonexistent.btf", "--", "true"]), 1,
                    "cannot read BTF file /nonexistent.btf")

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
@@ -54,6 +55,16 @@ static bool has_caps(void)
 	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
 }
 
+static bool valid_btf(const char *path)
+{
+	struct btf *btf = btf__parse(path, NULL);
+
+	if (!btf)
+		return false;
+	btf__free(btf);
+	return true;
+}
+
 static int check_env(const struct tracer_opts *env)
 {
 	if (!has_caps()) {
@@ -63,6 +74,12 @@ static int check_env(const struct tracer_opts *env)
 	if (env->btf_path && access(env->btf_path, R_OK)) {
 		fprintf(stderr, "trainbpf: cannot read BTF file %s: %s\n",
 			env->btf_path, strerror(errno));
+		return -1;
+	}
+	/* libbpf would only say "Unknown error 4001" at load time. */
+	if (env->btf_path && !valid_btf(env->btf_path)) {
+		fprintf(stderr, "trainbpf: %s is not a valid BTF file (raw BTF, or an ELF "
+			"file with a .BTF section)\n", env->btf_path);
 		return -1;
 	}
 	if (!env->btf_path && access("/sys/kernel/btf/vmlinux", R_OK)) {
