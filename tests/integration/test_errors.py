@@ -153,7 +153,8 @@ def wait_attached(pid, timeout=10):
     raise AssertionError("trainbpf never attached")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                                 signal.SIGKILL])
 def test_no_probes_left_after_signal(sig):
     target = subprocess.Popen(["sleep", "60"])
     tb = subprocess.Popen([TRAINBPF, "-i", "0", "-p", str(target.pid)],
@@ -257,3 +258,55 @@ def test_too_many_open_files_is_said(target):
         sleeper.kill()
         sleeper.wait()
     assert failed
+
+
+def test_sighup_stops_launched_command():
+    """A closed terminal or systemd's SIGHUP: the final report, as for
+    SIGTERM, and the command is passed the signal."""
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "--", "sleep", "60"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_attached(tb.pid)
+    tb.send_signal(signal.SIGHUP)
+    out, _ = tb.communicate(timeout=20)
+    assert "Headline" in out
+    assert tb.returncode == 128 + signal.SIGHUP
+
+
+def sig_masks(status):
+    return {k: int(v, 16) for k, v in (l.split(":") for l in status.splitlines()
+                                       if l.startswith(("SigIgn:", "SigBlk:")))}
+
+
+STATUS = ["grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]
+
+
+def test_command_gets_default_signals():
+    """trainbpf ignores SIGPIPE for itself; the command must not inherit
+    that (`yes | head -1` printed "yes: ... Broken pipe" under trainbpf
+    only), nor a blocked signal."""
+    plain = sig_masks(subprocess.run(STATUS, capture_output=True, text=True).stdout)
+    assert plain == {"SigIgn": 0, "SigBlk": 0}
+    r = run_trainbpf(["-i", "0", "-o", "/dev/null", "--", *STATUS])
+    assert r.returncode == 0, r.stderr
+    assert sig_masks(r.stdout) == plain
+    r = run_trainbpf(["-i", "0", "-o", "/dev/null", "--", "sh", "-c", "yes | head -1"])
+    assert r.returncode == 0 and r.stdout == "y\n" and r.stderr == "", r.stderr
+
+
+def test_command_keeps_what_was_ignored_before():
+    """nohup trainbpf -- CMD: a signal ignored when trainbpf started stays
+    ignored in the command, as it would be without trainbpf; trainbpf
+    itself is not stopped by it either."""
+    def nohup():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "--", "sh", "-c",
+                           "grep -E '^Sig(Ign|Blk):' /proc/self/status; sleep 2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=nohup)
+    wait_attached(tb.pid)
+    time.sleep(0.5)
+    tb.send_signal(signal.SIGHUP)
+    out, err = tb.communicate(timeout=20)
+    assert tb.returncode == 0, err
+    assert sig_masks(out) == {"SigIgn": 1 << (signal.SIGHUP - 1), "SigBlk": 0}
+    assert "Headline" in out

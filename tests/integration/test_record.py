@@ -167,6 +167,10 @@ def test_record_sigterm(tmp_path):
     stop_and_check(tmp_path, signal.SIGTERM)
 
 
+def test_record_sighup(tmp_path):
+    stop_and_check(tmp_path, signal.SIGHUP)
+
+
 def test_record_survives_kill_9(tmp_path):
     job, _ = start_mixed(tmp_path, 30)
     try:

@@ -15,11 +15,30 @@
  * and an exec-error channel (CLOEXEC: it closes silently on a good exec,
  * carries errno on a failed one).
  */
-static void child(int gate, int err_fd, char **argv)
+/*
+ * trainbpf ignores SIGPIPE and catches SIGINT, SIGTERM, SIGHUP: exec keeps
+ * an ignored signal ignored (`yes | head -1` said "Broken pipe" under
+ * trainbpf only), so each is set back before it.
+ */
+static void reset_signals(const sigset_t *ignored)
+{
+	struct sigaction sa = { 0 };
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		sa.sa_handler = sigismember(ignored, sig) == 1 ? SIG_IGN : SIG_DFL;
+		sigaction(sig, &sa, NULL);	/* SIGKILL, SIGSTOP, libc's own: refused */
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void child(int gate, int err_fd, char **argv, const sigset_t *ignored)
 {
 	char c;
 	int e;
 
+	reset_signals(ignored);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	/* No byte: trainbpf gave up (launch_abort) or died; the command never runs. */
 	if (read(gate, &c, 1) != 1)
@@ -32,7 +51,7 @@ static void child(int gate, int err_fd, char **argv)
 	_exit(127);
 }
 
-int launch_fork(struct launch *l, char **argv)
+int launch_fork(struct launch *l, char **argv, const sigset_t *ignored)
 {
 	int gate[2], errp[2];
 
@@ -50,7 +69,7 @@ int launch_fork(struct launch *l, char **argv)
 	if (l->pid == 0) {
 		close(gate[1]);
 		close(errp[0]);
-		child(gate[0], errp[1], argv);
+		child(gate[0], errp[1], argv, ignored);
 	}
 	close(gate[0]);
 	close(errp[1]);

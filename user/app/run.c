@@ -54,6 +54,7 @@ struct run {
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
 	bool out_failed;	/* the final report could not be written: said */
+	sigset_t ignored;	/* signals ignored when trainbpf started */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -63,13 +64,24 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static void install_signals(void)
+/*
+ * SIGINT, SIGTERM and SIGHUP (a closed terminal, systemd) end the run with
+ * its report or the recording's last flush. A SIGHUP ignored when we
+ * started (nohup) stays ignored. *ignored: what was, for the command.
+ */
+static void install_signals(sigset_t *ignored)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = { .sa_handler = on_signal }, old;
 
+	sigemptyset(ignored);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (!sigaction(sig, NULL, &old) && old.sa_handler == SIG_IGN)
+			sigaddset(ignored, sig);
 	/* No SA_RESTART: a signal must cut the tick's sleep short. */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (!sigismember(ignored, SIGHUP))
+		sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -183,12 +195,12 @@ static int start_epochs(struct epochs *ep, const struct env *env, struct job *jo
 
 /* An exit status: 0, 1 (not traced, said), 127 (the command did not start). */
 static int start_targets(struct tracer *tr, const struct env *env,
-			 struct launch *l)
+			 struct launch *l, const sigset_t *ignored)
 {
 	int err;
 
 	if (env->command) {
-		if (launch_fork(l, env->command))
+		if (launch_fork(l, env->command, ignored))
 			return 1;
 		err = tracer_add_process(tr, l->pid, true);
 		if (err) {
@@ -295,10 +307,13 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	}
 }
 
-/* Lets the launched job stop with us when told to stop (timeout, systemd). */
+/*
+ * Lets the launched job stop with us when told to stop (timeout, systemd,
+ * a closed terminal). Ctrl-C reaches the job from the terminal itself.
+ */
 static void pass_signal(struct launch *l)
 {
-	if (stop_signal == SIGTERM && l->pid > 0 && !l->reaped) {
+	if ((stop_signal == SIGTERM || stop_signal == SIGHUP) && l->pid > 0 && !l->reaped) {
 		kill(l->pid, stop_signal);
 		launch_wait(l, 2000);
 	}
@@ -533,7 +548,7 @@ static int start(struct run *r)
 	r->out = env->record_path ? stdout : out_open(env->output);
 	if (!r->out)
 		return 1;
-	install_signals();
+	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
 	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, env->verbose);
@@ -545,7 +560,7 @@ static int start(struct run *r)
 	r->job.epochs = &r->ep;
 	if (env->record_path && start_recording(r))
 		return 1;
-	err = start_targets(&r->tr, env, &r->l);
+	err = start_targets(&r->tr, env, &r->l, &r->ignored);
 	if (err)
 		return err;
 	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
