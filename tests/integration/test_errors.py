@@ -70,6 +70,13 @@ def test_kernel_thread():
     (["-d", "0", "--", "true"], "invalid duration"),
     (["--format", "xml", "--", "true"], "invalid format"),
     (["--ringbuf-size", "5", "--", "true"], "power of two"),
+    (["-d", "nan", "--", "true"], "invalid duration"),
+    (["-d", "inf", "--", "true"], "invalid duration"),
+    (["-d", "-nan", "--", "true"], "invalid duration"),
+    (["-i", "nan", "--", "true"], "invalid interval"),
+    (["-i", "inf", "--", "true"], "invalid interval"),
+    (["--epochs", "interval:nan", "--", "true"], "invalid epoch source"),
+    (["--epochs", "interval:inf", "--", "true"], "invalid epoch source"),
 ])
 def test_invalid_options(args, text):
     r = run_trainbpf(args)
@@ -91,6 +98,13 @@ def test_no_kernel_btf():
                         f"mount -t tmpfs none /sys/kernel/btf && exec {TRAINBPF} -- true"],
                        capture_output=True, text=True, timeout=30)
     one_line_error(r, 1, "kernel has no BTF")
+
+
+def test_btf_file_not_btf(tmp_path):
+    garbage = tmp_path / "garbage.btf"
+    garbage.write_bytes(os.urandom(1000))
+    one_line_error(run_trainbpf(["--btf", str(garbage), "--", "true"]), 1,
+                   f"{garbage} is not a valid BTF file")
 
 
 def test_btf_file_missing():
@@ -139,7 +153,8 @@ def wait_attached(pid, timeout=10):
     raise AssertionError("trainbpf never attached")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                                 signal.SIGKILL])
 def test_no_probes_left_after_signal(sig):
     target = subprocess.Popen(["sleep", "60"])
     tb = subprocess.Popen([TRAINBPF, "-i", "0", "-p", str(target.pid)],
@@ -177,3 +192,121 @@ def test_sigterm_stops_launched_command():
     assert "Headline" in out
     # The command got the SIGTERM too, and trainbpf exits with its status.
     assert tb.returncode == 128 + signal.SIGTERM
+
+
+def start_threaded():
+    """A process with a second thread; returns (proc, pid, tid of that thread)."""
+    proc = subprocess.Popen(["/usr/bin/python3", "-c",
+                             "import threading, time\n"
+                             "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                             "print('up', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+    return proc, proc.pid, next(t for t in tids if t != proc.pid)
+
+
+def test_pid_of_a_thread_traces_its_process():
+    proc, pid, tid = start_threaded()
+    try:
+        r = run_trainbpf(["-i", "0", "-d", "1", "--format", "json", "-p", str(tid)])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.returncode == 0, r.stderr
+    assert f"{tid} is a thread of process {pid}: tracing the process" in r.stderr
+    report = json.loads(r.stdout)
+    procs = {p["pid"]: p for p in report["processes"]}
+    assert list(procs) == [pid]
+    assert {pid, tid} <= {t["tid"] for t in procs[pid]["threads"]}
+
+
+def fds_in_use(target_pid):
+    """How many descriptors trainbpf holds once it traces target_pid."""
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "-p", str(target_pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_attached(tb.pid)
+        time.sleep(0.5)
+        return len(os.listdir(f"/proc/{tb.pid}/fd"))
+    finally:
+        tb.terminate()
+        tb.wait()
+
+
+@pytest.mark.parametrize("target", ["pid", "command"])
+def test_too_many_open_files_is_said(target):
+    """Short of descriptors (ulimit -n), trainbpf fails where it runs out:
+    loading the probes, starting the command or tracing the target. Each
+    limit from what a run holds down to 12 fewer: a run that fails says
+    so in one line naming the cause, never that the process exited."""
+    sleeper = subprocess.Popen(["sleep", "120"])
+    args = ["-p", str(sleeper.pid)] if target == "pid" else ["--", "true"]
+    failed = 0
+    try:
+        n = fds_in_use(sleeper.pid)
+        for limit in range(n + 1, n - 12, -1):
+            r = subprocess.run(["sh", "-c", f'ulimit -n {limit}; exec "$@"', "sh", TRAINBPF,
+                                "-i", "0", "-d", "1", *args],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode == 0:
+                continue
+            failed += 1
+            lines = one_line_error(r, 1, "Too many open files")
+            assert len(lines) == 1 and "exited before" not in lines[0], (limit, r.stderr)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert failed
+
+
+def test_sighup_stops_launched_command():
+    """A closed terminal or systemd's SIGHUP: the final report, as for
+    SIGTERM, and the command is passed the signal."""
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "--", "sleep", "60"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_attached(tb.pid)
+    tb.send_signal(signal.SIGHUP)
+    out, _ = tb.communicate(timeout=20)
+    assert "Headline" in out
+    assert tb.returncode == 128 + signal.SIGHUP
+
+
+def sig_masks(status):
+    return {k: int(v, 16) for k, v in (l.split(":") for l in status.splitlines()
+                                       if l.startswith(("SigIgn:", "SigBlk:")))}
+
+
+STATUS = ["grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"]
+
+
+def test_command_gets_default_signals():
+    """trainbpf ignores SIGPIPE for itself; the command must not inherit
+    that (`yes | head -1` printed "yes: ... Broken pipe" under trainbpf
+    only), nor a blocked signal."""
+    plain = sig_masks(subprocess.run(STATUS, capture_output=True, text=True).stdout)
+    assert plain == {"SigIgn": 0, "SigBlk": 0}
+    r = run_trainbpf(["-i", "0", "-o", "/dev/null", "--", *STATUS])
+    assert r.returncode == 0, r.stderr
+    assert sig_masks(r.stdout) == plain
+    r = run_trainbpf(["-i", "0", "-o", "/dev/null", "--", "sh", "-c", "yes | head -1"])
+    assert r.returncode == 0 and r.stdout == "y\n" and r.stderr == "", r.stderr
+
+
+def test_command_keeps_what_was_ignored_before():
+    """nohup trainbpf -- CMD: a signal ignored when trainbpf started stays
+    ignored in the command, as it would be without trainbpf; trainbpf
+    itself is not stopped by it either."""
+    def nohup():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "--", "sh", "-c",
+                           "grep -E '^Sig(Ign|Blk):' /proc/self/status; sleep 2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=nohup)
+    wait_attached(tb.pid)
+    time.sleep(0.5)
+    tb.send_signal(signal.SIGHUP)
+    out, err = tb.communicate(timeout=20)
+    assert tb.returncode == 0, err
+    assert sig_masks(out) == {"SigIgn": 1 << (signal.SIGHUP - 1), "SigBlk": 0}
+    assert "Headline" in out

@@ -10,6 +10,7 @@ cut by kill -9 too, where no final report was ever made.
 """
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -166,6 +167,10 @@ def test_record_sigterm(tmp_path):
     stop_and_check(tmp_path, signal.SIGTERM)
 
 
+def test_record_sighup(tmp_path):
+    stop_and_check(tmp_path, signal.SIGHUP)
+
+
 def test_record_survives_kill_9(tmp_path):
     job, _ = start_mixed(tmp_path, 30)
     try:
@@ -202,6 +207,7 @@ def test_record_disk_full(tmp_path):
                               "-p", str(job.pid)], capture_output=True, text=True,
                              timeout=60)
         took = time.monotonic() - t0
+        assert job.poll() is None       # -p: the job is not ours to stop
     finally:
         job.kill()
         job.wait()
@@ -212,12 +218,45 @@ def test_record_disk_full(tmp_path):
     assert took < 30
 
 
+def test_record_disk_full_launched_job_runs_on(tmp_path):
+    """The disk fills ~1.5 s into the recording of a launched job: the
+    recording stops with one line and keeps what it committed; the job is
+    not signalled, runs to its end, and its exit status is trainbpf's."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=500k", "tmpfs", str(small)],
+                   check=True)
+    done = tmp_path / "done"
+    job = (f"{workload('mixed')} -d 5 -o {tmp_path}/truth.json -D {disk_dir()}; "
+           f"echo finished > {done}; exit 7")
+    try:
+        rec = subprocess.run([TRAINBPF, "record", "-o", str(small / "run.db"), "--",
+                              "sh", "-c", job], capture_output=True, text=True, timeout=60)
+        for name in ("run.db", "run.db-wal"):
+            if os.path.exists(small / name):
+                shutil.copy(small / name, tmp_path / name)
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    lines = rec.stderr.strip().splitlines()
+    assert len(lines) == 1 and "disk is full" in lines[0] and \
+        "recording stopped" in lines[0], rec.stderr
+    assert done.read_text() == "finished\n"
+    assert rec.returncode == 7, rec.stderr
+    db = open_db(tmp_path / "run.db")
+    check_header(db)
+    m = meta(db)
+    assert "complete" not in m and m["command"].startswith("sh -c ")
+    rows = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("samples", "states"))
+    assert rows > 0
+
+
 def test_record_cannot_create(tmp_path):
     r = subprocess.run([TRAINBPF, "record", "-o", str(tmp_path / "no" / "run.db"),
                         "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        f"trainbpf: cannot create {tmp_path}/no/run.db: unable to open database file"]
+        f"trainbpf: cannot create {tmp_path}/no/run.db: No such file or directory"]
 
 
 def test_record_epochs_steps_and_lines(tmp_path):
@@ -318,3 +357,108 @@ def test_record_cuda_steps_and_worker_generations(tmp_path):
     gens = [tuple(g) for g in db.execute(
         "SELECT parent, nworkers, epoch FROM worker_gens ORDER BY fork_ns")]
     assert gens == [(wt["pid"], 2, k + 1) for k in range(3)], gens
+
+
+# The recording's file: never another file destroyed, never two writers.
+
+def record(args, timeout=60):
+    return subprocess.run([TRAINBPF, "record", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line(r, code, text):
+    """One line; a bad option (2) has argp's pointer to --help after it."""
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = [l for l in r.stderr.splitlines() if l.strip() and
+             not (code == 2 and (l.startswith("Try `") or l == "information."))]
+    assert len(lines) == 1 and lines[0].startswith("trainbpf") and text in lines[0], r.stderr
+
+
+def test_record_refuses_what_is_not_a_file(tmp_path):
+    import stat
+    one_line(record(["-o", "/dev/full", "--", "true"]), 1, "not a regular file")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    one_line(record(["-o", str(tmp_path), "--", "true"]), 1, "not a regular file")
+    one_line(record(["-o", "", "--", "true"]), 2, "invalid output")
+
+
+def test_record_does_not_replace_the_script(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text("echo trained\n")
+    r = record(["-o", str(script), "--", "sh", str(script)])
+    one_line(r, 1, "exists")
+    assert "trained" not in r.stdout
+    assert script.read_text() == "echo trained\n"
+    # Not even when told to: --force replaces recordings only.
+    r = record(["-o", str(script), "--force", "--", "sh", str(script)])
+    one_line(r, 1, "not a trainbpf recording")
+    assert script.read_text() == "echo trained\n"
+
+
+def test_record_replaces_a_recording_with_force_only(tmp_path):
+    import stat
+    db_path = tmp_path / "run.db"
+    r = record(["-o", str(db_path), "--", "true"])
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600
+    first = meta(open_db(db_path))["start_mono_ns"]
+    one_line(record(["-o", str(db_path), "--", "true"]), 1, "use --force")
+    assert meta(open_db(db_path))["start_mono_ns"] == first
+    r = record(["-o", str(db_path), "--force", "--", "true"])
+    assert r.returncode == 0, r.stderr
+    db = open_db(db_path)
+    check_header(db)
+    assert meta(db)["start_mono_ns"] != first and meta(db)["complete"] == "1"
+
+
+def test_record_stale_log_is_not_replayed(tmp_path):
+    """A -wal left by a recording killed with -9, its file deleted since:
+    a new recording under that name would replay it."""
+    db_path = tmp_path / "run.db"
+    wal = tmp_path / "run.db-wal"
+    wal.write_bytes(b"stale")
+    one_line(record(["-o", str(db_path), "--", "true"]), 1, "run.db-wal exists")
+    assert wal.read_bytes() == b"stale"
+    r = record(["-o", str(db_path), "--force", "--", "true"])
+    assert r.returncode == 0, r.stderr
+    check_header(open_db(db_path))
+
+
+def test_record_twice_at_once(tmp_path):
+    db_path = tmp_path / "same.db"
+    first = subprocess.Popen([TRAINBPF, "record", "-o", str(db_path), "--", "sleep", "4"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while not os.path.exists(str(db_path) + "-wal") and time.time() < deadline:
+            time.sleep(0.05)
+        for force in ([], ["--force"]):
+            one_line(record(["-o", str(db_path), *force, "--", "true"]), 1,
+                     "being written by another trainbpf")
+        _, err = first.communicate(timeout=30)
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == 0, err
+    db = open_db(db_path)
+    check_header(db)
+    m = meta(db)
+    assert m["complete"] == "1" and m["command"] == "sleep 4"
+    assert int(m["end_mono_ns"]) - int(m["start_mono_ns"]) > 3.5e9
+
+
+def test_read_commands_refuse_to_write_their_input(tmp_path):
+    db_path = tmp_path / "run.db"
+    r = record(["-o", str(db_path), "--", "true"])
+    assert r.returncode == 0, r.stderr
+    before = db_path.read_bytes()
+    (tmp_path / "sub").mkdir()
+    other_name = str(tmp_path / "sub" / ".." / "run.db")   # same file, another string
+    for argv in (["trace", str(db_path), "-o", str(db_path)],
+                 ["trace", str(db_path), "-o", other_name],
+                 ["report", str(db_path), "-o", other_name],
+                 ["diff", str(db_path), str(db_path), "-o", other_name]):
+        r = subprocess.run([TRAINBPF, *argv], capture_output=True, text=True, timeout=60)
+        one_line(r, 1, "is an input")
+        assert db_path.read_bytes() == before
+    check_header(open_db(db_path))

@@ -35,7 +35,7 @@ static void setup(void)
 	close(fd);
 	memset(&job, 0, sizeof(job));
 	job.window_start_ns = 10 * S;
-	ck_assert_int_eq(record_open(&rec, path, &m, &job), 0);
+	ck_assert_int_eq(record_open(&rec, path, false, &m, &job), 0);
 }
 
 static void teardown(void)

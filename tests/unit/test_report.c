@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report.h"
+#include "sections.h"
 
 #define S 1000000000ull
 #define W0 (100 * S)		/* window start, CLOCK_MONOTONIC */
@@ -335,6 +336,31 @@ START_TEST(json_balanced_braces_and_brackets)
 }
 END_TEST
 
+START_TEST(esc_control_characters_and_backslash)
+{
+	char buf[ESC_LEN(16)];
+
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "python3"), "python3");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "a\nb\tc\rd\\e"), "a\\nb\\tc\\rd\\\\e");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "\x1b[2J\x7f\x01"), "\\033[2J\\177\\001");
+	/* UTF-8 stays; C1 (U+009B, CSI) in UTF-8 is escaped whole. */
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "\xc3\xa9t\xc2\x9b"), "\xc3\xa9t\\302\\233");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "\xc2\xa0"), "\xc2\xa0");
+}
+END_TEST
+
+/* A full buffer ends before an escape, never inside one. */
+START_TEST(esc_cuts_between_escapes)
+{
+	char buf[6];
+
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "ab\x1b"), "ab");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "a\x1b"), "a\\033");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "abcdefg"), "abcde");
+	ck_assert_str_eq(report_esc(buf, sizeof(buf), "\xc2\x9b"), "");
+}
+END_TEST
+
 START_TEST(text_has_headline_rollup_lines)
 {
 	char *out;
@@ -380,6 +406,8 @@ int main(void)
 	tcase_add_test(tc, json_escapes_comm);
 	tcase_add_test(tc, json_headline_rollup);
 	tcase_add_test(tc, json_balanced_braces_and_brackets);
+	tcase_add_test(tc, esc_control_characters_and_backslash);
+	tcase_add_test(tc, esc_cuts_between_escapes);
 	tcase_add_test(tc, text_has_headline_rollup_lines);
 	tcase_add_test(tc, text_empty_job_headline_is_zero);
 	suite_add_tcase(s, tc);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "trainbpf.h"
 #include "trainbpf.skel.h"
@@ -54,6 +55,16 @@ static bool has_caps(void)
 	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
 }
 
+static bool valid_btf(const char *path)
+{
+	struct btf *btf = btf__parse(path, NULL);
+
+	if (!btf)
+		return false;
+	btf__free(btf);
+	return true;
+}
+
 static int check_env(const struct tracer_opts *env)
 {
 	if (!has_caps()) {
@@ -63,6 +74,12 @@ static int check_env(const struct tracer_opts *env)
 	if (env->btf_path && access(env->btf_path, R_OK)) {
 		fprintf(stderr, "trainbpf: cannot read BTF file %s: %s\n",
 			env->btf_path, strerror(errno));
+		return -1;
+	}
+	/* libbpf would only say "Unknown error 4001" at load time. */
+	if (env->btf_path && !valid_btf(env->btf_path)) {
+		fprintf(stderr, "trainbpf: %s is not a valid BTF file (raw BTF, or an ELF "
+			"file with a .BTF section)\n", env->btf_path);
 		return -1;
 	}
 	if (!env->btf_path && access("/sys/kernel/btf/vmlinux", R_OK)) {
@@ -312,6 +329,12 @@ static bool forked_from(pid_t pid, pid_t ppid)
 	return na > 0 && na == nb && !memcmp(a, b, na);
 }
 
+/* Out of descriptors or memory: to be said, not taken for an exit. */
+static bool out_of(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM;
+}
+
 int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 {
 	static pid_t tids[MAX_TIDS];
@@ -319,10 +342,11 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	struct proc_stat st;
 	struct proc_rec *p;
 	bool added = true;
-	int pi;
+	int pi, err;
 
+	errno = 0;
 	if (procfs_stat(pid, 0, &st))
-		return -1;
+		return out_of(errno) ? -errno : -ESRCH;
 	p = job_proc(tr->job, pid);
 	if (!p) {
 		p = job_add_proc(tr->job, pid, st.ppid, st.comm, now_ns());
@@ -339,13 +363,18 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	while (added) {
 		int n = procfs_tasks(pid, tids, MAX_TIDS);
 
+		if (n < 0 && out_of(errno))
+			return -errno;
 		added = false;
 		for (int i = 0; i < n; i++) {
 			p = &tr->job->procs[pi];
 			if (thread_known(p, tids[i]))
 				continue;
-			if (!add_thread(tr, p, tids[i]))
+			err = add_thread(tr, p, tids[i]);
+			if (!err)
 				added = true;
+			else if (out_of(-err))
+				return err;
 		}
 	}
 	return 0;

@@ -76,7 +76,8 @@ void tracer_close(struct tracer *tr);
 
 /*
  * Traces pid (all its threads) from now on. Also used for the launched
- * command before it execs. Returns 0, or -1 if pid vanished.
+ * command before it execs. Returns 0, -ESRCH if pid vanished, or -EMFILE,
+ * -ENFILE, -ENOMEM when out of them.
  */
 int tracer_add_process(struct tracer *tr, pid_t pid, bool root);
 /* Adds every descendant of traced processes that /proc shows. */

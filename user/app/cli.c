@@ -2,6 +2,7 @@
 #include <argp.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static const char doc[] =
 "    trainbpf diff before.db after.db\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
-       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS };
+       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -84,7 +85,7 @@ static double parse_seconds(const char *arg, struct argp_state *state,
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (errno || end == arg || *end || v < 0 || v > 1e7)
+	if (errno || end == arg || *end || !isfinite(v) || v < 0 || v > 1e7)
 		argp_error(state, "invalid %s: '%s' (seconds, >= 0)", what, arg);
 	return v;
 }
@@ -254,13 +255,18 @@ static const char record_doc[] =
 "second: Ctrl-C, SIGTERM, the job ending or trainbpf being killed leave a\n"
 "readable file. Schema: docs/recording.md.\n"
 "\n"
+"The file is created 0600 and locked while recording. An earlier\n"
+"recording there is replaced only with --force; any other file, unless\n"
+"empty, never.\n"
+"\n"
 "EXAMPLES:\n"
 "    sudo trainbpf record -o run.db -p 1234\n"
 "    sudo trainbpf record -o run.db -d 600 -- python3 train.py\n";
 
 /* The live options, -o naming the database; no final report to format. */
 static const struct argp_option record_opts[] = {
-	{ "output", 'o', "FILE", 0, "The recording (SQLite; required; replaced if it exists)" },
+	{ "output", 'o', "FILE", 0, "The recording (SQLite, required): made 0600, locked while recording" },
+	{ "force", OPT_FORCE, NULL, 0, "Replace FILE if it is an earlier recording (never another kind of file)" },
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
@@ -279,7 +285,13 @@ static error_t parse_record_arg(int key, char *arg, struct argp_state *state)
 	struct env *env = state->input;
 
 	if (key == 'o') {
+		if (!*arg)
+			argp_error(state, "invalid output: '' (a file name)");
 		env->record_path = arg;
+		return 0;
+	}
+	if (key == OPT_FORCE) {
+		env->force = true;
 		return 0;
 	}
 	if (key == ARGP_KEY_END && !env->record_path)

@@ -34,6 +34,7 @@ struct env {
 	double epoch_interval_s;	/* --epochs interval:SEC */
 	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */
 	const char *record_path;	/* record: the SQLite file (-o); NULL: live */
+	bool force;		/* record --force: an earlier recording may be replaced */
 };
 
 /* "text", "json", and "csv" when with_csv; false if arg is none of them. */

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli_read.h"
+#include "output.h"
 #include "report.h"
+#include "safe_open.h"
 
 enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
 
@@ -70,28 +72,32 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-static FILE *open_out(const char *path)
+/*
+ * The output, emptied now that there is something to write, and never one
+ * of the recordings read (by device and inode: any name of it); NULL: said.
+ */
+static FILE *open_out(const struct read_env *env)
 {
-	FILE *f = path ? fopen(path, "w") : stdout;
+	const char *path = env->output;
+	FILE *f = out_open(path);
 
-	if (!f)
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", path, strerror(errno));
+	for (int i = 0; f && f != stdout && i < env->ninputs; i++)
+		if (safe_same_file(fileno(f), env->inputs[i])) {
+			fprintf(stderr, "trainbpf: %s is an input (%s): not written\n", path,
+				env->inputs[i]);
+			fclose(f);
+			return NULL;
+		}
+	if (f && out_begin(f, path)) {
+		fclose(f);
+		return NULL;
+	}
 	return f;
 }
 
 static int close_out(FILE *f, const char *path)
 {
-	int bad = ferror(f);
-
-	if (f != stdout)
-		bad |= fclose(f);
-	else
-		bad |= fflush(f);
-	if (bad) {
-		fprintf(stderr, "trainbpf: cannot write %s\n", path ? path : "stdout");
-		return 1;
-	}
-	return 0;
+	return out_close(f, path) ? 1 : 0;
 }
 
 /* An error line: sqlite quotes names from the file, bytes and all. */
@@ -124,7 +130,7 @@ static int run_report(const struct read_env *env)
 
 	if (load(&r, env->inputs[0], &env->filter))
 		return 1;
-	out = open_out(env->output);
+	out = open_out(env);
 	if (!out) {
 		rec_close(&r);
 		return 1;
@@ -151,7 +157,7 @@ static int run_trace(const struct read_env *env)
 		say(err);
 		return 1;
 	}
-	out = open_out(env->output);
+	out = open_out(env);
 	if (!out)
 		goto cleanup;
 	states = trace_export(&r, out, err, sizeof(err));
@@ -184,7 +190,7 @@ static int run_diff(const struct read_env *env)
 		rec_close(&a);
 		return 1;
 	}
-	out = open_out(env->output);
+	out = open_out(env);
 	if (out) {
 		diff_text(out, &a, &b);
 		rc = close_out(out, env->output);

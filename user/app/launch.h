@@ -7,6 +7,7 @@
 #ifndef TB_LAUNCH_H
 #define TB_LAUNCH_H
 
+#include <signal.h>
 #include <sys/types.h>
 
 struct launch {
@@ -17,9 +18,17 @@ struct launch {
 	int reaped;
 };
 
-int launch_fork(struct launch *l, char **argv);
+/*
+ * Forks the child, held at the gate. It gets the signal dispositions the
+ * command would have had without trainbpf: ignored the signals in
+ * ignored (those ignored when trainbpf started: nohup's SIGHUP), default
+ * the others, none blocked.
+ */
+int launch_fork(struct launch *l, char **argv, const sigset_t *ignored);
 /* Lets the child exec. Returns -1 if the exec failed (message printed). */
 int launch_release(struct launch *l);
+/* Before launch_release: the child exits (127) without running the command. */
+void launch_abort(struct launch *l);
 /* Reaps the child if it has exited; non-blocking. */
 void launch_reap(struct launch *l);
 /* Waits up to timeout_ms for the child to exit, then reaps it. */

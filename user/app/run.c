@@ -24,6 +24,7 @@
 #include "launch.h"
 #include "live.h"
 #include "memory.h"
+#include "output.h"
 #include "procfs.h"
 #include "record.h"
 #include "report.h"
@@ -52,6 +53,8 @@ struct run {
 	struct states states;
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
+	bool out_failed;	/* the final report could not be written: said */
+	sigset_t ignored;	/* signals ignored when trainbpf started */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -61,24 +64,47 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static void install_signals(void)
+/*
+ * SIGINT, SIGTERM and SIGHUP (a closed terminal, systemd) end the run with
+ * its report or the recording's last flush. A SIGHUP ignored when we
+ * started (nohup) stays ignored. *ignored: what was, for the command.
+ */
+static void install_signals(sigset_t *ignored)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = { .sa_handler = on_signal }, old;
 
+	sigemptyset(ignored);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (!sigaction(sig, NULL, &old) && old.sa_handler == SIG_IGN)
+			sigaddset(ignored, sig);
 	/* No SA_RESTART: a signal must cut the tick's sleep short. */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (!sigismember(ignored, SIGHUP))
+		sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static int check_pids(const struct env *env)
+/*
+ * -p names processes; a thread's id (from top -H) stands for its process,
+ * which is traced whole, as a process's threads are. Said on stderr.
+ */
+static int check_pids(struct env *env)
 {
 	struct proc_stat st;
 
 	for (int i = 0; i < env->npids; i++) {
+		pid_t tgid;
+
 		if (procfs_stat(env->pids[i], 0, &st) || st.state == 'Z') {
 			fprintf(stderr, "trainbpf: no such process: %d\n", env->pids[i]);
 			return -1;
+		}
+		tgid = procfs_tgid(env->pids[i]);
+		if (tgid > 0 && tgid != env->pids[i]) {
+			fprintf(stderr, "trainbpf: %d is a thread of process %d: tracing the process\n",
+				env->pids[i], tgid);
+			env->pids[i] = tgid;
 		}
 		if (procfs_is_kthread(&st)) {
 			fprintf(stderr, "trainbpf: %d (%s) is a kernel thread: trace user processes\n",
@@ -167,21 +193,33 @@ static int start_epochs(struct epochs *ep, const struct env *env, struct job *jo
 	return 0;
 }
 
+/* An exit status: 0, 1 (not traced, said), 127 (the command did not start). */
 static int start_targets(struct tracer *tr, const struct env *env,
-			 struct launch *l)
+			 struct launch *l, const sigset_t *ignored)
 {
+	int err;
+
 	if (env->command) {
-		if (launch_fork(l, env->command) ||
-		    tracer_add_process(tr, l->pid, true))
-			return -1;
-		return launch_release(l);
+		if (launch_fork(l, env->command, ignored))
+			return 1;
+		err = tracer_add_process(tr, l->pid, true);
+		if (err) {
+			fprintf(stderr, "trainbpf: cannot trace the command: %s\n", strerror(-err));
+			launch_abort(l);
+			return 1;
+		}
+		return launch_release(l) ? 127 : 0;
 	}
 	for (int i = 0; i < env->npids; i++) {
-		if (tracer_add_process(tr, env->pids[i], true)) {
+		err = tracer_add_process(tr, env->pids[i], true);
+		if (err == -ESRCH)
 			fprintf(stderr, "trainbpf: process %d exited before it could be traced\n",
 				env->pids[i]);
-			return -1;
-		}
+		else if (err)
+			fprintf(stderr, "trainbpf: cannot trace process %d: %s\n", env->pids[i],
+				strerror(-err));
+		if (err)
+			return 1;
 	}
 	tracer_add_descendants(tr);
 	return 0;
@@ -269,13 +307,30 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	}
 }
 
+/*
+ * Lets the launched job stop with us when told to stop (timeout, systemd,
+ * a closed terminal). Ctrl-C reaches the job from the terminal itself.
+ */
+static void pass_signal(struct launch *l)
+{
+	if ((stop_signal == SIGTERM || stop_signal == SIGHUP) && l->pid > 0 && !l->reaped) {
+		kill(l->pid, stop_signal);
+		launch_wait(l, 2000);
+	}
+}
+
+static uint64_t deadline_of(const struct run *r)
+{
+	return r->env->duration_s ? r->job.window_start_ns + r->env->duration_s * 1e9 : 0;
+}
+
 /* Ticks until the job is gone, time is up, a signal, or the recording fails. */
 static int trace_loop(struct run *r, FILE *live)
 {
 	const struct env *env = r->env;
 	uint64_t start = r->job.window_start_ns, next_tick = start + TICK_NS;
 	uint64_t next_live = start + (uint64_t)(env->interval_s * 1e9);
-	uint64_t deadline = env->duration_s ? start + env->duration_s * 1e9 : 0;
+	uint64_t deadline = deadline_of(r);
 	int err = 0;
 
 	while (!stop_signal) {
@@ -292,24 +347,21 @@ static int trace_loop(struct run *r, FILE *live)
 		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
 			break;
 	}
-	/* Let the launched job stop with us when told to stop (timeout, systemd). */
-	if (stop_signal == SIGTERM && r->l.pid > 0 && !r->l.reaped) {
-		kill(r->l.pid, SIGTERM);
-		launch_wait(&r->l, 2000);
-	}
+	pass_signal(&r->l);
 	return err;
 }
 
-static FILE *open_output(const struct env *env)
+/*
+ * The recording failed (said): the launched job must not pay for it. It
+ * runs on untraced, to its end, to -d or to a signal, as it would have,
+ * and its exit status is ours.
+ */
+static int wait_untraced(struct launch *l, uint64_t deadline)
 {
-	FILE *f;
-
-	if (!env->output)
-		return stdout;
-	f = fopen(env->output, "w");
-	if (!f)
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->output, strerror(errno));
-	return f;
+	while (!l->reaped && !stop_signal && (!deadline || now_ns() < deadline))
+		launch_wait(l, 100);
+	pass_signal(l);
+	return launch_exit_code(l);
 }
 
 /* The last refresh: every total final, every epoch closed. */
@@ -346,11 +398,12 @@ static uint64_t final_report(struct run *r)
 	tracer_counters(&r->tr, &bpf);
 	job_counters(&r->job, &bpf, &c);
 	warn_losses(bpf);
-	if (r->env->format == TB_FMT_JSON)
+	if (out_begin(r->out, r->env->output))
+		r->out_failed = true;
+	else if (r->env->format == TB_FMT_JSON)
 		report_json(r->out, &r->job, &c, now);
 	else
 		report_text(r->out, &r->job, &c, now);
-	fflush(r->out);
 	return now;
 }
 
@@ -382,12 +435,10 @@ static int open_states_out(struct run *r)
 
 	if (!env->states_out)
 		return 0;
-	r->states_out = fopen(env->states_out, "w");
-	if (!r->states_out) {
-		fprintf(stderr, "trainbpf: cannot write %s: %s\n", env->states_out,
-			strerror(errno));
+	/* Written from the first tick on: what the file held goes now. */
+	r->states_out = out_open(env->states_out);
+	if (!r->states_out || out_begin(r->states_out, env->states_out))
 		return -1;
-	}
 	states_tsv_header(r->states_out);
 	if (states_open(&r->states, &r->tr, states_write_tsv, r->states_out))
 		return -1;
@@ -398,11 +449,14 @@ static int open_states_out(struct run *r)
 /*
  * The records that closed after the report was made go out too; the
  * trailer says where the report cut, so that a reader can match its totals.
+ * -1 if a write failed (said).
  */
-static void close_states_out(struct run *r, uint64_t report_ns)
+static int close_states_out(struct run *r, uint64_t report_ns)
 {
+	int err;
+
 	if (!r->states_out)
-		return;
+		return 0;
 	if (report_ns) {
 		states_drain(&r->states);
 		fprintf(r->states_out, "# report_ns=%llu states_lost=%llu\n",
@@ -411,8 +465,9 @@ static void close_states_out(struct run *r, uint64_t report_ns)
 	}
 	r->stream = NULL;
 	states_close(&r->states);
-	fclose(r->states_out);
+	err = out_close(r->states_out, r->env->states_out);
 	r->states_out = NULL;
+	return err;
 }
 
 /* The traced command line, or "-p PID,..." */
@@ -448,7 +503,7 @@ static int start_recording(struct run *r)
 
 	command_line(r->env, command, sizeof(command));
 	epochs_wanted(r->env, epochs, sizeof(epochs));
-	if (record_open(&r->rec, r->env->record_path, &m, &r->job))
+	if (record_open(&r->rec, r->env->record_path, r->env->force, &m, &r->job))
 		return -1;
 	r->recording = true;
 	if (states_open(&r->states, &r->tr, record_insert_states, &r->rec))
@@ -457,9 +512,11 @@ static int start_recording(struct run *r)
 	return 0;
 }
 
-static void run_free(struct run *r, uint64_t report_ns)
+/* -1 if an output was lost (said): the report, --states-out, stdout. */
+static int run_free(struct run *r, uint64_t report_ns)
 {
-	close_states_out(r, report_ns);
+	int err = close_states_out(r, report_ns);
+
 	if (r->stream) {	/* record: the final refresh drained it */
 		r->stream = NULL;
 		states_close(&r->states);
@@ -473,20 +530,25 @@ static void run_free(struct run *r, uint64_t report_ns)
 	live_free(&r->lv);
 	tracer_close(&r->tr);
 	job_free(&r->job);
-	if (r->out && r->out != stdout)
-		fclose(r->out);
+	if (r->out && (out_close(r->out, r->env->output) || r->out_failed))
+		err = -1;
+	/* The live table's writes, when the report went to a file. */
+	if (r->out != stdout && out_close(stdout, NULL))
+		err = -1;
+	return err;
 }
 
 /* Everything up to the first tick; an exit status, or 0 to go on. */
 static int start(struct run *r)
 {
 	const struct env *env = r->env;
+	int err;
 
 	/* Fail on an unwritable report file before the job runs, not after. */
-	r->out = env->record_path ? stdout : open_output(env);
+	r->out = env->record_path ? stdout : out_open(env->output);
 	if (!r->out)
 		return 1;
-	install_signals();
+	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
 	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, env->verbose);
@@ -498,14 +560,17 @@ static int start(struct run *r)
 	r->job.epochs = &r->ep;
 	if (env->record_path && start_recording(r))
 		return 1;
-	if (start_targets(&r->tr, env, &r->l))
-		return env->command ? 127 : 1;
+	err = start_targets(&r->tr, env, &r->l, &r->ignored);
+	if (err)
+		return err;
 	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
 	return 0;
 }
 
-int run_trace(const struct env *env)
+int run_trace(const struct env *given)
 {
+	struct env targets = *given;	/* -p: thread ids become their process's */
+	const struct env *env = &targets;
 	struct run run = { .env = env };
 	struct run *r = &run;
 	uint64_t report_ns = 0;
@@ -515,14 +580,19 @@ int run_trace(const struct env *env)
 	mem_sampler_init(&r->mem, &r->dg);
 	r->job.diag = &r->dg;
 	live_init(&r->lv);
-	if (check_pids(env))
+	if (check_pids(&targets))
 		return 1;
 	err = start(r);
 	if (err)
 		goto cleanup;
 	err = 1;
-	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout))
-		goto cleanup;
+	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout)) {
+		uint64_t deadline = deadline_of(r);
+
+		/* The probes go first: nothing traces the job any more. */
+		run_free(r, 0);
+		return env->command ? wait_untraced(&r->l, deadline) : 1;
+	}
 	if (env->record_path) {
 		if (final_record(r))
 			goto cleanup;
@@ -532,6 +602,7 @@ int run_trace(const struct env *env)
 	launch_reap(&r->l);
 	err = env->command ? launch_exit_code(&r->l) : 0;
 cleanup:
-	run_free(r, report_ns);
+	if (run_free(r, report_ns) && !err)
+		err = 1;
 	return err;
 }

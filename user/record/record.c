@@ -58,26 +58,42 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 	return rec_meta(r, "epochs_wanted", m->epochs_wanted);
 }
 
-int record_open(struct recorder *r, const char *path, const struct record_meta *m,
-		const struct job *job)
+static void close_db(struct recorder *r)
+{
+	for (int i = 0; i < RS_N; i++) {
+		sqlite3_finalize(r->st[i]);
+		r->st[i] = NULL;
+	}
+	if (r->db)
+		sqlite3_close(r->db);
+	r->db = NULL;
+}
+
+int record_open(struct recorder *r, const char *path, bool force,
+		const struct record_meta *m, const struct job *job)
 {
 	memset(r, 0, sizeof(*r));
+	r->fd = -1;
 	r->path = path;
-	if (rec_create(r) || rec_exec(r, "BEGIN", "write"))
-		return -1;
+	if (rec_create(r, force) || rec_exec(r, "BEGIN", "write"))
+		goto err;
 	write_start_meta(r, m, job);
 	if (rec_exec(r, "COMMIT", "write"))
-		return -1;
+		goto err;
 	r->next_flush = job->window_start_ns + REC_FLUSH_NS;
 	return 0;
+err:
+	close_db(r);
+	rec_unmake(r);
+	return -1;
 }
 
 void record_close(struct recorder *r)
 {
-	for (int i = 0; i < RS_N; i++)
-		sqlite3_finalize(r->st[i]);
-	if (r->db)
-		sqlite3_close(r->db);
+	close_db(r);
+	/* After SQLite: closing another descriptor of the file drops its locks. */
+	if (r->path && r->fd >= 0)
+		close(r->fd);
 	for (int i = 0; i < r->nprocs; i++)
 		free(r->procs[i].th);
 	free(r->procs);

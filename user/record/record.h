@@ -81,6 +81,9 @@ enum rec_stmt {
 struct recorder {
 	struct sqlite3 *db;
 	const char *path;
+	int fd;			/* the file, flock'ed while recording (record_db.c) */
+	bool made;		/* the file is new: a failed start removes it */
+	int sides_made;		/* -wal, -shm made empty before SQLite opens them */
 	struct sqlite3_stmt *st[RS_N];
 	bool failed;		/* one error said; nothing more is written */
 	struct rec_proc *procs;	/* parallel to job->procs */
@@ -107,11 +110,13 @@ struct record_meta {
 };
 
 /*
- * Creates path (replacing a file there), the schema and the meta rows
- * known at the start. One line on stderr and -1 on error.
+ * Creates path, the schema and the meta rows known at the start. An
+ * existing file is refused unless it is empty, or a recording and force
+ * is set; a file another trainbpf is recording is refused. One line on
+ * stderr and -1 on error; what a failed start made is removed.
  */
-int record_open(struct recorder *r, const char *path, const struct record_meta *m,
-		const struct job *job);
+int record_open(struct recorder *r, const char *path, bool force,
+		const struct record_meta *m, const struct job *job);
 /* Closes the file; the recording stays incomplete unless finished. */
 void record_close(struct recorder *r);
 
@@ -151,10 +156,12 @@ int record_final(struct recorder *r, const struct job *job, uint64_t now);
 
 /*
  * record_db.c, under the record_*.c files: the file with its schema and
- * statements (removing an old recording first), a statement or SQL text
- * run (-1 on error, said once), binds, a meta row.
+ * statements (the rules of record_open), a statement or SQL text run (-1
+ * on error, said once), binds, a meta row.
  */
-int rec_create(struct recorder *r);
+int rec_create(struct recorder *r, bool force);
+/* After a failed start, SQLite closed: removes the files rec_create made. */
+void rec_unmake(struct recorder *r);
 int rec_exec(struct recorder *r, const char *sql, const char *what);
 int rec_step(struct recorder *r, enum rec_stmt s);	/* runs, resets; -1 on error */
 void rec_fail(struct recorder *r, const char *what);

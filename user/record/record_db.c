@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * The recording's SQLite file: its schema, its prepared statements, and
- * the one-line error that stops all writing. The record_*.c files write
- * through these.
+ * The recording's SQLite file: its creation, its schema, its prepared
+ * statements, and the one-line error that stops all writing. The
+ * record_*.c files write through these.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "record.h"
+#include "safe_open.h"
 
 /* docs/recording.md, verbatim: readers depend on it. */
 static const char schema[] =
@@ -79,13 +84,17 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 };
 
+/* A write error stops the recording; the line says what is left. */
 void rec_fail(struct recorder *r, const char *what)
 {
+	bool writing = !strcmp(what, "write");
+
 	if (r->failed)
 		return;
 	r->failed = true;
-	fprintf(stderr, "trainbpf: cannot %s %s: %s\n", what, r->path,
-		r->db ? sqlite3_errmsg(r->db) : "out of memory");
+	fprintf(stderr, "trainbpf: cannot %s %s: %s%s\n", what, r->path,
+		r->db ? sqlite3_errmsg(r->db) : "out of memory",
+		writing ? ": recording stopped, the file keeps what was committed" : "");
 }
 
 int rec_exec(struct recorder *r, const char *sql, const char *what)
@@ -143,19 +152,165 @@ int rec_meta(struct recorder *r, const char *key, const char *value)
 	return rec_step(r, RS_META);
 }
 
-/* A previous recording and its WAL go: a stale -wal would be replayed. */
-static int remove_old(const char *path)
+static int file_fail(struct recorder *r, const char *fmt, ...)
 {
-	char side[4096];
+	va_list ap;
 
-	for (const char *const *s = (const char *const[]){ "", "-wal", "-shm", NULL }; *s; s++) {
-		snprintf(side, sizeof(side), "%s%s", path, *s);
-		if (unlink(side) && errno != ENOENT) {
-			fprintf(stderr, "trainbpf: cannot replace %s: %s\n", side, strerror(errno));
-			return -1;
-		}
+	r->failed = true;
+	va_start(ap, fmt);
+	fputs("trainbpf: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return -1;
+}
+
+/* The first page of a trainbpf recording: SQLite's magic, our application_id. */
+static bool is_recording(int fd)
+{
+	unsigned char h[100];
+
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h, "SQLite format 3", 16))
+		return false;
+	return ((uint32_t)h[68] << 24 | h[69] << 16 | h[70] << 8 | h[71]) == REC_APP_ID;
+}
+
+static int lock(struct recorder *r)
+{
+	if (!flock(r->fd, LOCK_EX | LOCK_NB))
+		return 0;
+	return errno == EWOULDBLOCK ?
+		file_fail(r, "%s is being written by another trainbpf", r->path) :
+		file_fail(r, "cannot lock %s: %s", r->path, strerror(errno));
+}
+
+/*
+ * An earlier recording goes as a whole: its name is removed and a new file
+ * made, so that a reader that has it open keeps reading it, untouched.
+ */
+static int replace(struct recorder *r)
+{
+	char why[SAFE_WHY_LEN];
+	bool created;
+
+	if (!is_recording(r->fd))
+		return file_fail(r, "%s is not a trainbpf recording: not replaced", r->path);
+	if (safe_unlink(r->path, why, sizeof(why)))
+		return file_fail(r, "cannot replace %s: %s", r->path, why);
+	close(r->fd);
+	r->fd = safe_open(r->path, O_RDWR, SAFE_EXCL | SAFE_REGULAR, &created, why, sizeof(why));
+	if (r->fd < 0)
+		return file_fail(r, "cannot create %s: %s", r->path, why);
+	if (lock(r))
+		return -1;
+	r->made = true;
+	return 0;
+}
+
+/*
+ * What the path holds may go: nothing (new, or an empty file), or a
+ * recording the user said to replace. Locked for the whole recording: a
+ * second trainbpf on the same file stops here.
+ */
+static int claim(struct recorder *r, bool created, bool force)
+{
+	struct stat st;
+
+	if (lock(r))
+		return -1;
+	r->made = created;
+	if (created || (!fstat(r->fd, &st) && st.st_size == 0))
+		return 0;
+	if (!force)
+		return file_fail(r, "%s exists: use --force to replace a recording", r->path);
+	return replace(r);
+}
+
+static const char *const sides[] = { "-wal", "-shm", "-journal" };
+#define NSIDES_MADE 2	/* -wal and -shm; no rollback journal is used */
+
+static void side_path(char *buf, size_t len, const struct recorder *r, int i)
+{
+	snprintf(buf, len, "%s%s", r->path, sides[i]);
+}
+
+/*
+ * SQLite's files beside it. One left there would be replayed into the new
+ * recording: it goes (with --force) or stops the start. Then the -wal and
+ * -shm are made here, empty and 0600, so that SQLite opens files that are
+ * ours, not names another user could take first.
+ */
+static int claim_sides(struct recorder *r, bool force)
+{
+	char side[4096], why[SAFE_WHY_LEN];
+	struct stat st;
+	bool made;
+	int fd;
+
+	for (int i = 0; i < (int)(sizeof(sides) / sizeof(sides[0])); i++) {
+		side_path(side, sizeof(side), r, i);
+		if (lstat(side, &st) && errno == ENOENT)
+			continue;
+		if (!force)
+			return file_fail(r, "%s exists (left by an earlier recording): use --force "
+					 "to replace it", side);
+		if (safe_unlink(side, why, sizeof(why)))
+			return file_fail(r, "cannot replace %s: %s", side, why);
+	}
+	for (; r->sides_made < NSIDES_MADE; r->sides_made++) {
+		side_path(side, sizeof(side), r, r->sides_made);
+		fd = safe_open(side, O_RDWR, SAFE_EXCL | SAFE_REGULAR, &made, why, sizeof(why));
+		if (fd < 0)
+			return file_fail(r, "cannot create %s: %s", side, why);
+		close(fd);
 	}
 	return 0;
+}
+
+/*
+ * SQLite opens files by name, never from a descriptor: the file is made
+ * (O_EXCL, 0600, no link followed) and locked first, then SQLite opens
+ * that name, and the file it got must be ours. In a sticky directory
+ * nobody else can rename or remove a file we own in between; elsewhere
+ * the directory's owner is trusted, as the kernel trusts it.
+ */
+static int open_file(struct recorder *r, bool force)
+{
+	char why[SAFE_WHY_LEN];
+	bool created;
+
+	r->fd = safe_open(r->path, O_RDWR, SAFE_REGULAR, &created, why, sizeof(why));
+	if (r->fd < 0)
+		return file_fail(r, "cannot create %s: %s", r->path, why);
+	if (claim(r, created, force) || claim_sides(r, force))
+		return -1;
+	if (sqlite3_open_v2(r->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
+			    NULL) != SQLITE_OK) {
+		rec_fail(r, "create");
+		return -1;
+	}
+	if (!safe_same_file(r->fd, r->path)) {
+		r->made = false;	/* not ours to remove */
+		return file_fail(r, "cannot create %s: it was replaced while being opened",
+				 r->path);
+	}
+	return 0;
+}
+
+/* A start that failed takes back what it made: no half-made file is left. */
+void rec_unmake(struct recorder *r)
+{
+	char side[4096], why[SAFE_WHY_LEN];
+
+	for (int i = 0; i < r->sides_made; i++) {
+		side_path(side, sizeof(side), r, i);
+		safe_unlink(side, why, sizeof(why));
+	}
+	if (r->made && safe_same_file(r->fd, r->path))
+		safe_unlink(r->path, why, sizeof(why));
+	r->sides_made = 0;
+	r->made = false;
 }
 
 static int prepare_all(struct recorder *r)
@@ -169,20 +324,21 @@ static int prepare_all(struct recorder *r)
 	return 0;
 }
 
-int rec_create(struct recorder *r)
+int rec_create(struct recorder *r, bool force)
 {
-	char pragmas[160];
+	char pragmas[200];
 
-	if (remove_old(r->path))
+	if (open_file(r, force))
 		return -1;
-	if (sqlite3_open_v2(r->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-			    NULL) != SQLITE_OK) {
-		rec_fail(r, "create");
-		return -1;
-	}
-	/* Each flush's commit is the unit of durability; no fsync per commit. */
+	/*
+	 * The header goes straight into the new file (no rollback journal
+	 * beside it; the file is empty until this succeeds), so that even a
+	 * recording cut by kill -9 carries its application_id in the file
+	 * itself (--force checks it). Then WAL: each flush's commit is the
+	 * unit of durability; no fsync per commit.
+	 */
 	snprintf(pragmas, sizeof(pragmas),
-		 "PRAGMA application_id=%d; PRAGMA user_version=%d;"
+		 "PRAGMA journal_mode=MEMORY; PRAGMA application_id=%d; PRAGMA user_version=%d;"
 		 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 		 REC_APP_ID, REC_SCHEMA_VERSION);
 	if (rec_exec(r, pragmas, "create") || rec_exec(r, schema, "create"))

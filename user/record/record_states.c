@@ -26,10 +26,8 @@ int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n)
 		r->states_dropped += n;
 		return 0;
 	}
-	if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
-		rec_fail(r, "states");
+	if (rec_exec(r, "BEGIN", "write"))
 		return -1;
-	}
 	for (i = 0; i < n && r->states_rows < REC_STATES_MAX_ROWS; i++) {
 		rec_bind_int(r, RS_STATE, 1, recs[i].tid);
 		rec_bind_int(r, RS_STATE, 2, recs[i].pid);
@@ -38,13 +36,15 @@ int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n)
 		rec_bind_int(r, RS_STATE, 5, recs[i].cat);
 		rec_bind_int(r, RS_STATE, 6, recs[i].cp_cat);
 		if (rec_step(r, RS_STATE))
-			return -1;
+			goto err;
 		r->states_rows++;
 	}
 	r->states_dropped += n - i;
-	if (sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		rec_fail(r, "states");
-		return -1;
-	}
+	if (rec_exec(r, "COMMIT", "write"))
+		goto err;
 	return 0;
+err:
+	/* The batch goes; the file keeps the commits before it. */
+	sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 #include "report.h"
+#include "sections.h"
 
 /* A finding's severity moves "better" or "worse" past this much. */
 #define SEVERITY_STEP 0.05
@@ -198,8 +199,11 @@ static void diagnosis(FILE *f, const struct recording *a, const struct recording
 
 void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 {
-	fprintf(f, "trainbpf diff\n  A: %s (%.2f s)\n  B: %s (%.2f s)\n\n", a->path,
-		(a->end_ns - a->start_ns) / 1e9, b->path, (b->end_ns - b->start_ns) / 1e9);
+	char pa[4096], pb[4096];
+
+	fprintf(f, "trainbpf diff\n  A: %s (%.2f s)\n  B: %s (%.2f s)\n\n",
+		report_esc(pa, sizeof(pa), a->path), (a->end_ns - a->start_ns) / 1e9,
+		report_esc(pb, sizeof(pb), b->path), (b->end_ns - b->start_ns) / 1e9);
 	headline(f, a, b);
 	fputc('\n', f);
 	steps_line(f, a, b);

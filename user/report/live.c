@@ -116,7 +116,7 @@ static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t
 void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 {
 	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
-	char stamp[16];
+	char stamp[16], comm[ESC_LEN(TB_COMM_LEN)];
 	time_t t = time(NULL);
 	int ntr;
 
@@ -133,7 +133,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 		if (!sum_cats(d))
 			continue;	/* exited before this interval */
 		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role),
-			p->comm, live_threads(p));
+			report_esc(comm, sizeof(comm), p->comm), live_threads(p));
 		report_pct_cells(f, d);
 	}
 	ntr = job_headline(job, hl);

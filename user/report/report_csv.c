@@ -5,14 +5,21 @@
  */
 #include "report.h"
 
-/* RFC 4180: quoted, quotes doubled; comm is bytes the job chose. */
+/*
+ * RFC 4180: quoted, quotes doubled; comm is bytes the job chose. CR and LF
+ * stay (a quoted field may hold them); the other control characters, which
+ * no field may hold, become '?', as ps shows them.
+ */
 static void csv_str(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"')
 			fputc('"', f);
-		fputc(*s, f);
+		if ((*p < 0x20 && *p != '\n' && *p != '\r') || *p == 0x7f)
+			fputc('?', f);
+		else
+			fputc(*p, f);
 	}
 	fputc('"', f);
 }

@@ -154,13 +154,13 @@ static void epoch_proc_rows(FILE *f, const struct job *job, const struct epoch *
 	for (int i = 0; i < e->n; i++) {
 		enum tb_role role = role_of(job, e->d[i].pid);
 		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
-		char pid[16];
+		char pid[16], comm[ESC_LEN(TB_COMM_LEN)];
 
 		if (role == TB_ROLE_WORKER)
 			continue;
 		snprintf(pid, sizeof(pid), "%d", (int)e->d[i].pid);
-		proc_row(f, e->label, first, pid, role_name(role), p ? p->comm : "?",
-			 e->d[i].main_own);
+		proc_row(f, e->label, first, pid, role_name(role),
+			 p ? report_esc(comm, sizeof(comm), p->comm) : "?", e->d[i].main_own);
 		first = false;
 		workers_row(f, job, e, e->d[i].pid, false);
 	}

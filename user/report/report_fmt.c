@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* Pieces the outputs share: roll-up rows, table cells, sizes, steps, times. */
 #include <stdio.h>
+#include <string.h>
 #include "epochs.h"
 #include "gpu.h"
 #include "sections.h"
@@ -18,6 +19,44 @@ void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone)
 			fprintf(f, "%s%s %.1f%%", k ? " " : "   ", tb_cat_names[g[k]], pct[g[k]]);
 		fputc('\n', f);
 	}
+}
+
+/* The escape of one byte (and its follower, for UTF-8's C1); "" if none. */
+static int esc_one(char *out, const unsigned char *p)
+{
+	static const char named[] = { ['\n'] = 'n', ['\t'] = 't', ['\r'] = 'r', ['\\'] = '\\' };
+
+	if (*p < sizeof(named) && named[*p])
+		return sprintf(out, "\\%c", named[*p]);
+	if (*p < 0x20 || *p == 0x7f)
+		return sprintf(out, "\\%03o", *p);
+	if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		return sprintf(out, "\\%03o\\%03o", p[0], p[1]);
+	out[0] = '\0';
+	return 0;
+}
+
+const char *report_esc(char *buf, size_t len, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = 0;
+
+	for (; *p; p++) {
+		char e[16];
+		int k = esc_one(e, p);
+
+		if (n + (k ? k : 1) >= len)
+			break;
+		if (!k) {
+			buf[n++] = *p;
+			continue;
+		}
+		memcpy(buf + n, e, k);
+		n += k;
+		p += k > 4;	/* the C1 pair took two bytes */
+	}
+	buf[n] = '\0';
+	return buf;
 }
 
 void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT])

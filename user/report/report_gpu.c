@@ -14,6 +14,8 @@ static double per_s(uint64_t n, uint64_t ns)
 
 static void text_libraries(FILE *f, const struct gpu *g)
 {
+	char path[ESC_LEN(sizeof(g->objs->path))], version[ESC_LEN(sizeof(g->objs->version[0]))];
+
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
@@ -24,8 +26,10 @@ static void text_libraries(FILE *f, const struct gpu *g)
 				if (!(o->families & (1u << fam)))
 					continue;
 				fprintf(f, "  %-6s %-12s %s pid %-7d %s\n", gpu_family_names[fam],
-					o->version[fam][0] ? o->version[fam] : "-",
-					o->is_static[fam] ? "static in" : "        ", p->pid, o->path);
+					o->version[fam][0] ?
+					report_esc(version, sizeof(version), o->version[fam]) : "-",
+					o->is_static[fam] ? "static in" : "        ", p->pid,
+					report_esc(path, sizeof(path), o->path));
 			}
 		}
 	}

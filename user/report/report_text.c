@@ -31,6 +31,7 @@ static uint64_t proc_time(const struct proc_rec *p)
 static void process_table(FILE *f, const struct job *job)
 {
 	uint64_t tot[TB_NCAT];
+	char comm[ESC_LEN(TB_COMM_LEN)];
 
 	fprintf(f, "Processes (%% of each process's thread time)\n");
 	fprintf(f, "%7s %-7s %-15s %4s %8s", "PID", "ROLE", "COMM", "THR", "TIME_S");
@@ -40,7 +41,7 @@ static void process_table(FILE *f, const struct job *job)
 
 		proc_totals(p, tot);
 		fprintf(f, "%7d %-7s %-15.15s %4d %8.2f", p->pid, role_name(p->role),
-			p->comm, p->nthreads, sum_cats(tot) / 1e9);
+			report_esc(comm, sizeof(comm), p->comm), p->nthreads, sum_cats(tot) / 1e9);
 		report_pct_cells(f, tot);
 	}
 	fputc('\n', f);
@@ -48,6 +49,8 @@ static void process_table(FILE *f, const struct job *job)
 
 static void thread_table(FILE *f, const struct job *job, uint64_t now)
 {
+	char comm[ESC_LEN(TB_COMM_LEN)];
+
 	fprintf(f, "Threads (%% of each thread's lifetime)\n");
 	fprintf(f, "%7s %7s %-15s %8s", "PID", "TID", "COMM", "TIME_S");
 	report_cat_head(f);
@@ -58,7 +61,8 @@ static void thread_table(FILE *f, const struct job *job, uint64_t now)
 			const struct thread_rec *t = &p->threads[j];
 
 			fprintf(f, "%7d %7d %-15.15s %8.2f", p->pid, t->tid,
-				t->comm, thread_lifetime(t, now) / 1e9);
+				report_esc(comm, sizeof(comm), t->comm),
+				thread_lifetime(t, now) / 1e9);
 			report_pct_cells(f, t->own);
 		}
 	}

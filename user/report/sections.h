@@ -28,6 +28,15 @@ void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT]);
 void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s);
 /* "1.2 MiB" */
 void fmt_bytes(char *buf, size_t len, uint64_t b);
+/*
+ * A name the job chose (comm, a path), as a terminal may be given it:
+ * backslash and control characters (C0, DEL, C1 in UTF-8) as C escapes
+ * ("\\", "\n", "\t", "\r", "\033"), other bytes as they are. JSON has its
+ * own escapes. Returns buf, cut whole escapes at len; ESC_LEN(n) holds any
+ * name of n bytes.
+ */
+#define ESC_LEN(n) (4 * (n) + 1)
+const char *report_esc(char *buf, size_t len, const char *s);
 /* name: {"cpu": seconds, ...} with 9 decimals, from ns. */
 void report_json_times(struct jw *w, const char *name, const int64_t ns[TB_NCAT]);
 

@@ -65,6 +65,17 @@ bool procfs_is_kthread(const struct proc_stat *st)
 	return st->flags & PF_KTHREAD;
 }
 
+pid_t procfs_tgid(pid_t tid)
+{
+	char path[64], buf[4096], *at;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	at = strstr(buf, "\nTgid:");
+	return at ? (pid_t)atoi(at + 6) : -1;
+}
+
 int procfs_schedstat(pid_t pid, pid_t tid, uint64_t *cpu_ns, uint64_t *rq_ns)
 {
 	char path[64], buf[128];

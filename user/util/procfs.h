@@ -18,6 +18,8 @@ struct proc_stat {
 ssize_t procfs_read_file(const char *path, char *buf, size_t len);
 int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 bool procfs_is_kthread(const struct proc_stat *st);
+/* The process a thread id belongs to (Tgid), or -1. */
+pid_t procfs_tgid(pid_t tid);
 /* Fields 1 and 2 of schedstat: ns on CPU, ns waiting on a runqueue. */
 int procfs_schedstat(pid_t pid, pid_t tid, uint64_t *cpu_ns, uint64_t *rq_ns);
 /* read_bytes / write_bytes of /proc/PID/task/TID/io. */
