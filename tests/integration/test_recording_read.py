@@ -164,6 +164,27 @@ def test_pid_filter_is_that_process(rec):
                 exp["epochs"][1][100]["own"][0] / SEC)
 
 
+def test_signed_gains_move_time_between_categories(tmp_path):
+    """A row may take time back from a category (an open wait counted idle
+    at one flush closes as data_wait at the next): the sum is the total."""
+    path = str(tmp_path / "moved.db")
+    exp = rf.make_recording(path)
+    db = sqlite3.connect(path)
+    # Flushes 1 and 2 of the trainer: 200 ms first counted idle, then moved.
+    db.execute("UPDATE samples SET idle = idle + 200000000, cp_idle = cp_idle + 200000000, "
+               "data_wait = data_wait - 200000000, cp_data_wait = cp_data_wait - 200000000 "
+               "WHERE tid = 100 AND ts_ns = ?", (rf.T0 + rf.SEC,))
+    db.execute("UPDATE samples SET idle = idle - 200000000, cp_idle = cp_idle - 200000000, "
+               "data_wait = data_wait + 200000000, cp_data_wait = cp_data_wait + 200000000 "
+               "WHERE tid = 100 AND ts_ns = ?", (rf.T0 + 2 * rf.SEC,))
+    db.commit()
+    db.close()
+    doc = json.loads(report(path, "--format", "json"))
+    for c, cat in enumerate(rf.CATS):
+        assert near(doc["headline"]["time_s"][cat], exp["headline"][c] / SEC), cat
+    assert near(sum(doc["headline"]["time_s"].values()), doc["window"]["duration_s"])
+
+
 def test_crashed_recording_ends_at_its_last_flush(tmp_path):
     path = str(tmp_path / "cut.db")
     exp = rf.make_recording(path, complete=False, flushes=6)

@@ -406,15 +406,19 @@ static void add_sample(struct thread_rec *t, const int64_t own[TB_NCAT],
 	t->nswitch += extra[2];
 }
 
-/* Deltas are gains; a negative one is bad data and counts as nothing. */
+/*
+ * A category's delta can be negative: a blocked thread's open interval is
+ * counted as what it looks like at a flush (idle) and may close as
+ * another category (data_wait); the next row moves the time across, and
+ * the sum is the thread's totals to the nanosecond. Bytes and switches
+ * only grow: a negative one is bad data and counts as nothing.
+ */
 static void sample_cols(struct q *q, int64_t own[TB_NCAT], int64_t cp[TB_NCAT],
 			int64_t extra[3])
 {
 	for (int c = 0; c < TB_NCAT; c++) {
 		own[c] = col_i64(q, 3 + c);
 		cp[c] = col_i64(q, 3 + TB_NCAT + c);
-		own[c] = own[c] > 0 ? own[c] : 0;
-		cp[c] = cp[c] > 0 ? cp[c] : 0;
 	}
 	for (int k = 0; k < 3; k++) {
 		extra[k] = col_i64(q, 3 + 2 * TB_NCAT + k);
@@ -783,8 +787,15 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 
 static int load_counters(struct recording *r, char *err, size_t errlen)
 {
+	/* The writer's keys are the JSON report's (record_final.c); threads_untraced sums two. */
 	static const struct { const char *key; size_t off; } keys[] = {
 		{ "events_lost", offsetof(struct tb_counters, events_lost) },
+		{ "threads_untraced", offsetof(struct tb_counters, slots_exhausted) },
+		{ "sched_events_missed", offsetof(struct tb_counters, sched_missed) },
+		{ "gpu_stats_full", offsetof(struct tb_counters, api_stats_full) },
+		{ "gpu_probe_preempted", offsetof(struct tb_counters, api_preempted) },
+		{ "states_lost", offsetof(struct tb_counters, states_lost) },
+		/* the struct's names, which docs/recording.md once gave */
 		{ "slots_exhausted", offsetof(struct tb_counters, slots_exhausted) },
 		{ "storage_failed", offsetof(struct tb_counters, storage_failed) },
 		{ "sched_missed", offsetof(struct tb_counters, sched_missed) },
@@ -799,6 +810,8 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 			if (!strcmp(col_str(&q, 0), keys[k].key))
 				*(uint64_t *)((char *)&r->bpf + keys[k].off) = col_ns(&q, 1);
+	if (!r->states_lost)	/* the trace's warning: the writer counts it here */
+		r->states_lost = r->bpf.states_lost;
 	return q_close(r, &q, err, errlen);
 }
 
@@ -847,6 +860,26 @@ static void clip_window(struct job *job, uint64_t ws, uint64_t we)
 	job->nprocs = np;
 }
 
+/*
+ * A window's flushes can move time out of a category it gained before the
+ * window (a wait that closed as data_wait after a flush counted it idle):
+ * a thread's sum in the window is then below zero there, shown as none.
+ */
+static void clamp_window(struct job *job)
+{
+	for (int i = 0; i < job->nprocs; i++)
+		for (int j = 0; j < job->procs[i].nthreads; j++) {
+			struct thread_rec *t = &job->procs[i].threads[j];
+
+			for (int c = 0; c < TB_NCAT; c++) {
+				if ((int64_t)t->own[c] < 0)
+					t->own[c] = 0;
+				if ((int64_t)t->cp[c] < 0)
+					t->cp[c] = 0;
+			}
+		}
+}
+
 static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
@@ -872,6 +905,7 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 		free(acc.d[i]);
 	free(acc.d);
 	if (flt->epoch_set) {
+		clamp_window(&r->job);
 		r->job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
 		r->start_ns = ws;
 		r->end_ns = we;

@@ -43,7 +43,7 @@ struct recording {
 	struct tb_counters bpf;
 	uint64_t start_ns, end_ns;	/* the recording (or the epoch's window) */
 	bool complete;		/* meta.complete: it ended cleanly */
-	uint64_t states_lost;	/* meta.states_lost */
+	uint64_t states_lost;	/* meta.states_lost, else counters.states_lost */
 };
 
 /*
