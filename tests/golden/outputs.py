@@ -135,7 +135,8 @@ def run(cmd, cwd, env=None):
 
 
 def run_recording(argv, tmp):
-    """In a copy of the recordings: reading one writes -shm beside it."""
+    """In a copy of the recordings (reading one leaves no file beside it:
+    tests/integration/test_recording_sidefiles.py; a copy is safe anyway)."""
     for path in RECORDINGS:
         shutil.copy(path, os.path.join(tmp, os.path.basename(path)))
     args = []

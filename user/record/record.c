@@ -130,7 +130,13 @@ int record_finish(struct recorder *r, const struct job *job,
 		return -1;
 	if (flush(r, job, bpf, now, true))
 		return -1;
-	/* Fold the WAL into the file: the recording is one file again. */
+	/*
+	 * Fold the WAL into the file and leave WAL mode: the recording is one
+	 * file again, and its readers need no -wal or -shm beside it (they
+	 * would have to make them). A reader that has the file open now keeps
+	 * it in WAL mode: still complete, read through its -wal.
+	 */
 	sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_exec(r->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
 	return 0;
 }

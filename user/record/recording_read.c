@@ -113,21 +113,6 @@ static int check_header(struct recording *r, char *err, size_t errlen)
 	return 0;
 }
 
-/*
- * A WAL file needs its -shm beside it even to read; a reader that cannot
- * create one (a root-owned directory) reads the database file alone,
- * which holds everything up to the last checkpoint.
- */
-static int open_db(struct recording *r, const char *path, bool immutable)
-{
-	char uri[4200];
-
-	if (!immutable)
-		return sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
-	snprintf(uri, sizeof(uri), "file:%s?immutable=1", path);
-	return sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
-}
-
 int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
 {
 	struct stat sb;
@@ -140,26 +125,13 @@ int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
 		return ERR("cannot read %s: not a regular file", path);
 	if (strlen(path) > 4000)
 		return ERR("cannot open %s: path too long", path);
-	for (int immutable = 0; immutable < 2; immutable++) {
-		if (open_db(r, path, immutable) != SQLITE_OK) {
-			snprintf(err, errlen, "cannot open %s: %s", path,
-				 r->db ? sqlite3_errmsg(r->db) : "out of memory");
-			sqlite3_close(r->db);
-			r->db = NULL;
-			continue;
-		}
-		if (!check_header(r, err, errlen))
-			return 0;
-		/* Only a WAL -shm problem deserves the second try. */
-		if (sqlite3_errcode(r->db) != SQLITE_CANTOPEN &&
-		    sqlite3_errcode(r->db) != SQLITE_READONLY)
-			break;
-		sqlite3_close(r->db);
-		r->db = NULL;
+	if (rec_open_file(r, path, err, errlen))
+		return -1;
+	if (check_header(r, err, errlen)) {
+		rec_close_file(r);
+		return -1;
 	}
-	sqlite3_close(r->db);
-	r->db = NULL;
-	return -1;
+	return 0;
 }
 
 /* ---- meta ---- */
@@ -940,7 +912,7 @@ void rec_close(struct recording *r)
 	gpu_free(&r->gpu);
 	free(r->saved);
 	job_free(&r->job);
-	sqlite3_close(r->db);
+	rec_close_file(r);
 	memset(r, 0, sizeof(*r));
 }
 
