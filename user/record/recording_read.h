@@ -44,6 +44,7 @@ struct recording {
 	uint64_t start_ns, end_ns;	/* the recording (or the epoch's window) */
 	bool complete;		/* meta.complete: it ended cleanly */
 	uint64_t states_lost;	/* meta.states_lost, else counters.states_lost */
+	int version;		/* user_version: 1 is read the old way */
 	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };
 
