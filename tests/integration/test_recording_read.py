@@ -219,6 +219,17 @@ def test_schema2_epochs_are_the_recorded_deltas(tmp_path):
         "destroyed" in out
 
 
+def test_schema2_recording_reports_its_live_report(tmp_path):
+    """tests/golden/recordings/gpujob.db (states trimmed to 3000 rows) was
+    recorded with --report gpujob.live.json: its report is those bytes."""
+    rec = os.path.join(ROOT, "tests", "golden", "recordings", "gpujob.db")
+    shutil.copy(rec, tmp_path / "gpujob.db")
+    with open(os.path.join(ROOT, "tests", "golden", "recordings", "gpujob.live.json")) as f:
+        live = f.read()
+    assert report(str(tmp_path / "gpujob.db"), "--format", "json") == live
+    assert os.listdir(tmp_path) == ["gpujob.db"]
+
+
 V1_RECORDINGS = [os.path.join(ROOT, "tests", "fuzz", "corpus", n)
                  for n in ("full.db", "two_flushes.db", "no_states.db", "crashed.db")] + \
                 [os.path.join(ROOT, "tests", "golden", "recordings", n)
