@@ -7,7 +7,10 @@ Four kinds of case:
   the one-line errors and the exit status, byte for byte.
 - recording: `trainbpf report|trace|diff` on fixed recordings (the fuzz
   seeds, and real runs recorded once into tests/golden/recordings):
-  compared byte for byte, stdout, stderr and exit status.
+  compared byte for byte, stdout, stderr and exit status. All are schema
+  1 (the reader's fallback) but gpujob.db, schema 2 (sub-second interval
+  epochs, steps from calls, NCCL communicators, launches counted), whose
+  report.json is gpujob.live.json, the report `record --report` wrote.
 - render: tests/golden/render.c prints a fixed model through the live
   table, live epoch and step blocks, and the text, JSON and CSV reports:
   byte for byte but the wall-clock stamp of each live table.
@@ -42,9 +45,9 @@ CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 RECORDINGS = [os.path.join(CORPUS, n) for n in
               ("full.db", "two_flushes.db", "no_states.db", "crashed.db")] + \
              [os.path.join(HERE, "recordings", n) for n in
-              ("stepjob.db", "epochs.db", "workers.db", "ddp.db")]
+              ("stepjob.db", "epochs.db", "workers.db", "ddp.db", "gpujob.db")]
 DIFFS = [("full.db", "crashed.db"), ("epochs.db", "workers.db"), ("stepjob.db", "ddp.db"),
-         ("ddp.db", "ddp.db")]
+         ("ddp.db", "ddp.db"), ("gpujob.db", "stepjob.db")]
 
 
 def stem(path):
@@ -135,7 +138,8 @@ def run(cmd, cwd, env=None):
 
 
 def run_recording(argv, tmp):
-    """In a copy of the recordings: reading one writes -shm beside it."""
+    """In a copy of the recordings (reading one leaves no file beside it:
+    tests/integration/test_recording_sidefiles.py; a copy is safe anyway)."""
     for path in RECORDINGS:
         shutil.copy(path, os.path.join(tmp, os.path.basename(path)))
     args = []

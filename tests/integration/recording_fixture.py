@@ -3,6 +3,9 @@
 The schema is read from the SQL block of docs/recording.md itself, so the
 fixture and the contract cannot drift apart. make_recording() returns the
 sums a reader must find: per thread and process, per epoch, the headline.
+version=1 (the default) writes what schema 1 had, which a reader takes
+the old way (epochs rebuilt from the flushes); version=2 adds what the
+live tool kept (each epoch's deltas and steps, the GPU entries).
 """
 import os
 import re
@@ -69,6 +72,27 @@ def _states(spec, th, i):
     return out
 
 
+def _epochs(db, spec, epochs, step_ns, exp):
+    """Two marker epochs; schema 2 adds their steps and per-process deltas
+    (here what the flushes inside sum to, with the main thread's path
+    equal to its own states, as the threads' rows have it)."""
+    v2 = spec.get("version", 1) >= 2
+    for seq, (label, start, end) in enumerate(epochs):
+        db.execute("INSERT INTO epochs (source, label, start_ns, end_ns, complete) "
+                   "VALUES ('marker', ?, ?, ?, 1)", (label, start, end))
+        if not v2:
+            continue
+        count = (end - start) // step_ns
+        ms = step_ns / 1e6
+        db.execute("UPDATE epochs SET seq = ?, step_count = ?, step_total_ms = ?, "
+                   "step_min_ms = ?, step_max_ms = ?, step_sum_sq = ?, step_syncs = ?, "
+                   "step_source = 'marker' WHERE label = ?",
+                   (seq, count, count * ms, ms, ms, count * ms * ms, count, label))
+        for pid, d in sorted(exp["epochs"][label].items()):
+            db.execute("INSERT INTO epoch_procs VALUES (%s)" % ",".join("?" * 29),
+                       ("marker", seq, pid, T0, None, *d["own"], *d["main"], *d["main"]))
+
+
 def make_recording(path, spec=None, **over):
     """Writes the recording; returns the expected sums (ns)."""
     spec = dict(DEFAULT if spec is None else spec, **over)
@@ -120,16 +144,27 @@ def make_recording(path, spec=None, **over):
             p[c] += tot[c]
     db.executemany("INSERT INTO samples VALUES (%s)" % ",".join("?" * 22), rows)
     db.executemany("INSERT INTO states VALUES (?,?,?,?,?,?)", states)
-    db.execute("INSERT INTO epochs VALUES ('marker', 1, ?, ?, 1)", (T0, T0 + half * SEC))
-    db.execute("INSERT INTO epochs VALUES ('marker', 2, ?, ?, 1)", (T0 + half * SEC, end))
     step_ns = SEC // spec["steps_per_s"]
+    _epochs(db, spec, [(1, T0, T0 + half * SEC), (2, T0 + half * SEC, end)], step_ns, exp)
     steps = [("marker", 100, T0 + k * step_ns) for k in range(n * spec["steps_per_s"])]
-    db.executemany("INSERT INTO steps VALUES (?,?,?)", steps)
+    db.executemany("INSERT INTO steps (source, pid, ts_ns) VALUES (?,?,?)", steps)
     for ep, ident, sev, summary in spec["diagnosis"]:
         db.execute("INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?)",
                    (ep, ident, sev, sev * 50, 15.0, 100, summary, "why " + ident,
                     "fix " + ident))
-    db.executemany("INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?)", spec["gpu_calls"])
+    db.executemany("INSERT INTO gpu_calls (pid, api, kind, calls, nested, bytes, ns) "
+                   "VALUES (?,?,?,?,?,?,?)", spec["gpu_calls"])
+    if spec.get("version", 1) >= 2:  # one entry per process, in pid order
+        pids = sorted({c[0] for c in spec["gpu_calls"]})
+        db.executemany("INSERT INTO gpu_procs VALUES (?,?,0)", list(enumerate(pids)))
+        db.execute("UPDATE gpu_calls SET seq = (SELECT seq FROM gpu_procs g "
+                   "WHERE g.pid = gpu_calls.pid)")
+        db.execute("INSERT INTO meta VALUES ('launches', '0')")
+        # cudart found in one file, cudaMemcpy missing from it; one communicator.
+        db.execute("INSERT INTO gpu_libraries VALUES (100, 'cudart', "
+                   "'/opt/lib/libcudart.so.13', '13.0.96', 0, 0, 7, 3, 'cudaMemcpy')")
+        db.execute("INSERT INTO nccl_comms VALUES (0, 100, 4096, 0, 1, 8, "
+                   "'deadbeef0102030405060708090a0b0c', 'ncclCommInitRank', 1)")
     db.executemany("INSERT INTO counters VALUES (?,?)", spec["counters"].items())
     if spec.get("syncs", True):  # one cudaStreamSynchronize per step
         db.executemany("INSERT INTO syncs VALUES (?,?)",

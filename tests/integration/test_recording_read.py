@@ -109,8 +109,8 @@ def test_optional_tables_may_be_absent(rec):
 def test_gpu_libraries_listed(rec):
     path, _ = rec
     db = sqlite3.connect(path)
-    db.execute("INSERT INTO gpu_libraries VALUES (100, 'cudart', "
-               "'/opt/lib/libcudart.so.13', '13.0.96', 0)")
+    db.execute("INSERT INTO gpu_libraries (pid, family, path, version, static) VALUES "
+               "(100, 'cudart', '/opt/lib/libcudart.so.13', '13.0.96', 0)")
     db.commit()
     db.close()
     doc = json.loads(report(path, "--format", "json"))
@@ -162,6 +162,102 @@ def test_pid_filter_is_that_process(rec):
     assert [p["pid"] for p in doc["processes"]] == [100]
     assert near(doc["processes"][0]["time_s"]["cpu"],
                 exp["epochs"][1][100]["own"][0] / SEC)
+
+
+def test_signed_gains_move_time_between_categories(tmp_path):
+    """A row may take time back from a category (an open wait counted idle
+    at one flush closes as data_wait at the next): the sum is the total."""
+    path = str(tmp_path / "moved.db")
+    exp = rf.make_recording(path)
+    db = sqlite3.connect(path)
+    # Flushes 1 and 2 of the trainer: 200 ms first counted idle, then moved.
+    db.execute("UPDATE samples SET idle = idle + 200000000, cp_idle = cp_idle + 200000000, "
+               "data_wait = data_wait - 200000000, cp_data_wait = cp_data_wait - 200000000 "
+               "WHERE tid = 100 AND ts_ns = ?", (rf.T0 + rf.SEC,))
+    db.execute("UPDATE samples SET idle = idle - 200000000, cp_idle = cp_idle - 200000000, "
+               "data_wait = data_wait + 200000000, cp_data_wait = cp_data_wait + 200000000 "
+               "WHERE tid = 100 AND ts_ns = ?", (rf.T0 + 2 * rf.SEC,))
+    db.commit()
+    db.close()
+    doc = json.loads(report(path, "--format", "json"))
+    for c, cat in enumerate(rf.CATS):
+        assert near(doc["headline"]["time_s"][cat], exp["headline"][c] / SEC), cat
+    assert near(sum(doc["headline"]["time_s"].values()), doc["window"]["duration_s"])
+
+
+def test_schema2_epochs_are_the_recorded_deltas(tmp_path):
+    """Schema 2 keeps each epoch's deltas as the live tool took them: the
+    reader prints those, not sums of the flushes inside the epoch."""
+    path = str(tmp_path / "v2.db")
+    exp = rf.make_recording(path, version=2)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE epoch_procs SET cpu = cpu + 1000000000, cp_cpu = cp_cpu + 1000000000 "
+               "WHERE seq = 0 AND pid = 100")
+    db.execute("UPDATE epochs SET step_count = 7 WHERE seq = 1")
+    db.commit()
+    db.close()
+    doc = json.loads(report(path, "--format", "json"))
+    e1, e2 = doc["epochs"]["list"]
+    p100 = next(p for p in e1["processes"] if p["pid"] == 100)
+    assert near(p100["time_s"]["cpu"], exp["epochs"][1][100]["own"][0] / SEC + 1)
+    assert near(e1["time_s"]["cpu"], exp["epochs"][1][100]["main"][0] / SEC + 1)
+    assert e2["steps"]["count"] == 7
+    # The run's totals are still the flushes' sums.
+    threads = {t["tid"]: t for p in doc["processes"] for t in p["threads"]}
+    assert near(threads[100]["time_s"]["cpu"], exp["threads"][100][0] / SEC)
+    assert doc["gpu"]["apis"][0]["calls"] == 40
+    lib, = doc["gpu"]["libraries"]
+    assert (lib["pid"], lib["kind"], lib["probes"], lib["missing"]) == (100, "cudart", 3,
+                                                                        ["cudaMemcpy"])
+    comm, = next(p for p in doc["processes"] if p["pid"] == 100)["gpu"]["nccl_comms"]
+    assert comm == {"comm": "0x1000", "rank": 1, "nranks": 8,
+                    "id": "deadbeef0102030405060708090a0b0c", "init": "ncclCommInitRank",
+                    "parent": "0x0", "destroyed": True}
+    out = report(path)
+    assert "=== Epoch 2 (marker) 5.0 s, 7 steps (marker)" in out
+    assert "communicator pid 100: rank 1 of 8, id deadbeef01020304 (ncclCommInitRank), " \
+        "destroyed" in out
+
+
+def test_schema2_recording_reports_its_live_report(tmp_path):
+    """tests/golden/recordings/gpujob.db (states trimmed to 3000 rows) was
+    recorded with --report gpujob.live.json: its report is those bytes."""
+    rec = os.path.join(ROOT, "tests", "golden", "recordings", "gpujob.db")
+    shutil.copy(rec, tmp_path / "gpujob.db")
+    with open(os.path.join(ROOT, "tests", "golden", "recordings", "gpujob.live.json")) as f:
+        live = f.read()
+    assert report(str(tmp_path / "gpujob.db"), "--format", "json") == live
+    assert os.listdir(tmp_path) == ["gpujob.db"]
+
+
+V1_RECORDINGS = [os.path.join(ROOT, "tests", "fuzz", "corpus", n)
+                 for n in ("full.db", "two_flushes.db", "no_states.db", "crashed.db")] + \
+                [os.path.join(ROOT, "tests", "golden", "recordings", n)
+                 for n in ("stepjob.db", "epochs.db", "workers.db", "ddp.db")]
+
+
+@pytest.mark.parametrize("path", V1_RECORDINGS, ids=os.path.basename)
+def test_version1_recordings_read(path, tmp_path):
+    """Schema-1 files (no epoch_procs, no GPU entries) read the old way:
+    epochs from the flushes inside them, every process and thread."""
+    copy = str(tmp_path / os.path.basename(path))
+    shutil.copy(path, copy)
+    db = sqlite3.connect(f"file:{copy}?immutable=1", uri=True)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    nproc = db.execute("SELECT count(*) FROM processes").fetchone()[0]
+    nthr = db.execute("SELECT count(*) FROM threads").fetchone()[0]
+    epochs = db.execute("SELECT count(*) FROM epochs").fetchone()[0]
+    db.close()
+    doc = json.loads(report(copy, "--format", "json"))
+    assert len(doc["processes"]) == nproc
+    assert sum(len(p["threads"]) for p in doc["processes"]) == nthr
+    if epochs:
+        assert doc["epochs"]["list"]
+        for e in doc["epochs"]["list"]:  # rebuilt from the flushes: some time in each
+            assert e["duration_s"] >= 0 and isinstance(e["processes"], list)
+    r = run_trainbpf(["trace", copy, "-o", str(tmp_path / "t.json")])
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(path), "t.json"])
 
 
 def test_crashed_recording_ends_at_its_last_flush(tmp_path):
@@ -292,7 +388,7 @@ def test_errors_are_one_line(rec, tmp_path):
     db.close()
     assert "not a trainbpf recording" in bad(["report", other])
     newer = str(tmp_path / "newer.db")
-    rf.make_recording(newer, version=2)
+    rf.make_recording(newer, version=3)
     assert "newer trainbpf" in bad(["report", newer])
     for sub in (["trace", newer, "-o", str(tmp_path / "t.json")], ["diff", path, newer]):
         assert "newer trainbpf" in bad(sub)

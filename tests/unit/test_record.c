@@ -65,7 +65,7 @@ START_TEST(header_and_start_meta)
 	sqlite3_stmt *st;
 
 	ck_assert_int_eq(one("PRAGMA application_id"), REC_APP_ID);
-	ck_assert_int_eq(one("PRAGMA user_version"), 1);
+	ck_assert_int_eq(one("PRAGMA user_version"), REC_SCHEMA_VERSION);
 	ck_assert_int_eq(one("SELECT count(*) FROM meta WHERE key = 'complete'"), 0);
 	ck_assert_int_eq(one("SELECT value FROM meta WHERE key = 'start_mono_ns'"), 10 * S);
 	sqlite3_prepare_v2(rec.db, "SELECT value FROM meta WHERE key = 'command'", -1, &st, NULL);

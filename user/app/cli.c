@@ -40,7 +40,8 @@ static const char doc[] =
 "    trainbpf diff before.db after.db\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
-       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE };
+       OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
+       OPT_REPORT };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -161,6 +162,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_FORMAT:
 		if (!cli_format(arg, false, &env->format))
 			argp_error(state, "invalid format: '%s' (text or json)", arg);
+		env->format_set = true;
 		break;
 	case OPT_BTF:
 		env->btf_path = arg;
@@ -259,14 +261,20 @@ static const char record_doc[] =
 "recording there is replaced only with --force; any other file, unless\n"
 "empty, never.\n"
 "\n"
+"With --report FILE, the final report the live tool would print goes to FILE\n"
+"at the end as well; `trainbpf report` of the recording prints the same bytes.\n"
+"\n"
 "EXAMPLES:\n"
 "    sudo trainbpf record -o run.db -p 1234\n"
-"    sudo trainbpf record -o run.db -d 600 -- python3 train.py\n";
+"    sudo trainbpf record -o run.db -d 600 -- python3 train.py\n"
+"    sudo trainbpf record -o run.db --report run.json --format json -p 1234\n";
 
-/* The live options, -o naming the database; no final report to format. */
+/* The live options, -o naming the database; the final report only with --report. */
 static const struct argp_option record_opts[] = {
 	{ "output", 'o', "FILE", 0, "The recording (SQLite, required): made 0600, locked while recording" },
 	{ "force", OPT_FORCE, NULL, 0, "Replace FILE if it is an earlier recording (never another kind of file)" },
+	{ "report", OPT_REPORT, "FILE", 0, "Also write the final report to FILE at the end, as the live tool prints it" },
+	{ "format", OPT_FORMAT, "text|json|csv", 0, "Format of the --report file (default text)" },
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
@@ -284,18 +292,31 @@ static error_t parse_record_arg(int key, char *arg, struct argp_state *state)
 {
 	struct env *env = state->input;
 
-	if (key == 'o') {
+	switch (key) {
+	case 'o':
 		if (!*arg)
 			argp_error(state, "invalid output: '' (a file name)");
 		env->record_path = arg;
 		return 0;
-	}
-	if (key == OPT_FORCE) {
+	case OPT_FORCE:
 		env->force = true;
 		return 0;
+	case OPT_REPORT:
+		env->output = arg;	/* the live tool's -o: the final report */
+		return 0;
+	case OPT_FORMAT:
+		/* The report subcommand's formats: this file is what it will print. */
+		if (!cli_format(arg, true, &env->format))
+			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
+		env->format_set = true;
+		return 0;
+	case ARGP_KEY_END:
+		if (!env->record_path)
+			argp_error(state, "record needs -o FILE");
+		if (env->format_set && !env->output)
+			argp_error(state, "--format is the format of --report FILE: give --report");
+		break;
 	}
-	if (key == ARGP_KEY_END && !env->record_path)
-		argp_error(state, "record needs -o FILE");
 	return parse_arg(key, arg, state);
 }
 

@@ -20,7 +20,8 @@ struct env {
 	double interval_s;	/* live table period; 0 = none */
 	double duration_s;	/* 0 = until the target exits */
 	enum tb_format format;
-	const char *output;	/* final report file; NULL: stdout */
+	bool format_set;	/* --format given: record needs --report with it */
+	const char *output;	/* final report file; NULL: stdout (record: none) */
 	bool verbose;
 	const char *btf_path;	/* NULL: the kernel's own */
 	unsigned int max_threads;

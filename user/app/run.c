@@ -387,26 +387,42 @@ static void warn_losses(const struct tb_counters bpf)
 			(unsigned long long)bpf.states_lost);
 }
 
+/* The final report of the model as it is now, in the format asked for. */
+static void print_report(struct run *r, const struct tb_counters *bpf, uint64_t now)
+{
+	struct run_counters c;
+
+	if (out_begin(r->out, r->env->output)) {
+		r->out_failed = true;
+		return;
+	}
+	job_counters(&r->job, bpf, &c);
+	if (r->env->format == TB_FMT_JSON)
+		report_json(r->out, &r->job, &c, now);
+	else if (r->env->format == TB_FMT_CSV)
+		report_csv(r->out, &r->job);
+	else
+		report_text(r->out, &r->job, &c, now);
+	fflush(r->out);
+}
+
 /* Returns the time the report's open intervals were closed at. */
 static uint64_t final_report(struct run *r)
 {
 	struct tb_counters bpf;
-	struct run_counters c;
 	uint64_t now = final_refresh(r);
 
 	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
 	tracer_counters(&r->tr, &bpf);
-	job_counters(&r->job, &bpf, &c);
 	warn_losses(bpf);
-	if (out_begin(r->out, r->env->output))
-		r->out_failed = true;
-	else if (r->env->format == TB_FMT_JSON)
-		report_json(r->out, &r->job, &c, now);
-	else
-		report_text(r->out, &r->job, &c, now);
+	print_report(r, &bpf, now);
 	return now;
 }
 
+/*
+ * The last flush, from the same model and instant as the report that
+ * --report writes: `trainbpf report` of the file prints those bytes again.
+ */
 static int final_record(struct run *r)
 {
 	struct tb_counters bpf;
@@ -417,6 +433,8 @@ static int final_record(struct run *r)
 	gpu_probes_read(&r->gp);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
+	if (r->env->output)
+		print_report(r, &bpf, now);
 	if (record_finish(&r->rec, &r->job, &bpf, now))
 		return -1;
 	for (int i = 0; i < r->job.nprocs; i++)
@@ -545,7 +563,7 @@ static int start(struct run *r)
 	int err;
 
 	/* Fail on an unwritable report file before the job runs, not after. */
-	r->out = env->record_path ? stdout : out_open(env->output);
+	r->out = out_open(env->output);	/* record: --report's file, if any */
 	if (!r->out)
 		return 1;
 	install_signals(&r->ignored);

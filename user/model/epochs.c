@@ -420,6 +420,13 @@ void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d
 	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
 }
 
+void epoch_set_recorded(struct epoch *e, struct ep_proc *d, int n, const struct ep_steps *s)
+{
+	e->d = d;
+	e->n = n;
+	e->steps = *s;
+}
+
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
 			const struct ep_snap *end, bool complete)
 {

@@ -195,6 +195,12 @@ struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64
 void epochs_keep_source(struct epochs *ep, enum ep_source s);
 bool epochs_keep_label(struct epochs *ep, enum ep_source s, long label);
 void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n);
+/*
+ * An epoch as the live tool closed it (a recording of schema 2): its
+ * per-process deltas d[0..n) (taken, malloc'd, may be NULL when n is 0)
+ * and its steps, kept as they are: steps found later do not change them.
+ */
+void epoch_set_recorded(struct epoch *e, struct ep_proc *d, int n, const struct ep_steps *s);
 void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*

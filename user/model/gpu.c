@@ -16,17 +16,21 @@ void gpu_free(struct gpu *g)
 	memset(g, 0, sizeof(*g));
 }
 
-struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid)
+struct gpu_proc *gpu_proc_add(struct gpu *g, pid_t pid)
 {
-	struct gpu_proc *p;
+	struct gpu_proc *p = tb_append(&g->procs, &g->nprocs, sizeof(*p));
 
-	for (int i = g->nprocs - 1; i >= 0; i--)
-		if (g->procs[i].pid == pid && !g->procs[i].exited)
-			return &g->procs[i];
-	p = tb_append(&g->procs, &g->nprocs, sizeof(*p));
 	if (p)
 		p->pid = pid;
 	return p;
+}
+
+struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid)
+{
+	for (int i = g->nprocs - 1; i >= 0; i--)
+		if (g->procs[i].pid == pid && !g->procs[i].exited)
+			return &g->procs[i];
+	return gpu_proc_add(g, pid);
 }
 
 const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid)
@@ -62,6 +66,11 @@ void gpu_proc_forget_maps(struct gpu_proc *p)
 	p->nmaps = 0;
 }
 
+struct gpu_comm *gpu_comm_add(struct gpu_proc *p)
+{
+	return tb_append(&p->comms, &p->ncomms, sizeof(struct gpu_comm));
+}
+
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 {
 	struct gpu_proc *p = gpu_proc_get(g, e->pid);
@@ -78,7 +87,7 @@ void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 		}
 		return;
 	}
-	c = tb_append(&p->comms, &p->ncomms, sizeof(*c));
+	c = gpu_comm_add(p);
 	if (!c)
 		return;
 	c->comm = e->comm;

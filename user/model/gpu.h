@@ -59,6 +59,8 @@ struct gpu {
 void gpu_free(struct gpu *g);
 /* pid's entry that has not exited, made if there is none; NULL: out of memory. */
 struct gpu_proc *gpu_proc_get(struct gpu *g, pid_t pid);
+/* A new entry for pid (a recording's, in the live order); NULL: out of memory. */
+struct gpu_proc *gpu_proc_add(struct gpu *g, pid_t pid);
 /* pid's latest entry, or NULL. */
 const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid);
 /* A new object, zeroed; its index, or -1. */
@@ -69,6 +71,8 @@ struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj);
 void gpu_proc_forget_maps(struct gpu_proc *p);
 /* An NCCL communicator made or destroyed (TB_EV_NCCL_*). */
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e);
+/* A new communicator of p, zeroed (a recording's); NULL: out of memory. */
+struct gpu_comm *gpu_comm_add(struct gpu_proc *p);
 
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);

@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "diagnosis.h"
+#include "gpu.h"
 #include "procfs.h"
 #include "record.h"
 #include "clock.h"
@@ -55,6 +56,8 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 	rec_meta(r, "start_unix_s", buf);
 	meta_u64(r, "flush_ns", REC_FLUSH_NS);
 	meta_u64(r, "idle_row_ns", REC_IDLE_ROW_NS);
+	/* Known from the start (gpu_probes_init): the report says "launches not counted". */
+	rec_meta(r, "launches", job->gpu && job->gpu->launches ? "1" : "0");
 	return rec_meta(r, "epochs_wanted", m->epochs_wanted);
 }
 
@@ -146,7 +149,13 @@ int record_finish(struct recorder *r, const struct job *job,
 		return -1;
 	if (flush(r, job, bpf, now, true))
 		return -1;
-	/* Fold the WAL into the file: the recording is one file again. */
+	/*
+	 * Fold the WAL into the file and leave WAL mode: the recording is one
+	 * file again, and its readers need no -wal or -shm beside it (they
+	 * would have to make them). A reader that has the file open now keeps
+	 * it in WAL mode: still complete, read through its -wal.
+	 */
 	sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_exec(r->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
 	return 0;
 }

@@ -42,23 +42,43 @@ static const char schema[] =
 "  cat INTEGER NOT NULL, cp_cat INTEGER NOT NULL);"
 "CREATE TABLE epochs ("
 "  source TEXT NOT NULL, label INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
-"  end_ns INTEGER, complete INTEGER);"
-"CREATE TABLE steps (source TEXT NOT NULL, pid INTEGER, ts_ns INTEGER NOT NULL);"
+"  end_ns INTEGER, complete INTEGER,"
+"  seq INTEGER, step_count INTEGER, step_total_ms REAL, step_min_ms REAL,"
+"  step_max_ms REAL, step_sum_sq REAL, step_syncs INTEGER, step_source TEXT);"
+"CREATE TABLE epoch_procs ("
+"  source TEXT NOT NULL, seq INTEGER NOT NULL,"
+"  pid INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER,"
+"  cpu INTEGER, gpu_wait INTEGER, comm INTEGER, data_wait INTEGER,"
+"  io INTEGER, runqueue INTEGER, lock INTEGER, idle INTEGER,"
+"  cp_cpu INTEGER, cp_gpu_wait INTEGER, cp_comm INTEGER, cp_data_wait INTEGER,"
+"  cp_io INTEGER, cp_runqueue INTEGER, cp_lock INTEGER, cp_idle INTEGER,"
+"  main_cpu INTEGER, main_gpu_wait INTEGER, main_comm INTEGER,"
+"  main_data_wait INTEGER, main_io INTEGER, main_runqueue INTEGER,"
+"  main_lock INTEGER, main_idle INTEGER);"
+"CREATE TABLE steps (source TEXT NOT NULL, pid INTEGER, ts_ns INTEGER NOT NULL,"
+"  tid INTEGER);"
 "CREATE TABLE events ("
 "  ts_ns INTEGER NOT NULL, type TEXT NOT NULL,"
 "  pid INTEGER, tid INTEGER, ppid INTEGER, code INTEGER, text TEXT);"
 "CREATE TABLE gpu_calls ("
 "  pid INTEGER NOT NULL, api TEXT NOT NULL, kind TEXT,"
-"  calls INTEGER, nested INTEGER, bytes INTEGER, ns INTEGER);"
+"  calls INTEGER, nested INTEGER, bytes INTEGER, ns INTEGER,"
+"  seq INTEGER);"
 "CREATE TABLE diagnosis ("
 "  epoch INTEGER, id TEXT NOT NULL, severity REAL, value REAL, threshold REAL,"
 "  pid INTEGER, summary TEXT, evidence TEXT, advice TEXT);"
 "CREATE TABLE counters (key TEXT PRIMARY KEY, value INTEGER);"
 "CREATE TABLE gpu_libraries (pid INTEGER NOT NULL, family TEXT NOT NULL,"
-"  path TEXT, version TEXT, static INTEGER);"
+"  path TEXT, version TEXT, static INTEGER,"
+"  seq INTEGER, obj INTEGER, probes INTEGER, missing TEXT);"
 "CREATE TABLE syncs (pid INTEGER NOT NULL, ts_ns INTEGER NOT NULL);"
 "CREATE TABLE worker_gens (parent INTEGER NOT NULL, fork_ns INTEGER NOT NULL,"
-"  nworkers INTEGER, epoch INTEGER, stall_s REAL, stall_err_s REAL);";
+"  nworkers INTEGER, epoch INTEGER, stall_s REAL, stall_err_s REAL);"
+"CREATE TABLE gpu_procs (seq INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  exited INTEGER);"
+"CREATE TABLE nccl_comms (seq INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  comm INTEGER, parent INTEGER, rank INTEGER, nranks INTEGER,"
+"  id TEXT, api TEXT, destroyed INTEGER);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -71,17 +91,21 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_THREAD] = "INSERT INTO threads VALUES (?,?,?,?,?) "
 		"ON CONFLICT (tid, start_ns) DO UPDATE SET pid=excluded.pid, "
 		"comm=excluded.comm, end_ns=excluded.end_ns",
-	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?)",
-	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?)",
+	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_EPOCH_PROC] = "INSERT INTO epoch_procs VALUES (?,?,?,?,?,"
+		"?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?)",
+	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?,?)",
 	[RS_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?)",
-	[RS_GPU] = "INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?)",
+	[RS_GPU] = "INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?,?)",
 	[RS_DIAG] = "INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?)",
 	[RS_COUNTER] = "INSERT OR REPLACE INTO counters VALUES (?,?)",
 	[RS_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
 	[RS_STATE] = "INSERT INTO states VALUES (?,?,?,?,?,?)",
-	[RS_GPU_LIB] = "INSERT INTO gpu_libraries VALUES (?,?,?,?,?)",
+	[RS_GPU_LIB] = "INSERT INTO gpu_libraries VALUES (?,?,?,?,?,?,?,?,?)",
 	[RS_SYNC] = "INSERT INTO syncs VALUES (?,?)",
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
+	[RS_GPU_PROC] = "INSERT INTO gpu_procs VALUES (?,?,?)",
+	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

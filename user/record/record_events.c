@@ -130,31 +130,75 @@ static int write_events(struct recorder *r)
 	return r->failed ? -1 : 0;
 }
 
-static int write_step(struct recorder *r, const char *source, pid_t pid, uint64_t ts)
+/* tid: the thread whose calls gave the step (source calls); 0 for markers. */
+static int write_step(struct recorder *r, const char *source, pid_t pid, pid_t tid,
+		      uint64_t ts)
 {
 	rec_bind_text(r, RS_STEP, 1, source);
 	if (pid)
 		rec_bind_int(r, RS_STEP, 2, pid);
 	rec_bind_int(r, RS_STEP, 3, ts);
+	if (tid)
+		rec_bind_int(r, RS_STEP, 4, tid);
 	return rec_step(r, RS_STEP);
 }
 
 static int write_marker_steps(struct recorder *r)
 {
 	for (int i = 0; i < r->nsteps && !r->failed; i++)
-		write_step(r, "marker", r->steps[i].pid, r->steps[i].ts);
+		write_step(r, "marker", r->steps[i].pid, 0, r->steps[i].ts);
 	r->nsteps = 0;
 	return r->failed ? -1 : 0;
 }
 
-static int write_epoch(struct recorder *r, enum ep_source s, const struct epoch *e)
+/*
+ * One process's deltas in a closed epoch. They are interpolated to the
+ * boundary between two refreshes (epochs.h): the 1 s flushes cannot give
+ * them back, so they are kept as the live tool took them.
+ */
+static int write_epoch_proc(struct recorder *r, enum ep_source s, int seq,
+			    const struct ep_proc *d)
+{
+	rec_bind_text(r, RS_EPOCH_PROC, 1, epochs_source_name(s));
+	rec_bind_int(r, RS_EPOCH_PROC, 2, seq);
+	rec_bind_int(r, RS_EPOCH_PROC, 3, d->pid);
+	rec_bind_int(r, RS_EPOCH_PROC, 4, d->start);
+	if (d->end)
+		rec_bind_int(r, RS_EPOCH_PROC, 5, d->end);
+	for (int c = 0; c < TB_NCAT; c++) {
+		rec_bind_int(r, RS_EPOCH_PROC, 6 + c, d->own[c]);
+		rec_bind_int(r, RS_EPOCH_PROC, 6 + TB_NCAT + c, d->main_cp[c]);
+		rec_bind_int(r, RS_EPOCH_PROC, 6 + 2 * TB_NCAT + c, d->main_own[c]);
+	}
+	return rec_step(r, RS_EPOCH_PROC);
+}
+
+/* Its steps as counted at its close: steps found later do not change them. */
+static void bind_epoch_steps(struct recorder *r, const struct ep_steps *st)
+{
+	rec_bind_int(r, RS_EPOCH, 7, st->count);
+	rec_bind_double(r, RS_EPOCH, 8, st->total_ms);
+	rec_bind_double(r, RS_EPOCH, 9, st->min_ms);
+	rec_bind_double(r, RS_EPOCH, 10, st->max_ms);
+	rec_bind_double(r, RS_EPOCH, 11, st->sum_sq);
+	rec_bind_int(r, RS_EPOCH, 12, st->syncs);
+	rec_bind_text(r, RS_EPOCH, 13, epochs_step_source_name(st->source));
+}
+
+/* seq: its place in its source's list, which its epoch_procs rows name. */
+static int write_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e)
 {
 	rec_bind_text(r, RS_EPOCH, 1, epochs_source_name(s));
 	rec_bind_int(r, RS_EPOCH, 2, e->label);
 	rec_bind_int(r, RS_EPOCH, 3, e->start);
 	rec_bind_int(r, RS_EPOCH, 4, e->end);
 	rec_bind_int(r, RS_EPOCH, 5, e->complete);
-	return rec_step(r, RS_EPOCH);
+	rec_bind_int(r, RS_EPOCH, 6, seq);
+	bind_epoch_steps(r, &e->steps);
+	rec_step(r, RS_EPOCH);
+	for (int i = 0; i < e->n && !r->failed; i++)
+		write_epoch_proc(r, s, seq, &e->d[i]);
+	return r->failed ? -1 : 0;
 }
 
 bool record_epoch_closed(const struct recorder *r, const struct job *job)
@@ -173,7 +217,7 @@ int record_events(struct recorder *r, const struct job *job)
 		const struct ep_stream *st = &job->epochs->src[s];
 
 		for (; r->epochs_written[s] < st->n && !r->failed; r->epochs_written[s]++)
-			write_epoch(r, s, &st->list[r->epochs_written[s]]);
+			write_epoch(r, s, r->epochs_written[s], &st->list[r->epochs_written[s]]);
 	}
 	return r->failed ? -1 : 0;
 }
@@ -196,25 +240,21 @@ static const struct st_thread *step_thread(const struct steps *st, pid_t pid)
 	return best;
 }
 
-static bool pid_done(const struct steps *st, int upto, pid_t pid)
-{
-	for (int i = 0; i < upto; i++)
-		if (st->th[i].pid == pid)
-			return true;
-	return false;
-}
-
-/* At the end: the step starts the call period gave, one thread per process. */
+/*
+ * At the end: the step starts the call period gave, one thread per
+ * process, in the order the threads made their first call: the run's
+ * steps come from the main thread with the most of them, the first on a
+ * tie (steps_bounds), and the reader must find the same one.
+ */
 int record_call_steps(struct recorder *r, const struct steps *st)
 {
 	for (int i = 0; st && i < st->nth && !r->failed; i++) {
-		const struct st_thread *t;
+		const struct st_thread *t = &st->th[i];
 
-		if (pid_done(st, i, st->th[i].pid))
+		if (step_thread(st, t->pid) != t)
 			continue;
-		t = step_thread(st, st->th[i].pid);
-		for (int k = 0; t && k < t->nbounds && !r->failed; k++)
-			write_step(r, "calls", t->pid, t->bounds[k]);
+		for (int k = 0; k < t->nbounds && !r->failed; k++)
+			write_step(r, "calls", t->pid, t->tid, t->bounds[k]);
 	}
 	return r->failed ? -1 : 0;
 }

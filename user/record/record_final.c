@@ -58,6 +58,7 @@ static int write_gpu_calls(struct recorder *r, const struct gpu *g)
 			rec_bind_int(r, RS_GPU, 5, s->nested);
 			rec_bind_int(r, RS_GPU, 6, s->bytes);
 			rec_bind_int(r, RS_GPU, 7, s->ns);
+			rec_bind_int(r, RS_GPU, 8, i);
 			rec_step(r, RS_GPU);
 		}
 	}
@@ -124,24 +125,77 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 	return rec_meta(r, "complete", "1");
 }
 
+/* One family of an object a process mapped: what the JSON report says of it. */
+static void write_gpu_library(struct recorder *r, const struct gpu *g, int i,
+			      const struct gpu_mapping *m, enum gpu_family f)
+{
+	const struct gpu_object *o = &g->objs[m->obj];
+	char missing[2048];
+
+	gpu_missing(o, f, missing, sizeof(missing));
+	rec_bind_int(r, RS_GPU_LIB, 1, g->procs[i].pid);
+	rec_bind_text(r, RS_GPU_LIB, 2, gpu_family_names[f]);
+	rec_bind_text(r, RS_GPU_LIB, 3, o->path);
+	rec_bind_text(r, RS_GPU_LIB, 4, o->version[f]);
+	rec_bind_int(r, RS_GPU_LIB, 5, o->is_static[f]);
+	rec_bind_int(r, RS_GPU_LIB, 6, i);
+	rec_bind_int(r, RS_GPU_LIB, 7, m->obj);
+	rec_bind_int(r, RS_GPU_LIB, 8, m->probes[f]);
+	rec_bind_text(r, RS_GPU_LIB, 9, missing);
+	rec_step(r, RS_GPU_LIB);
+}
+
 /* The CUDA/NCCL files each process mapped, as the live report lists them. */
 static void write_gpu_libraries(struct recorder *r, const struct gpu *g)
 {
 	for (int i = 0; i < g->nprocs && !r->failed; i++)
 		for (int m = 0; m < g->procs[i].nmaps && !r->failed; m++) {
-			const struct gpu_object *o = &g->objs[g->procs[i].maps[m].obj];
+			const struct gpu_mapping *map = &g->procs[i].maps[m];
 
-			for (int f = 0; f < GF_NFAMILIES && !r->failed; f++) {
-				if (!(o->families & (1u << f)))
-					continue;
-				rec_bind_int(r, RS_GPU_LIB, 1, g->procs[i].pid);
-				rec_bind_text(r, RS_GPU_LIB, 2, gpu_family_names[f]);
-				rec_bind_text(r, RS_GPU_LIB, 3, o->path);
-				rec_bind_text(r, RS_GPU_LIB, 4, o->version[f]);
-				rec_bind_int(r, RS_GPU_LIB, 5, o->is_static[f]);
-				rec_step(r, RS_GPU_LIB);
-			}
+			for (int f = 0; f < GF_NFAMILIES && !r->failed; f++)
+				if (g->objs[map->obj].families & (1u << f))
+					write_gpu_library(r, g, i, map, f);
 		}
+}
+
+/*
+ * The GPU side's entries in the live tool's order (a pid that exits and
+ * comes back has two): gpu_calls, gpu_libraries and nccl_comms name them.
+ */
+static void write_gpu_procs(struct recorder *r, const struct gpu *g)
+{
+	for (int i = 0; i < g->nprocs && !r->failed; i++) {
+		rec_bind_int(r, RS_GPU_PROC, 1, i);
+		rec_bind_int(r, RS_GPU_PROC, 2, g->procs[i].pid);
+		rec_bind_int(r, RS_GPU_PROC, 3, g->procs[i].exited);
+		rec_step(r, RS_GPU_PROC);
+	}
+}
+
+static void write_comm(struct recorder *r, int i, pid_t pid, const struct gpu_comm *k)
+{
+	char id[2 * sizeof(k->id) + 1];
+
+	for (size_t b = 0; b < sizeof(k->id); b++)
+		sprintf(id + 2 * b, "%02x", k->id[b]);
+	rec_bind_int(r, RS_COMM, 1, i);
+	rec_bind_int(r, RS_COMM, 2, pid);
+	rec_bind_int(r, RS_COMM, 3, (int64_t)k->comm);
+	rec_bind_int(r, RS_COMM, 4, (int64_t)k->parent);
+	rec_bind_int(r, RS_COMM, 5, k->rank);
+	rec_bind_int(r, RS_COMM, 6, k->nranks);
+	rec_bind_text(r, RS_COMM, 7, id);
+	rec_bind_text(r, RS_COMM, 8, gpu_apis[k->api].name);
+	rec_bind_int(r, RS_COMM, 9, k->destroyed);
+	rec_step(r, RS_COMM);
+}
+
+/* NCCL communicators, as made (and whether destroyed by the end). */
+static void write_comms(struct recorder *r, const struct gpu *g)
+{
+	for (int i = 0; i < g->nprocs && !r->failed; i++)
+		for (int c = 0; c < g->procs[i].ncomms && !r->failed; c++)
+			write_comm(r, i, g->procs[i].pid, &g->procs[i].comms[c]);
 }
 
 /* Sync entries (syncs per step), known in full only at the end like the steps. */
@@ -181,8 +235,10 @@ int record_final(struct recorder *r, const struct job *job, uint64_t now)
 		write_worker_gens(r, job->epochs);
 	}
 	if (job->gpu) {
+		write_gpu_procs(r, job->gpu);
 		write_gpu_calls(r, job->gpu);
 		write_gpu_libraries(r, job->gpu);
+		write_comms(r, job->gpu);
 	}
 	write_diagnosis(r, job, now);
 	return write_end_meta(r, job, now);

@@ -7,6 +7,11 @@
 #define TB_RECORDING_H
 
 #define REC_APP_ID 0x74627066	/* SQLite application_id: "tbpf" */
-#define REC_SCHEMA_VERSION 1	/* user_version: a reader reads up to its own */
+/*
+ * user_version: a reader reads up to its own. 2 added what the reports
+ * cannot recompute from the flushes (epoch_procs, nccl_comms, gpu_procs,
+ * the epochs' steps); a version-1 file is read the old way.
+ */
+#define REC_SCHEMA_VERSION 2
 
 #endif

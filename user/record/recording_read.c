@@ -4,6 +4,7 @@
  * query checks every step: a truncated or corrupt file fails in the middle
  * of a table, and must end in one line, not in half a report.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <sqlite3.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "grow.h"
 #include "recording_read.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
@@ -50,6 +52,11 @@ static int q_close(struct recording *r, struct q *q, char *err, size_t errlen)
 static int64_t col_i64(struct q *q, int i)
 {
 	return sqlite3_column_int64(q->st, i);
+}
+
+static double col_double(struct q *q, int i)
+{
+	return sqlite3_column_double(q->st, i);
 }
 
 static bool col_null(struct q *q, int i)
@@ -110,22 +117,8 @@ static int check_header(struct recording *r, char *err, size_t errlen)
 			   r->path, (long long)ver, REC_SCHEMA_VERSION);
 	if (ver < 1)
 		return ERR("%s: not a trainbpf recording (schema version %lld)", r->path, (long long)ver);
+	r->version = (int)ver;
 	return 0;
-}
-
-/*
- * A WAL file needs its -shm beside it even to read; a reader that cannot
- * create one (a root-owned directory) reads the database file alone,
- * which holds everything up to the last checkpoint.
- */
-static int open_db(struct recording *r, const char *path, bool immutable)
-{
-	char uri[4200];
-
-	if (!immutable)
-		return sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
-	snprintf(uri, sizeof(uri), "file:%s?immutable=1", path);
-	return sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
 }
 
 int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
@@ -140,26 +133,13 @@ int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
 		return ERR("cannot read %s: not a regular file", path);
 	if (strlen(path) > 4000)
 		return ERR("cannot open %s: path too long", path);
-	for (int immutable = 0; immutable < 2; immutable++) {
-		if (open_db(r, path, immutable) != SQLITE_OK) {
-			snprintf(err, errlen, "cannot open %s: %s", path,
-				 r->db ? sqlite3_errmsg(r->db) : "out of memory");
-			sqlite3_close(r->db);
-			r->db = NULL;
-			continue;
-		}
-		if (!check_header(r, err, errlen))
-			return 0;
-		/* Only a WAL -shm problem deserves the second try. */
-		if (sqlite3_errcode(r->db) != SQLITE_CANTOPEN &&
-		    sqlite3_errcode(r->db) != SQLITE_READONLY)
-			break;
-		sqlite3_close(r->db);
-		r->db = NULL;
+	if (rec_open_file(r, path, err, errlen))
+		return -1;
+	if (check_header(r, err, errlen)) {
+		rec_close_file(r);
+		return -1;
 	}
-	sqlite3_close(r->db);
-	r->db = NULL;
-	return -1;
+	return 0;
 }
 
 /* ---- meta ---- */
@@ -185,6 +165,8 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->complete = !strcmp(v, "1");
 		} else if (!strcmp(k, "states_lost")) {
 			r->states_lost = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "launches")) {
+			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
 		} else if (!strcmp(k, "epochs_wanted")) {
 			double iv;
 
@@ -223,13 +205,25 @@ static enum tb_role role_from(const char *s)
 	return TB_ROLE_OTHER;
 }
 
+/*
+ * The live tool's order is the order the writer met processes and threads
+ * in, which is their rowid order (an UPSERT keeps a row's rowid); schema 1
+ * is read in the order of their start, as it always was.
+ */
+static const char *live_order(const struct recording *r, const char *v1)
+{
+	return r->version >= 2 ? "rowid" : v1;
+}
+
 static int load_procs(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen)
 {
+	char sql[256];
 	struct q q;
 
-	if (q_open(r, &q, "SELECT pid, ppid, comm, exe, role, flags, root, start_ns, "
-		   "end_ns, exit_code FROM processes ORDER BY start_ns, pid", err, errlen))
+	snprintf(sql, sizeof(sql), "SELECT pid, ppid, comm, exe, role, flags, root, start_ns, "
+		 "end_ns, exit_code FROM processes ORDER BY %s", live_order(r, "start_ns, pid"));
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		pid_t pid = (pid_t)col_i64(&q, 0);
@@ -267,10 +261,12 @@ static struct proc_rec *proc_at(struct job *job, pid_t pid, uint64_t ts)
 static int load_threads(struct recording *r, const struct rec_filter *flt,
 			char *err, size_t errlen)
 {
+	char sql[256];
 	struct q q;
 
-	if (q_open(r, &q, "SELECT tid, pid, comm, start_ns, end_ns FROM threads "
-		   "ORDER BY start_ns, tid", err, errlen))
+	snprintf(sql, sizeof(sql), "SELECT tid, pid, comm, start_ns, end_ns FROM threads "
+		 "ORDER BY %s", live_order(r, "start_ns, tid"));
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		pid_t pid = (pid_t)col_i64(&q, 1);
@@ -406,15 +402,19 @@ static void add_sample(struct thread_rec *t, const int64_t own[TB_NCAT],
 	t->nswitch += extra[2];
 }
 
-/* Deltas are gains; a negative one is bad data and counts as nothing. */
+/*
+ * A category's delta can be negative: a blocked thread's open interval is
+ * counted as what it looks like at a flush (idle) and may close as
+ * another category (data_wait); the next row moves the time across, and
+ * the sum is the thread's totals to the nanosecond. Bytes and switches
+ * only grow: a negative one is bad data and counts as nothing.
+ */
 static void sample_cols(struct q *q, int64_t own[TB_NCAT], int64_t cp[TB_NCAT],
 			int64_t extra[3])
 {
 	for (int c = 0; c < TB_NCAT; c++) {
 		own[c] = col_i64(q, 3 + c);
 		cp[c] = col_i64(q, 3 + TB_NCAT + c);
-		own[c] = own[c] > 0 ? own[c] : 0;
-		cp[c] = cp[c] > 0 ? cp[c] : 0;
 	}
 	for (int k = 0; k < 3; k++) {
 		extra[k] = col_i64(q, 3 + 2 * TB_NCAT + k);
@@ -466,9 +466,115 @@ static enum ep_source source_from(const char *s)
 	return EP_NSRC;
 }
 
-static int load_epoch_rows(struct recording *r, char *err, size_t errlen)
+/* Schema 2: each epoch with the deltas and steps the live tool closed it with. */
+#define CATS(p) p "cpu, " p "gpu_wait, " p "comm, " p "data_wait, " p "io, " \
+	p "runqueue, " p "lock, " p "idle"
+static const char epochs_sql[] =
+	"SELECT e.rowid, e.source, e.label, e.start_ns, e.end_ns, e.complete, "
+	"e.step_count, e.step_total_ms, e.step_min_ms, e.step_max_ms, e.step_sum_sq, "
+	"e.step_syncs, e.step_source, p.pid, p.start_ns, p.end_ns, "
+	CATS("p.") ", " CATS("p.cp_") ", " CATS("p.main_") " "
+	"FROM epochs e LEFT JOIN epoch_procs p ON p.source = e.source AND p.seq = e.seq "
+	"ORDER BY e.source, e.seq, e.rowid, p.rowid";
+enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT };
+
+/* One epoch being read: its epoch_procs rows follow its own. */
+struct ep_read {
+	struct epoch *e;	/* NULL: a source this build does not know */
+	int64_t rowid;
+	struct ep_steps steps;
+	struct ep_proc *d;
+	int n, cap;
+};
+
+static enum ep_step_src step_source_from(const char *s)
+{
+	for (int i = EP_STEPS_NONE; i <= EP_STEPS_CALLS; i++)
+		if (!strcmp(s, epochs_step_source_name(i)))
+			return i;
+	return EP_STEPS_NONE;
+}
+
+static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
+{
+	enum ep_source s = source_from(col_str(q, 1));
+
+	memset(x, 0, sizeof(*x));
+	x->rowid = col_i64(q, 0);
+	if (s != EP_NSRC) {
+		x->e = epochs_add(&r->ep, s, (long)col_i64(q, 2), col_ns(q, 3),
+				  col_null(q, 4) ? r->end_ns : col_ns(q, 4), col_i64(q, 5) != 0);
+		if (!x->e)
+			abort();	/* as job.c: out of memory, nothing left to say */
+	}
+	x->steps = (struct ep_steps){
+		.count = (int)col_i64(q, 6), .total_ms = col_double(q, 7),
+		.min_ms = col_double(q, 8), .max_ms = col_double(q, 9),
+		.sum_sq = col_double(q, 10), .syncs = (int)col_i64(q, 11),
+		.source = step_source_from(col_str(q, 12)),
+	};
+}
+
+static void ep_read_proc(struct ep_read *x, struct q *q)
+{
+	struct ep_proc *d = tb_grow(x->d, &x->cap, x->n + 1, sizeof(*d));
+
+	if (!d)
+		abort();
+	x->d = d;
+	d = &d[x->n++];
+	memset(d, 0, sizeof(*d));
+	d->pid = (pid_t)col_i64(q, EC_PID);
+	d->start = col_ns(q, EC_PID + 1);
+	d->end = col_ns(q, EC_PID + 2);
+	for (int c = 0; c < TB_NCAT; c++) {
+		d->own[c] = col_i64(q, EC_OWN + c);
+		d->main_cp[c] = col_i64(q, EC_CP + c);
+		d->main_own[c] = col_i64(q, EC_MAIN + c);
+	}
+}
+
+/* Its deltas into the epoch (before the next epochs_add moves the list). */
+static void ep_read_done(struct ep_read *x)
+{
+	if (x->e)
+		epoch_set_recorded(x->e, x->d, x->n, &x->steps);
+	else
+		free(x->d);
+	memset(x, 0, sizeof(*x));
+}
+
+static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
+			     char *err, size_t errlen)
+{
+	struct ep_read x = { 0 };
+	bool open = false;
+	struct q q;
+
+	if (q_open(r, &q, epochs_sql, err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		if (!open || col_i64(&q, 0) != x.rowid) {
+			if (open)
+				ep_read_done(&x);
+			ep_read_start(r, &x, &q);
+			open = true;
+		}
+		if (!col_null(&q, EC_PID) && (!flt->pid || col_i64(&q, EC_PID) == flt->pid))
+			ep_read_proc(&x, &q);
+	}
+	if (open)
+		ep_read_done(&x);
+	return q_close(r, &q, err, errlen);
+}
+
+static int load_epoch_rows(struct recording *r, const struct rec_filter *flt,
+			   char *err, size_t errlen)
 {
 	struct q q;
+
+	if (r->version >= 2)
+		return load_epochs_exact(r, flt, err, errlen);
 
 	if (q_open(r, &q, "SELECT source, label, start_ns, end_ns, complete FROM epochs "
 		   "ORDER BY start_ns", err, errlen))
@@ -525,23 +631,31 @@ static void finish_epochs(struct recording *r, struct ep_acc *acc)
 
 /* ---- steps ---- */
 
+/*
+ * Steps found from calls: one series per process, of the thread that
+ * found them (schema 2), in the order the threads made calls, which
+ * decides a tie (steps_bounds); schema 1 has no thread: its main one.
+ */
 static int load_steps(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen)
 {
+	char sql[128];
 	struct q q;
 
-	if (q_open(r, &q, "SELECT source, pid, ts_ns FROM steps ORDER BY ts_ns", err, errlen))
+	snprintf(sql, sizeof(sql), "SELECT source, pid, ts_ns, %s FROM steps ORDER BY %s",
+		 r->version >= 2 ? "tid" : "NULL", live_order(r, "ts_ns"));
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		pid_t pid = (pid_t)col_i64(&q, 1);
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		/* Steps found from calls: one series per process, as its main thread's. */
 		if (!strcmp(col_str(&q, 0), "marker"))
 			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
 		else if (!strcmp(col_str(&q, 0), "calls"))
-			steps_add_start(&r->steps, pid, pid, col_ns(&q, 2));
+			steps_add_start(&r->steps, pid, col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3),
+					col_ns(&q, 2));
 	}
 	r->ep.calls = &r->steps;
 	return q_close(r, &q, err, errlen);
@@ -643,10 +757,198 @@ static void infer_libraries(struct gpu *g)
 								 gpu_apis[a].family, "", false));
 }
 
+/* ---- CUDA/NCCL, schema 2: the live tool's entries, objects and communicators ---- */
+
+/* The GPU side's entries by their seq; objects by the writer's numbers. */
+struct gpu_read {
+	int64_t *seq;		/* parallel to gpu.procs */
+	int64_t *obj;		/* parallel to gpu.objs */
+	int cap_seq, cap_obj;
+};
+
+static struct gpu_proc *entry_of(struct recording *r, const struct gpu_read *x, int64_t seq)
+{
+	for (int i = 0; i < r->gpu.nprocs; i++)
+		if (x->seq[i] == seq)
+			return &r->gpu.procs[i];
+	return NULL;	/* left out by --pid, or no such entry */
+}
+
+static int load_gpu_procs(struct recording *r, const struct rec_filter *flt,
+			  struct gpu_read *x, char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT seq, pid, exited FROM gpu_procs ORDER BY seq", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t pid = (pid_t)col_i64(&q, 1);
+		struct gpu_proc *p;
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		x->seq = tb_grow(x->seq, &x->cap_seq, r->gpu.nprocs + 1, sizeof(*x->seq));
+		p = x->seq ? gpu_proc_add(&r->gpu, pid) : NULL;
+		if (!p)
+			abort();	/* as job.c: out of memory, nothing left to say */
+		p->exited = col_i64(&q, 2) != 0;
+		x->seq[r->gpu.nprocs - 1] = col_i64(&q, 0);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+static int load_gpu_calls(struct recording *r, const struct gpu_read *x,
+			  char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT seq, api, calls, nested, bytes, ns FROM gpu_calls",
+		   err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
+		int a = gpu_api_find(col_str(&q, 1));
+
+		if (!p || a < 0)
+			continue;
+		p->stat[a].calls += col_ns(&q, 2);
+		p->stat[a].nested += col_ns(&q, 3);
+		p->stat[a].bytes += col_ns(&q, 4);
+		p->stat[a].ns += col_ns(&q, 5);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/* Whether name is one of the ", "-joined names of list. */
+static bool listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; *p;) {
+		const char *end = strstr(p, ", ");
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len == n && !strncmp(p, name, n))
+			return true;
+		p += len + (end ? 2 : 0);
+	}
+	return false;
+}
+
+/* The writer's object obj, made the first time (its path from that row). */
+static int object_of(struct recording *r, struct gpu_read *x, int64_t obj, const char *path)
+{
+	struct gpu *g = &r->gpu;
+	int i;
+
+	for (i = 0; i < g->nobjs; i++)
+		if (x->obj[i] == obj)
+			return i;
+	x->obj = tb_grow(x->obj, &x->cap_obj, g->nobjs + 1, sizeof(*x->obj));
+	i = x->obj ? gpu_object_add(g) : -1;
+	if (i < 0)
+		abort();
+	x->obj[i] = obj;
+	strncpy(g->objs[i].path, path, sizeof(g->objs[i].path) - 1);
+	return i;
+}
+
+/*
+ * One family of an object: what the report says of it. The offsets of its
+ * functions are not recorded, only which core ones were missing: a found
+ * one gets offset 1 (gpu_lacks asks no more).
+ */
+static void object_family(struct gpu_object *o, int fam, struct q *q)
+{
+	o->families |= 1u << fam;
+	strncpy(o->version[fam], col_str(q, 3), sizeof(o->version[fam]) - 1);
+	o->is_static[fam] = col_i64(q, 4) != 0;
+	for (int a = 0; a < gpu_napis; a++)
+		if (gpu_apis[a].family == (enum gpu_family)fam && gpu_apis[a].core)
+			o->offs[a] = !listed(col_str(q, 7), gpu_apis[a].name);
+}
+
+static int load_gpu_objects(struct recording *r, struct gpu_read *x,
+			    char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT seq, family, path, version, static, obj, probes, missing "
+		   "FROM gpu_libraries ORDER BY rowid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
+		int fam = family_from(col_str(&q, 1)), o;
+		struct gpu_mapping *m;
+
+		if (!p || fam < 0)
+			continue;
+		o = object_of(r, x, col_i64(&q, 5), col_str(&q, 2));
+		object_family(&r->gpu.objs[o], fam, &q);
+		m = gpu_mapping_add(p, o);
+		if (!m)
+			abort();
+		m->probes[fam] = (int)col_i64(&q, 6);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+static void hex_bytes(const char *hex, unsigned char *out, size_t n)
+{
+	for (size_t i = 0; i < n && isxdigit((unsigned char)hex[2 * i]) &&
+			   isxdigit((unsigned char)hex[2 * i + 1]); i++)
+		sscanf(hex + 2 * i, "%2hhx", &out[i]);
+}
+
+static int load_comms(struct recording *r, const struct gpu_read *x,
+		      char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT seq, comm, parent, rank, nranks, id, api, destroyed "
+		   "FROM nccl_comms ORDER BY rowid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
+		int api = gpu_api_find(col_str(&q, 6));
+		struct gpu_comm *c;
+
+		if (!p || api < 0)
+			continue;
+		c = gpu_comm_add(p);
+		if (!c)
+			abort();
+		c->comm = (uint64_t)col_i64(&q, 1);
+		c->parent = (uint64_t)col_i64(&q, 2);
+		c->rank = (int)col_i64(&q, 3);
+		c->nranks = (int)col_i64(&q, 4);
+		hex_bytes(col_str(&q, 5), c->id, sizeof(c->id));
+		c->api = api;
+		c->destroyed = col_i64(&q, 7) != 0;
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+static int load_gpu_exact(struct recording *r, const struct rec_filter *flt,
+			  char *err, size_t errlen)
+{
+	struct gpu_read x = { 0 };
+	int rc = load_gpu_procs(r, flt, &x, err, errlen) ||
+		 load_gpu_calls(r, &x, err, errlen) ||
+		 load_gpu_objects(r, &x, err, errlen) || load_comms(r, &x, err, errlen);
+
+	free(x.seq);
+	free(x.obj);
+	return rc ? -1 : 0;
+}
+
 static int load_gpu(struct recording *r, const struct rec_filter *flt,
 		    char *err, size_t errlen)
 {
 	struct q q;
+
+	if (r->version >= 2)
+		return load_gpu_exact(r, flt, err, errlen);
 
 	if (q_open(r, &q, "SELECT pid, api, calls, nested, bytes, ns FROM gpu_calls",
 		   err, errlen))
@@ -783,8 +1085,15 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 
 static int load_counters(struct recording *r, char *err, size_t errlen)
 {
+	/* The writer's keys are the JSON report's (record_final.c); threads_untraced sums two. */
 	static const struct { const char *key; size_t off; } keys[] = {
 		{ "events_lost", offsetof(struct tb_counters, events_lost) },
+		{ "threads_untraced", offsetof(struct tb_counters, slots_exhausted) },
+		{ "sched_events_missed", offsetof(struct tb_counters, sched_missed) },
+		{ "gpu_stats_full", offsetof(struct tb_counters, api_stats_full) },
+		{ "gpu_probe_preempted", offsetof(struct tb_counters, api_preempted) },
+		{ "states_lost", offsetof(struct tb_counters, states_lost) },
+		/* the struct's names, which docs/recording.md once gave */
 		{ "slots_exhausted", offsetof(struct tb_counters, slots_exhausted) },
 		{ "storage_failed", offsetof(struct tb_counters, storage_failed) },
 		{ "sched_missed", offsetof(struct tb_counters, sched_missed) },
@@ -799,6 +1108,8 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 			if (!strcmp(col_str(&q, 0), keys[k].key))
 				*(uint64_t *)((char *)&r->bpf + keys[k].off) = col_ns(&q, 1);
+	if (!r->states_lost)	/* the trace's warning: the writer counts it here */
+		r->states_lost = r->bpf.states_lost;
 	return q_close(r, &q, err, errlen);
 }
 
@@ -847,6 +1158,26 @@ static void clip_window(struct job *job, uint64_t ws, uint64_t we)
 	job->nprocs = np;
 }
 
+/*
+ * A window's flushes can move time out of a category it gained before the
+ * window (a wait that closed as data_wait after a flush counted it idle):
+ * a thread's sum in the window is then below zero there, shown as none.
+ */
+static void clamp_window(struct job *job)
+{
+	for (int i = 0; i < job->nprocs; i++)
+		for (int j = 0; j < job->procs[i].nthreads; j++) {
+			struct thread_rec *t = &job->procs[i].threads[j];
+
+			for (int c = 0; c < TB_NCAT; c++) {
+				if ((int64_t)t->own[c] < 0)
+					t->own[c] = 0;
+				if ((int64_t)t->cp[c] < 0)
+					t->cp[c] = 0;
+			}
+		}
+}
+
 static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
@@ -855,13 +1186,14 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 	uint64_t ws = r->start_ns, we = r->end_ns;
 	int rc;
 
-	if (s != EP_NSRC) {
+	/* Schema 2 has each epoch's deltas; schema 1's are rebuilt from the flushes. */
+	if (s != EP_NSRC && r->version < 2) {
 		acc.list = r->ep.src[s].list;
 		acc.n = r->ep.src[s].n;
 	}
 	if (flt->epoch_set) {
-		ws = acc.list[0].start;
-		we = acc.list[0].end;
+		ws = r->ep.src[s].list[0].start;
+		we = r->ep.src[s].list[0].end;
 	}
 	acc.nprocs = r->job.nprocs;
 	acc.d = xcalloc(acc.n, sizeof(*acc.d));
@@ -872,6 +1204,7 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 		free(acc.d[i]);
 	free(acc.d);
 	if (flt->epoch_set) {
+		clamp_window(&r->job);
 		r->job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
 		r->start_ns = ws;
 		r->end_ns = we;
@@ -886,7 +1219,7 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	r->ep.interval_s = EP_AUTO_INTERVAL_S;
 	if (load_meta(r, err, errlen) || find_end(r, err, errlen) ||
 	    load_procs(r, flt, err, errlen) || load_threads(r, flt, err, errlen) ||
-	    load_epoch_rows(r, err, errlen) || pick_epochs(r, flt, err, errlen) ||
+	    load_epoch_rows(r, flt, err, errlen) || pick_epochs(r, flt, err, errlen) ||
 	    load_steps(r, flt, err, errlen) || load_syncs(r, flt, err, errlen) ||
 	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
@@ -906,7 +1239,7 @@ void rec_close(struct recording *r)
 	gpu_free(&r->gpu);
 	free(r->saved);
 	job_free(&r->job);
-	sqlite3_close(r->db);
+	rec_close_file(r);
 	memset(r, 0, sizeof(*r));
 }
 

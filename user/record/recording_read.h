@@ -43,7 +43,9 @@ struct recording {
 	struct tb_counters bpf;
 	uint64_t start_ns, end_ns;	/* the recording (or the epoch's window) */
 	bool complete;		/* meta.complete: it ended cleanly */
-	uint64_t states_lost;	/* meta.states_lost */
+	uint64_t states_lost;	/* meta.states_lost, else counters.states_lost */
+	int version;		/* user_version: 1 is read the old way */
+	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };
 
 /*
@@ -54,6 +56,13 @@ int rec_open(struct recording *r, const char *path, char *err, size_t errlen);
 /* Loads everything the reports need; -1 and a line in err on failure. */
 int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen);
 void rec_close(struct recording *r);
+/*
+ * recording_open.c: r->db opened read-only, with no file made beside path
+ * (a finished recording, one being written, one cut by kill -9, a -wal
+ * whose -shm is gone); -1 and a line in err.
+ */
+int rec_open_file(struct recording *r, const char *path, char *err, size_t errlen);
+void rec_close_file(struct recording *r);
 /*
  * Runs sql and calls row for each result row, checking every step: 0, or
  * -1 and a line in err (a corrupt page half-way through a table).
