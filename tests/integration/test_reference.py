@@ -24,13 +24,25 @@ import pytest
 
 from conftest import disk_dir, threads_by_tid, trace_json, workload
 
+# A switch-out with no switch-in before it: the kernel started the thread
+# with no sched_switch naming it (a few times per 10k switches here;
+# counters.sched_events_missed). bpftrace cannot time that stretch from
+# switches; the kernel's run-time counter, read from the thread itself at
+# its switch-out, can (@unseen), as trainbpf does (picked_at, from the same
+# counters). Without it, bpftrace lost a whole slice now and then: 22 ms
+# of a hog's 1.4 s once, over the tolerance.
 SCRIPT = r'''
 tracepoint:sched:sched_switch /strncmp(args->next_comm, "tb_", 3) == 0 || args->next_comm == "mixed"/ {
     @in[args->next_pid] = nsecs;
 }
-tracepoint:sched:sched_switch /(strncmp(args->prev_comm, "tb_", 3) == 0 || args->prev_comm == "mixed") && @in[args->prev_pid]/ {
-    @cpu[args->prev_pid] += nsecs - @in[args->prev_pid];
-    delete(@in[args->prev_pid]);
+tracepoint:sched:sched_switch /strncmp(args->prev_comm, "tb_", 3) == 0 || args->prev_comm == "mixed"/ {
+    if (@in[args->prev_pid]) {
+        @cpu[args->prev_pid] += nsecs - @in[args->prev_pid];
+        delete(@in[args->prev_pid]);
+    } else if (@rt[args->prev_pid]) {
+        @unseen[args->prev_pid] += curtask->se.sum_exec_runtime - @rt[args->prev_pid];
+    }
+    @rt[args->prev_pid] = curtask->se.sum_exec_runtime;
 }
 '''
 
@@ -99,12 +111,15 @@ def test_oncpu_matches_bpftrace(tmp_path, hogs):
     finally:
         kill_group(bt)
     ref = {int(t): int(ns) for t, ns in re.findall(r"@cpu\[(\d+)\]: (\d+)", stdout)}
+    unseen = {int(t): int(ns) for t, ns in re.findall(r"@unseen\[(\d+)\]: (\d+)", stdout)}
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
     for tt in truth["threads"]:
         t = tids[tt["tid"]][1]
         ours = t["time_s"]["cpu"]
-        theirs = ref.get(tt["tid"], 0) / 1e9
+        lost = unseen.get(tt["tid"], 0) / 1e9
+        theirs = ref.get(tt["tid"], 0) / 1e9 + lost
         tol = 0.01 * theirs + 0.002 + PROBE_ORDER * t["context_switches"]
         assert abs(ours - theirs) <= tol, \
-            f"{tt['name']}: trainbpf {ours:.4f}s, bpftrace {theirs:.4f}s"
+            f"{tt['name']}: trainbpf {ours:.4f}s, bpftrace {theirs:.4f}s " \
+            f"({lost:.4f}s of it unseen by switches)"
