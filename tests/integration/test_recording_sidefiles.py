@@ -126,6 +126,10 @@ def check_wal_without_shm(tmp_path, base):
     assert listing(d) == before
     assert os.listdir(tmp) == []  # the private copy is gone
     # A directory the reader cannot write to: the same, not the checkpoint alone.
+    # Recordings are made 0600: sharing one with another user is a chmod.
+    for f in ("run.db", "run.db-wal"):
+        os.chmod(d / f, 0o644)
+    before = listing(d)
     os.chmod(d, 0o555)
     try:
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",

@@ -403,7 +403,7 @@ static void print_report(struct run *r, const struct tb_counters *bpf, uint64_t 
 		report_csv(r->out, &r->job);
 	else
 		report_text(r->out, &r->job, &c, now);
-	fflush(r->out);
+	/* No flush here: out_close flushes and says why a write failed. */
 }
 
 /* Returns the time the report's open intervals were closed at. */
