@@ -5,7 +5,8 @@ set -euo pipefail
 
 PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       libzstd-dev libsqlite3-dev libclang-rt-14-dev check python3 python3-pytest python3-torch util-linux
-      linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2)
+      linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2
+      mmdebstrap)   # scripts/torch-root.sh: the Debian 13 root with torch 2.6
 
 missing=()
 for p in "${PKGS[@]}"; do
