@@ -46,8 +46,9 @@ $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(BPF_INCLUDES) -c $< -o $@
 	$(BPFTOOL) gen object $@.linked $@ && mv $@.linked $@
 
+# Through a temporary: a failed generation must not leave an empty header.
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
-	$(BPFTOOL) gen skeleton $< > $@
+	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 
 # Header dependencies come from the compiler (-MMD -MP, the .d files).
 define layer_rule

@@ -169,6 +169,27 @@ __noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t
 	return 0;
 }
 
+/* The thread's phase row (torch.bpf.h): its critical-path time by phase. */
+static __always_inline __u64 *phase_row(struct tb_slot *s)
+{
+	__u32 p = s->phase;
+
+	return s->ph[p < TB_NPHASE ? p : TB_PH_OTHER];
+}
+
+/* What a lock wait's split added to each category goes to the phase too. */
+__noinline int phase_split(struct tb_slot *s, struct tb_cat_ns *before)
+{
+	__u64 *row;
+
+	if (!s || !before)
+		return 0;
+	row = phase_row(s);
+	for (int c = 0; c < TB_NCAT; c++)
+		row[c] += s->cp[c] - before->ns[c];
+	return 0;
+}
+
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 					   __u32 cp, __u64 now)
 {
@@ -178,6 +199,7 @@ static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 		stream_state(s, s->since, now, own & (TB_NCAT - 1), cp & (TB_NCAT - 1));
 	s->own[own & (TB_NCAT - 1)] += d;
 	s->cp[cp & (TB_NCAT - 1)] += d;
+	phase_row(s)[cp & (TB_NCAT - 1)] += d;
 	s->since = now;
 	ckpt_update(s, now);
 }
@@ -263,10 +285,10 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	if (w && own == TB_LOCK && !tb_waker_is_wholesale(&info)) {
 		struct tb_cat_ns before;
 
-		if (tb_stream_states)
-			__builtin_memcpy(before.ns, s->cp, sizeof(before.ns));
+		__builtin_memcpy(before.ns, s->cp, sizeof(before.ns));
 		if (!cp_split_recent(s, w, open_cp(w), s->since, now))
 			cp_split(s, w, open_cp(w), s->since, now);
+		phase_split(s, &before);
 		if (tb_stream_states)
 			stream_split(s, &before, s->since);
 		s->own[TB_LOCK] += d;
@@ -640,4 +662,5 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 
 /* After the slot helpers it uses. */
 #include "gpu_api.bpf.h"
+#include "torch.bpf.h"
 #include "output.bpf.h"

@@ -22,6 +22,13 @@ enum tb_api_kind {
 	TB_AK_COMM_INIT,	/* communicator creation */
 	TB_AK_COMM_DESTROY,
 	TB_AK_LAUNCH,		/* kernel or graph launch: entry only, opt-in */
+	/* PyTorch's brackets (bpf/torch.bpf.h): phases, not counted calls */
+	TB_AK_TORCH_OPEN,	/* record_function_enter_new: a named bracket opens (entry) */
+	TB_AK_TORCH_OP,		/* invokeOperatorFromPython: a torch.ops call (entry) */
+	TB_AK_TORCH_CLOSE,	/* DisableTorchFunctionSubclass.__exit__: one may close */
+	TB_AK_TORCH_BACKWARD,	/* Engine::execute: entry and return */
+	TB_AK_TORCH_SAVE,	/* PyTorchStreamWriter constructor (entry) */
+	TB_AK_TORCH_SAVED,	/* PyTorchStreamWriter destructor (return) */
 	TB_AK_NKINDS,
 };
 
@@ -87,6 +94,7 @@ struct tb_comm_pending {
 #define TB_EV_NCCL_COMM		16	/* a communicator was created */
 #define TB_EV_NCCL_DESTROY	17
 #define TB_EV_CALL		18	/* an outermost sync, copy or NCCL call returned */
+#define TB_EV_PHASE		19	/* a thread's training phase changed */
 
 struct tb_comm_event {
 	__u32 type;
@@ -114,6 +122,31 @@ struct tb_call_event {
 	__u8 pad;
 	__u64 entry;		/* bpf_ktime_get_ns at entry and at return */
 	__u64 ret;
+};
+
+/* TB_EV_PHASE: a thread's phase from ts on (no wakeup: read at the next tick). */
+struct tb_phase_event {
+	__u32 type;
+	__u32 pid;
+	__u32 tid;
+	__u8 phase;		/* enum tb_phase (trainbpf.h), from ts */
+	__u8 cls;		/* enum tb_bracket_cls of the bracket that changed it */
+	__u8 resolved;		/* a fetch or backward: what the step before was (TB_RS_*) */
+	__u8 pad;
+	__u64 ts;
+};
+
+/*
+ * How pending time was resolved (tb_phase_event.resolved), at a backward
+ * or at the fetch that ends a step with no backward.
+ */
+enum tb_resolved {
+	TB_RS_NONE = 0,		/* nothing was pending */
+	TB_RS_TRAINED,		/* a backward: the step's data and forward */
+	TB_RS_LONE,		/* no backward: held until the next step tells */
+	TB_RS_VALIDATION,	/* no backward, in a row: the held step and this one */
+	TB_RS_HOW = 0x0f,
+	TB_RS_HELD_OTHER = 0x10,	/* and, a backward after a held step: it was other */
 };
 
 #endif /* TB_GPU_API_H */

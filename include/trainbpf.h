@@ -32,6 +32,50 @@ enum tb_cat {
 	TB_NCAT,
 };
 
+/*
+ * Where in the training loop a thread is, beside its category. Set from
+ * PyTorch's own brackets (bpf/torch.bpf.h): DataLoader fetches, optimizer
+ * calls (names: torch >= 2.0), backward (torch::autograd::Engine::execute)
+ * and torch.save (PyTorchStreamWriter). A step's fetch and what follows it
+ * wait in PEND_DATA and PEND_FWD until the step says what it was: a
+ * backward makes them data and forward. A fetch with no backward after it
+ * is validation when another such comes next (a loop over a loader with
+ * no backward), and other when it stands alone (the fetch that ends an
+ * epoch): it waits in PEND_LONE until its neighbour tells.
+ */
+enum tb_phase {
+	TB_PH_OTHER = 0,	/* in no phase: setup, logging, threads that run none */
+	TB_PH_DATA,
+	TB_PH_FORWARD,
+	TB_PH_BACKWARD,
+	TB_PH_OPTIMIZER,
+	TB_PH_CHECKPOINT,
+	TB_PH_VALIDATION,
+	TB_PH_PEND_DATA,	/* a fetch, not yet known to be training's */
+	TB_PH_PEND_FWD,		/* after a fetch, until a backward or the next fetch */
+	TB_PH_PEND_LONE,	/* a fetch and what followed, no backward: validation or other */
+	TB_NPHASE,
+};
+
+/* What a bracket is: from its name (record_function, torch >= 2.0), or its probe. */
+enum tb_bracket_cls {
+	TB_BC_NONE = 0,
+	TB_BC_DATA,		/* enumerate(DataLoader)#...__next__ */
+	TB_BC_OPTIM,		/* Optimizer.step#..., Optimizer.zero_grad#... */
+	TB_BC_OTHER,		/* named, not a phase (DistributedDataParallel.forward, ...) */
+	TB_BC_BACKWARD,		/* not a name: Engine::execute */
+	TB_BC_SAVE,		/* not a name: a PyTorchStreamWriter's life */
+};
+
+/* An open bracket of a thread: what closes it, and the phase to go back to. */
+#define TB_NBRACKET 4
+struct tb_bracket {
+	__u64 key;		/* the writer object; 0: named brackets and backward */
+	__u8 cls;		/* enum tb_bracket_cls */
+	__u8 restore;		/* enum tb_phase */
+	__u8 pad[6];
+};
+
 /* A thread's scheduling state as the BPF side last saw it. */
 enum tb_state {
 	TB_ST_FREE = 0,	/* slot unused */
@@ -128,6 +172,15 @@ struct tb_slot {
 	__u32 pad2;
 	__u64 rq_delay0;	/* sched_info.run_delay on becoming RUNNABLE; TB_RQD_UNKNOWN */
 	char comm[TB_COMM_LEN];
+	__u8 phase;		/* enum tb_phase */
+	__u8 nbr;		/* open brackets in br[] */
+	__u8 op_seen;		/* a torch.ops call since the last bracket opened */
+	__u8 fetched;		/* a fetch opened this step and no backward followed yet */
+	__u8 lone;		/* the step before had no backward: held in PEND_LONE */
+	__u8 in_val;		/* steps with no backward came in a row: validation */
+	__u16 pad3;
+	struct tb_bracket br[TB_NBRACKET];
+	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */
 	struct tb_waker_snap recent[TB_NRECENT];	/* most recent first */
 };
@@ -189,6 +242,7 @@ struct tb_counters {
 	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */
 	__u64 api_preempted;	/* a probe's slot update interrupted by a switch */
 	__u64 states_lost;	/* state intervals dropped: states ring buffer full */
+	__u64 brackets_deep;	/* brackets past TB_NBRACKET open at once: not tracked */
 };
 
 /*

@@ -18,3 +18,7 @@ if ((${#missing[@]})); then
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# Debian 13's torch 2.6 in a root of its own: the phase tests run the jobs
+# users run, not only Debian 12's torch 1.13 (about a minute, once).
+"$(dirname "$0")/torch-root.sh"

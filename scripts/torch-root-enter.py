@@ -6,7 +6,7 @@ mounts made with mount(2) directly, chroot, chdir, exec. A tracer that
 launched us (trainbpf -- ...) sees one pid that becomes CMD, not a crowd
 of short mount(8) processes; the caller's pid is CMD's pid. The mounts
 (/proc, /dev, a fresh /dev/shm, /tmp, /etc/hosts read-only, the current
-directory at the same path) live in the namespace only: they vanish with
+directory and this repository at their own paths) live in the namespace only: they vanish with
 the last process in it, never show on the machine, and leave nothing
 mounted in ROOT.
 """
@@ -42,8 +42,16 @@ def main():
     # the machine's name resolves as outside (torchrun's rendezvous uses it)
     mount("/etc/hosts", root + "/etc/hosts", None, MS_BIND)
     mount(None, root + "/etc/hosts", None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-    os.makedirs(root + here, exist_ok=True)
-    mount(here, root + here, None, MS_BIND | MS_REC)
+    # the repository too: a test names its workloads by absolute path
+    repo = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    done = []
+    for d in sorted({here, repo}):
+        # "/" would hide the root itself: from there, the job sees the root's /
+        if d == "/" or any(d == m or d.startswith(m + "/") for m in done):
+            continue
+        os.makedirs(root + d, exist_ok=True)
+        mount(d, root + d, None, MS_BIND | MS_REC)
+        done.append(d)
     os.chroot(root)
     os.chdir(here)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

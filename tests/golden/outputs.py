@@ -111,7 +111,8 @@ def cases():
         out.append((f"diff.{a[:-3]}.{b[:-3]}.txt", "recording", ["diff", a[:-3], b[:-3]]))
     out += [(f"cli.{name}.txt", "cli", argv) for name, argv in CLI]
     out += [("render.markers.txt", "render", ["markers"]),
-            ("render.calls.txt", "render", ["calls"])]
+            ("render.calls.txt", "render", ["calls"]),
+            ("render.phases.txt", "render", ["phases"])]
     gpujob = [os.path.join(WORKLOADS, "gpujob"), "--truth", "@TMP/truth.json", "--steps", "30",
               "--mode", "sleep", "--cpu-us", "1000", "--sync-us", "2000", "--nccl-us", "2000",
               "--launches", "0", "--threads", "2", "--wait-probes", "20000"]

@@ -7,8 +7,10 @@
  * marker events (or from CUDA call events, "calls"), the GPU side is built
  * by hand. tests/golden/check.sh compares the output with the file made
  * before user/ was restructured: the restructure may move code, not bytes.
+ * "phases" adds libtorch and the phase events of a training loop with a
+ * validation pass (the phase table's bytes).
  *
- * Usage: render markers|calls
+ * Usage: render markers|calls|phases
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "gpu.h"
 #include "job.h"
 #include "live.h"
+#include "phases.h"
 #include "report.h"
 #include "steps.h"
 #include "cli_read.h"
@@ -35,7 +38,8 @@ struct scene {
 	struct steps steps;
 	struct gpu gpu;
 	struct diag dg;
-	bool calls;
+	struct phases ph;
+	bool calls, phases;
 };
 
 static void add_cat(struct thread_rec *t, int cat, uint64_t own, uint64_t cp)
@@ -65,6 +69,18 @@ static void build_job(struct scene *s)
 	job_add_thread(p, 110, "q\"odd\\comm\n", W0 + 100 * MS);
 }
 
+/* The trainer's critical path by phase, as BPF would split a tick's. */
+static void phase_rows(struct thread_rec *t, bool data_bound)
+{
+	t->ph[TB_PH_DATA][TB_DATA_WAIT] += data_bound ? 80 * MS : 30 * MS;
+	t->ph[TB_PH_FORWARD][TB_CPU] += 40 * MS;
+	t->ph[TB_PH_BACKWARD][TB_CPU] += 40 * MS;
+	t->ph[TB_PH_BACKWARD][TB_GPU_WAIT] += data_bound ? 0 : 50 * MS;
+	t->ph[TB_PH_OPTIMIZER][TB_CPU] += 10 * MS;
+	t->ph[TB_PH_OPTIMIZER][TB_COMM] += 10 * MS;
+	t->ph[TB_PH_OTHER][TB_RUNQUEUE] += 20 * MS;
+}
+
 /* Each tick: the trainers compute, wait for data and talk; helpers sleep. */
 static void grow_job(struct scene *s, int tick)
 {
@@ -92,6 +108,8 @@ static void grow_job(struct scene *s, int tick)
 				add_cat(t, TB_RUNQUEUE, data_bound ? 20 * MS : 20 * MS,
 					20 * MS);
 				t->io_rbytes += 1 << 20;
+				if (s->phases)
+					phase_rows(t, data_bound);
 			} else if (p->pid == 110 && t->tid == 110) {
 				add_cat(t, TB_CPU, 120 * MS, 120 * MS);
 				add_cat(t, TB_LOCK, 30 * MS, 30 * MS);
@@ -125,6 +143,40 @@ static void call(struct scene *s, uint64_t entry, int api, uint64_t dur)
 				   .entry = entry, .ret = entry + dur };
 
 	steps_on_event(&s->steps, &e);
+}
+
+static void phase(struct scene *s, uint64_t ts, unsigned int ph, unsigned int cls,
+		  unsigned int resolved)
+{
+	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = ph,
+				    .cls = cls, .resolved = resolved, .ts = ts };
+
+	phases_on_event(&s->ph, &e);
+}
+
+/*
+ * One 50 ms batch of the trainer's loop from t, as BPF reports it: a
+ * fetch, the forward, then backward and optimizer for a training batch;
+ * none for a validation batch (tick 20's), which the following fetches
+ * resolve: the first is held, the second makes both validation.
+ */
+static void batch(struct scene *s, uint64_t t, int tick, int k)
+{
+	static int nval;
+	bool val = tick == 20;
+	unsigned int how = !nval ? TB_RS_NONE : nval == 1 ? TB_RS_LONE : TB_RS_VALIDATION;
+
+	phase(s, t, TB_PH_PEND_DATA, TB_BC_DATA, how);
+	phase(s, t + 4 * MS + k * MS, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE);
+	if (val) {
+		nval++;
+		return;
+	}
+	nval = 0;
+	phase(s, t + 22 * MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+	phase(s, t + 38 * MS, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE);
+	phase(s, t + 41 * MS, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE);
+	phase(s, t + 47 * MS, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE);
 }
 
 /* A DataLoader worker forked at ts by the trainer; it exits at end (0: never). */
@@ -161,6 +213,8 @@ static void events(struct scene *s, int tick, uint64_t now)
 			continue;
 		if (!s->calls && (t / (50 * MS)) % 2 == 0)
 			mark(s, t + 3 * MS, "TRAINBPF step 1\n");
+		if (s->phases)
+			batch(s, t, tick, (int)((t - from) / (50 * MS)));
 		call(s, t + 20 * MS, sync, 2 * MS);
 		call(s, t + 30 * MS, ar, 1 * MS);
 		call(s, t + 40 * MS, sync, 5 * MS);
@@ -179,6 +233,19 @@ static void exits(struct scene *s, uint64_t now)
 		p->exit_code = 0;
 		epochs_on_exit(&s->ep, p->pid, p->end_ns);
 	}
+}
+
+/* libtorch_cpu, mapped by the trainer: its probes give the phase events. */
+static void build_torch(struct scene *s)
+{
+	int i = gpu_object_add(&s->gpu);
+	struct gpu_object *o = &s->gpu.objs[i];
+
+	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/torch/lib/libtorch_cpu.so");
+	o->families = 1u << GF_TORCH;
+	o->offs[gpu_api_find("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_")] = 0x3000;
+	gpu_mapping_add(gpu_proc_get(&s->gpu, 100), i)->probes[GF_TORCH] = 9;
+	s->job.phases = &s->ph;
 }
 
 static void build_gpu(struct scene *s)
@@ -236,9 +303,12 @@ int main(int argc, char **argv)
 	struct run_counters c = { 0 };
 
 	s.calls = argc > 1 && !strcmp(argv[1], "calls");
+	s.phases = argc > 1 && !strcmp(argv[1], "phases");
 	diag_init(&s.dg);
 	build_job(&s);
 	build_gpu(&s);
+	if (s.phases)
+		build_torch(&s);
 	if (epochs_init(&s.ep, EP_AUTO, 0, NULL, W0, why, sizeof(why)))
 		return 1;
 	s.ep.calls = &s.steps;
@@ -265,9 +335,12 @@ int main(int argc, char **argv)
 	c.bpf.events_lost = 3;
 	c.bpf.sched_missed = 2;
 	c.bpf.states_lost = 1;
+	c.bpf.brackets_deep = s.phases ? 2 : 0;
 	c.io_rbytes = 123456789;
 	c.io_wbytes = 987654;
 	c.switches = 4242;
+	if (s.phases)
+		phases_finish(&s.ph, &s.gpu);
 	printf("==== text\n");
 	report_text(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
 	printf("==== json\n");

@@ -15,6 +15,9 @@ TRAINBPF = os.path.join(ROOT, "build", "trainbpf")
 WORKLOADS = os.path.join(ROOT, "tests", "workloads", "build")
 DDP_TRAIN = os.path.join(ROOT, "tests", "workloads", "ddp_train.py")
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, the one with python3-torch
+TORCH_JOB = os.path.join(ROOT, "tests", "workloads", "torch_job.py")
+# Python with Debian 13's torch 2.6, in the root scripts/setup.sh builds
+TORCH26_PYTHON = [os.path.join(ROOT, "scripts", "torch-root.sh"), "run", "python3"]
 
 
 def workload(name):

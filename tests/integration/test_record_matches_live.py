@@ -7,7 +7,8 @@ must print the same bytes. Every workload the suite records is run once
 per format checked: a busy multi-threaded job (mixed), epoch markers and
 lines (epochs), DataLoader worker generations (workers), the CUDA/NCCL
 stand-ins (stepjob: steps from the call period, syncs per step; gpujob:
-NCCL communicators, launches counted) and the real PyTorch DDP job.
+NCCL communicators, launches counted), the real PyTorch DDP job (torch
+1.13) and a torch 2.6 job with validation and checkpoints (its phases).
 
 Where the reader's options define a number the same way as the live
 report, it must be the live number too:
@@ -29,7 +30,8 @@ import time
 
 import pytest
 
-from conftest import DDP_TRAIN, SYSTEM_PYTHON, TRAINBPF, disk_dir, workload
+from conftest import (DDP_TRAIN, SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB, TRAINBPF,
+                      disk_dir, workload)
 
 
 def record(tmp_path, name, cmd, fmt, extra=(), timeout=300):
@@ -104,12 +106,16 @@ WORKLOADS = {
                 "--comm-init", "--rank", "5", "--nranks", "16",
                 "--wait-probes", "20000", "--launch-probes"], ["--launches"]),
     "ddp": ([SYSTEM_PYTHON, DDP_TRAIN, "--epochs", "2"], []),
+    # torch 2.6: the phase table (validation and checkpoint phases too)
+    "torch": ([*TORCH26_PYTHON, TORCH_JOB, "--variant", "validation", "--truth",
+               "@T/truth.json"], []),
 }
 
 # The report formats compared per workload: JSON everywhere, text and CSV
 # on some (each format is a run of its own).
 CASES = [(w, "json") for w in WORKLOADS] + [("mixed", "text"), ("epochs", "text"),
-                                            ("gpujob", "text"), ("workers", "csv")]
+                                            ("gpujob", "text"), ("workers", "csv"),
+                                            ("torch", "text")]
 
 
 def run_case(tmp_path, name, fmt):

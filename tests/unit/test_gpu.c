@@ -88,6 +88,45 @@ START_TEST(finds_functions_by_symbol)
 }
 END_TEST
 
+/* C functions under C++ mangled names: what a libtorch build exports. */
+__attribute__((noinline, used)) int rf_ctor(int scope)
+	__asm__("_ZN2at14RecordFunctionC1ENS_11RecordScopeEb");
+int rf_ctor(int scope)
+{
+	return scope + 1;
+}
+
+__attribute__((noinline, used)) int writer_ctor(const void *f)
+	__asm__("_ZN6caffe29serialize19PyTorchStreamWriterC1ESt8functionIFmPKvmEEb");
+int writer_ctor(const void *f)
+{
+	return f != NULL;
+}
+
+/* A pattern names a function whatever its parameters' mangling. */
+START_TEST(finds_functions_by_pattern)
+{
+	const char *names[] = {
+		"_ZN2at14RecordFunctionC1ENS_11RecordScopeE*",
+		"_ZN6caffe29serialize19PyTorchStreamWriterC1E*basic_string*",
+		"_ZN6caffe29serialize19PyTorchStreamWriterC1E*function*",
+		"_ZN2at14RecordFunctionC1ENS_11RecordScopeEb",	/* exact too */
+	};
+	uint64_t offs[4];
+	struct elf_info info;
+	int fd = open("/proc/self/exe", O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(elf_find_functions(fd, names, 4, offs, &info), 3);
+	ck_assert_uint_ne(offs[0], 0);
+	ck_assert_uint_eq(offs[1], 0);	/* no std::string overload here */
+	ck_assert_uint_ne(offs[2], 0);
+	ck_assert_uint_eq(offs[3], offs[0]);
+	ck_assert_uint_ne(offs[0], offs[2]);
+	close(fd);
+}
+END_TEST
+
 START_TEST(finds_version_string)
 {
 	char v[32];
@@ -165,6 +204,7 @@ int main(void)
 	tcase_add_test(tc, cookie_round_trip);
 	tcase_add_test(tc, nccl_argument_positions);
 	tcase_add_test(tc, finds_functions_by_symbol);
+	tcase_add_test(tc, finds_functions_by_pattern);
 	tcase_add_test(tc, finds_version_string);
 	tcase_add_test(tc, not_elf);
 	tcase_add_test(tc, maps_lines);

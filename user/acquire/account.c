@@ -64,6 +64,20 @@ static unsigned int unknown_wait(pid_t pid, pid_t tid)
 	return w == TB_W_FD ? procfs_fd_wait(pid, arg0) : w;
 }
 
+/*
+ * The phase rows as BPF closed them, and the open interval (or a thread
+ * never switched, split from schedstat) in the phase it runs in: the rows
+ * sum to the critical path, category by category.
+ */
+static void fill_phases(struct thread_rec *t, const struct tb_slot *s)
+{
+	unsigned int p = s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER;
+
+	memcpy(t->ph, s->ph, sizeof(t->ph));
+	for (int c = 0; c < TB_NCAT; c++)
+		t->ph[p][c] += t->cp[c] - s->cp[c];
+}
+
 static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
 			uint64_t now)
 {
@@ -87,6 +101,7 @@ static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
 	} else {
 		account_open_interval(s, now, t->own, t->cp);
 	}
+	fill_phases(t, s);
 }
 
 /* The job record of a slot, created when BPF started tracing a new task. */

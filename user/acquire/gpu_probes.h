@@ -17,12 +17,19 @@
 struct tracer;
 struct bpf_link;
 
+/*
+ * The programs a function can get, in the order they go in: a return
+ * probe before its entry probe (a return with no entry seen is ignored, an
+ * entry with no return would leave the thread inside the call for good).
+ */
+enum gp_prog { GP_GPU_RET, GP_GPU_ENTRY, GP_LAUNCH, GP_TORCH_RET, GP_TORCH_ENTRY, GP_NPROGS };
+
 /* A mapping's probes: parallel to gpu_proc.maps. */
 struct gp_map {
 	uint64_t lo, hi;	/* its executable addresses in the process */
 	struct bpf_link **links;	/* perf-event uprobes, one per function */
 	int nlinks;
-	int multi_fds[3];	/* or uprobe_multi links: return, entry, launch; -1 none */
+	int multi_fds[GP_NPROGS];	/* or uprobe_multi links, one per program; -1 none */
 };
 
 /* One traced process's scans and probes. */
@@ -40,6 +47,7 @@ struct gpu_probes {
 	struct tracer *tr;
 	struct gpu *gpu;	/* what is found and counted goes here */
 	bool launches;		/* --launches: probe every launch path too */
+	bool phases;		/* probe libtorch's brackets (not --no-phases) */
 	bool verbose;		/* say what is probed, and when */
 	uint64_t t0;
 	struct gp_proc *procs;
@@ -47,7 +55,7 @@ struct gpu_probes {
 };
 
 void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
-		     bool launches, bool verbose);
+		     bool launches, bool phases, bool verbose);
 /* Removes every probe; the model keeps what was found and counted. */
 void gpu_probes_free(struct gpu_probes *gp);
 /*

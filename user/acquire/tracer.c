@@ -128,7 +128,8 @@ static int map_slots(struct tracer *tr)
 static void select_uprobe_programs(struct tracer *tr, const struct tracer_opts *env)
 {
 	struct bpf_program *multi[] = { tr->skel->progs.gpu_enter_multi,
-		tr->skel->progs.gpu_exit_multi, tr->skel->progs.gpu_launch_multi };
+		tr->skel->progs.gpu_exit_multi, tr->skel->progs.gpu_launch_multi,
+		tr->skel->progs.torch_entry_multi, tr->skel->progs.torch_return_multi };
 
 	tr->uprobe_multi = uprobe_multi_supported(env->btf_path);
 	for (size_t i = 0; i < sizeof(multi) / sizeof(multi[0]); i++) {
@@ -424,8 +425,11 @@ static int handle_event(void *ctx, void *data, size_t len)
 	type = *(const __u32 *)data;
 	if (type == TB_EV_CALL && len >= sizeof(struct tb_call_event))
 		ev = (struct tracer_event){ .kind = TR_EV_CALL, .call = data };
-	else if (type >= TB_EV_NCCL_COMM && len >= sizeof(struct tb_comm_event))
+	else if ((type == TB_EV_NCCL_COMM || type == TB_EV_NCCL_DESTROY) &&
+		 len >= sizeof(struct tb_comm_event))
 		ev = (struct tracer_event){ .kind = TR_EV_COMM, .comm = data };
+	else if (type == TB_EV_PHASE && len >= sizeof(struct tb_phase_event))
+		ev = (struct tracer_event){ .kind = TR_EV_PHASE, .phase = data };
 	else if ((type == TB_EV_MARK || type == TB_EV_TEXT) &&
 		 len >= sizeof(struct tb_text_event))
 		ev = (struct tracer_event){ .kind = TR_EV_TEXT, .text = data };

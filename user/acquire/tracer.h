@@ -24,6 +24,7 @@ enum tracer_ev_kind {
 	TR_EV_TEXT,		/* an epoch/step marker, or the head of a write */
 	TR_EV_CALL,		/* an outermost sync, copy or NCCL call returned */
 	TR_EV_COMM,		/* an NCCL communicator made or destroyed */
+	TR_EV_PHASE,		/* a thread's training phase changed */
 };
 
 struct tracer_event {
@@ -33,6 +34,7 @@ struct tracer_event {
 		const struct tb_text_event *text;
 		const struct tb_call_event *call;
 		const struct tb_comm_event *comm;
+		const struct tb_phase_event *phase;
 	};
 };
 

@@ -41,7 +41,7 @@ static const char doc[] =
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
-       OPT_REPORT };
+       OPT_REPORT, OPT_NO_PHASES };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -56,6 +56,7 @@ static const struct argp_option opts[] = {
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
+	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (data, forward, backward, optimizer, checkpoint, validation); they cost " TB_PHASES_COST },
 	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
@@ -155,6 +156,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_LAUNCHES:
 		env->launches = true;
+		break;
+	case OPT_NO_PHASES:
+		env->no_phases = true;
 		break;
 	case 'o':
 		env->output = arg;
@@ -282,6 +286,7 @@ static const struct argp_option record_opts[] = {
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (see trainbpf --help)" },
+	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
 	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },

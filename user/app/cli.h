@@ -8,6 +8,7 @@
 
 #define TB_MAX_PIDS 64
 /* Measured by bench/probe_cost.sh and bench/gpu_overhead.sh; see bench/RESULTS.md. */
+#define TB_PHASES_COST "about 14 uprobe hits per training step, 0.1 ms on the build VM (bench/phase_cost.sh)"
 #define TB_LAUNCH_COST "about 1 us (2 when cudaLaunchKernel reaches cuLaunchKernel): +3.5-5% step time at 25k launches/s on the build VM"
 
 /* Report formats: the live tool takes text and json, report all three. */
@@ -31,6 +32,7 @@ struct env {
 	const char *states_out;	/* --states-out: the stream as text, for tests */
 	int step_blocks;	/* --step-blocks N: a live block every N steps; 0 none */
 	bool launches;		/* probe launches too (costly: opt-in) */
+	bool no_phases;		/* --no-phases: no libtorch probes, no phase table */
 	int epochs;		/* enum ep_source (epochs.h) */
 	double epoch_interval_s;	/* --epochs interval:SEC */
 	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */

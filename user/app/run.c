@@ -24,6 +24,7 @@
 #include "launch.h"
 #include "live.h"
 #include "memory.h"
+#include "phases.h"
 #include "output.h"
 #include "procfs.h"
 #include "record.h"
@@ -44,6 +45,7 @@ struct run {
 	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into gpu */
 	struct epochs ep;
 	struct steps steps;
+	struct phases phases;
 	struct diag dg;
 	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into dg */
 	struct launch l;
@@ -151,6 +153,9 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		epochs_on_event(&r->ep, ev->text);
 		if (r->recording)
 			record_on_text(&r->rec, &r->ep, ev->text);
+		break;
+	case TR_EV_PHASE:
+		phases_on_event(&r->phases, ev->phase);
 		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);
@@ -413,6 +418,7 @@ static uint64_t final_report(struct run *r)
 	uint64_t now = final_refresh(r);
 
 	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
+	phases_finish(&r->phases, &r->gpu);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	print_report(r, &bpf, now);
@@ -431,6 +437,7 @@ static int final_record(struct run *r)
 	int nthreads = 0;
 
 	gpu_probes_read(&r->gp);
+	phases_finish(&r->phases, &r->gpu);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	if (r->env->output)
@@ -545,6 +552,7 @@ static int run_free(struct run *r, uint64_t report_ns)
 	epochs_free(&r->ep);
 	diag_free(&r->dg);
 	steps_free(&r->steps);
+	phases_free(&r->phases);
 	live_free(&r->lv);
 	tracer_close(&r->tr);
 	job_free(&r->job);
@@ -569,13 +577,14 @@ static int start(struct run *r)
 	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
-	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, env->verbose);
+	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, !env->no_phases, env->verbose);
 	r->job.gpu = &r->gpu;
 	start_window(&r->job);
 	if (start_epochs(&r->ep, env, &r->job))
 		return 1;
 	r->ep.calls = &r->steps;
 	r->job.epochs = &r->ep;
+	r->job.phases = env->no_phases ? NULL : &r->phases;
 	if (env->record_path && start_recording(r))
 		return 1;
 	err = start_targets(&r->tr, env, &r->l, &r->ignored);

@@ -157,7 +157,24 @@ int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size
 bool gpu_any_library(const struct gpu *g)
 {
 	for (int i = 0; i < g->nobjs; i++)
-		if (g->objs[i].families)
+		if (g->objs[i].families & ~(1u << GF_TORCH))
+			return true;
+	return false;
+}
+
+bool gpu_torch_closes(const struct gpu *g)
+{
+	for (int i = 0; i < g->nobjs; i++)
+		for (int a = 0; a < gpu_napis; a++)
+			if (gpu_apis[a].kind == TB_AK_TORCH_CLOSE && g->objs[i].offs[a])
+				return true;
+	return false;
+}
+
+bool gpu_has_torch(const struct gpu *g)
+{
+	for (int i = 0; i < g->nobjs; i++)
+		if (g->objs[i].families & (1u << GF_TORCH))
 			return true;
 	return false;
 }

@@ -18,6 +18,7 @@ struct gpu_object {
 	uint64_t dev, ino;
 	char path[512];		/* as the first process that mapped it names it */
 	uint64_t offs[TB_MAX_APIS];	/* file offset per api; 0: absent */
+	uint64_t probe_at[TB_MAX_APIS];	/* where its uprobe goes: offs, past an endbr64 */
 	bool alias[TB_MAX_APIS];	/* same code as an earlier api: probed once */
 	unsigned int families;	/* 1 << enum gpu_family found in it */
 	bool is_static[GF_NFAMILIES];	/* code linked into another object */
@@ -86,6 +87,11 @@ void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
 bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */
 int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len);
+/* A CUDA runtime, driver or NCCL is mapped in the job (libtorch aside). */
 bool gpu_any_library(const struct gpu *g);
+/* libtorch is mapped and probed: training phases can be seen. */
+bool gpu_has_torch(const struct gpu *g);
+/* Whether a mapped libtorch_python closes named brackets where we see it (torch >= 2.0). */
+bool gpu_torch_closes(const struct gpu *g);
 
 #endif

@@ -14,6 +14,7 @@
 #define P2P(n)			{ n, GF_NCCL, TB_AK_P2P, 2, 3, 0, true }
 #define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core }
 #define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false }
+#define TORCH(n, k, core)	{ n, GF_TORCH, k, 0, 0, 0, core }
 
 const struct gpu_api gpu_apis[] = {
 	SYNC("cudaDeviceSynchronize", GF_CUDART, true),
@@ -81,16 +82,36 @@ const struct gpu_api gpu_apis[] = {
 	LAUNCH("cuLaunchCooperativeKernel_ptsz", GF_CUDA),
 	LAUNCH("cuGraphLaunch", GF_CUDA),
 	LAUNCH("cuGraphLaunch_ptsz", GF_CUDA),
+
+	/*
+	 * PyTorch's brackets (docs/phases.md): libtorch_cpu opens them, and
+	 * libtorch_python closes the named ones. The complete (C1/D1) and base
+	 * (C2/D2) constructors and destructors of the writer share their code
+	 * in the builds we know: one probe; where they do not, both fire and
+	 * the BPF side counts the second as the same bracket. None is core: a
+	 * libtorch lacks what the other one has.
+	 */
+	TORCH("_ZN5torch8autograd8profiler25record_function_enter_newE*", TB_AK_TORCH_OPEN, false),
+	TORCH("_ZN5torch3jit24invokeOperatorFromPythonE*", TB_AK_TORCH_OP, false),
+	TORCH("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_", TB_AK_TORCH_CLOSE, false),
+	TORCH("_ZN5torch8autograd6Engine7executeE*", TB_AK_TORCH_BACKWARD, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC1E*basic_string*", TB_AK_TORCH_SAVE, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC2E*basic_string*", TB_AK_TORCH_SAVE, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC1E*function*", TB_AK_TORCH_SAVE, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC2E*function*", TB_AK_TORCH_SAVE, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterD1Ev", TB_AK_TORCH_SAVED, false),
+	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterD2Ev", TB_AK_TORCH_SAVED, false),
 };
 
 const int gpu_napis = sizeof(gpu_apis) / sizeof(gpu_apis[0]);
 _Static_assert(sizeof(gpu_apis) / sizeof(gpu_apis[0]) <= TB_MAX_APIS,
 	       "the api id is 8 bits of the cookie");
 
-const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl" };
+const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl", "torch" };
 const char *const gpu_kind_names[TB_AK_NKINDS] = {
 	"sync", "memcpy", "collective", "p2p", "group", "comm_init",
-	"comm_destroy", "launch",
+	"comm_destroy", "launch", "torch_open", "torch_op", "torch_close",
+	"torch_backward", "torch_save", "torch_saved",
 };
 
 int gpu_api_find(const char *name)
@@ -111,6 +132,11 @@ uint64_t gpu_api_cookie(int api)
 bool gpu_kind_is_sync(enum tb_api_kind k)
 {
 	return k == TB_AK_SYNC || k == TB_AK_MEMCPY;
+}
+
+bool gpu_kind_is_torch(enum tb_api_kind k)
+{
+	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_TORCH_SAVED;
 }
 
 bool gpu_kind_is_op(enum tb_api_kind k)

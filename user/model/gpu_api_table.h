@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The CUDA runtime, CUDA driver and NCCL functions trainbpf probes, and
- * what each one is. The index in the table is the api id BPF counts by.
+ * The CUDA runtime, CUDA driver, NCCL and PyTorch functions trainbpf
+ * probes, and what each one is. The index in the table is the api id BPF
+ * counts by. PyTorch's are named by pattern (elf_syms.h): their mangling
+ * differs between builds.
  */
 #ifndef TB_GPU_API_TABLE_H
 #define TB_GPU_API_TABLE_H
@@ -14,6 +16,7 @@ enum gpu_family {
 	GF_CUDART = 0,	/* the CUDA runtime, libcudart.so.* or linked statically */
 	GF_CUDA,	/* the CUDA driver API, libcuda.so.* */
 	GF_NCCL,
+	GF_TORCH,	/* libtorch_cpu: training phases (bpf/torch.bpf.h), not calls */
 	GF_NFAMILIES,
 };
 
@@ -34,6 +37,8 @@ extern const char *const gpu_kind_names[TB_AK_NKINDS];
 /* Index of name in gpu_apis, or -1. */
 int gpu_api_find(const char *name);
 uint64_t gpu_api_cookie(int api);
+/* PyTorch's phase probes: counted nowhere, listed with the libraries. */
+bool gpu_kind_is_torch(enum tb_api_kind k);
 /* Kinds counted as "syncs" and as "NCCL ops" in the reports. */
 bool gpu_kind_is_sync(enum tb_api_kind k);
 bool gpu_kind_is_op(enum tb_api_kind k);

@@ -19,6 +19,7 @@ struct thread_rec {
 	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
 	uint64_t own[TB_NCAT];
 	uint64_t cp[TB_NCAT];
+	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
 	/* schedstat at registration: splits the time of a thread with no event */
@@ -40,6 +41,7 @@ struct proc_rec {
 
 struct gpu;
 struct diag;
+struct phases;
 
 /* The run's counters: BPF's own, and what the threads' totals add up to. */
 struct run_counters {
@@ -55,6 +57,7 @@ struct job {
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
+	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */

@@ -78,7 +78,15 @@ static const char schema[] =
 "  exited INTEGER);"
 "CREATE TABLE nccl_comms (seq INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  comm INTEGER, parent INTEGER, rank INTEGER, nranks INTEGER,"
-"  id TEXT, api TEXT, destroyed INTEGER);";
+"  id TEXT, api TEXT, destroyed INTEGER);"
+"CREATE TABLE phase_times (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  start_ns INTEGER NOT NULL, phase TEXT NOT NULL,"
+"  cp_cpu INTEGER, cp_gpu_wait INTEGER, cp_comm INTEGER, cp_data_wait INTEGER,"
+"  cp_io INTEGER, cp_runqueue INTEGER, cp_lock INTEGER, cp_idle INTEGER);"
+"CREATE TABLE phase_steps (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  steps INTEGER, step_ms REAL, pend_data_ns INTEGER, pend_fwd_ns INTEGER,"
+"  held_ns INTEGER, phase TEXT NOT NULL, wall_ns INTEGER, total_ms REAL,"
+"  min_ms REAL, max_ms REAL, sum_sq REAL, fetches INTEGER);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -106,6 +114,8 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 	[RS_GPU_PROC] = "INSERT INTO gpu_procs VALUES (?,?,?)",
 	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
+	[RS_PHASE_TIME] = "INSERT INTO phase_times VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include "diagnosis.h"
+#include "phases.h"
 #include "gpu.h"
 #include "record.h"
 #include "steps.h"
@@ -33,6 +34,7 @@ int record_counters(struct recorder *r, const struct job *job,
 	counter(r, "gpu_stats_full", c.bpf.api_stats_full);
 	counter(r, "gpu_probe_preempted", c.bpf.api_preempted);
 	counter(r, "states_lost", c.bpf.states_lost);
+	counter(r, "brackets_deep", c.bpf.brackets_deep);
 	counter(r, "states_dropped", r->states_dropped);
 	counter(r, "states_rows", r->states_rows);
 	counter(r, "record_flushes", r->flushes);
@@ -114,11 +116,64 @@ static int write_diagnosis(struct recorder *r, const struct job *job, uint64_t n
 	return r->failed ? -1 : 0;
 }
 
+/* Each thread's critical-path time per phase (BPF's, pending rows too). */
+static void write_phase_times(struct recorder *r, const struct job *job)
+{
+	for (int i = 0; i < job->nprocs && !r->failed; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads && !r->failed; j++) {
+			const struct thread_rec *t = &p->threads[j];
+
+			for (int ph = 0; ph < TB_NPHASE && !r->failed; ph++) {
+				if (!sum_cats(t->ph[ph]))
+					continue;
+				rec_bind_int(r, RS_PHASE_TIME, 1, t->tid);
+				rec_bind_int(r, RS_PHASE_TIME, 2, p->pid);
+				rec_bind_int(r, RS_PHASE_TIME, 3, t->start_ns);
+				rec_bind_text(r, RS_PHASE_TIME, 4, tb_phase_names[ph]);
+				for (int c = 0; c < TB_NCAT; c++)
+					rec_bind_int(r, RS_PHASE_TIME, 5 + c, t->ph[ph][c]);
+				rec_step(r, RS_PHASE_TIME);
+			}
+		}
+	}
+}
+
+/* Each thread's steps and wall time per phase, as the phase events gave them. */
+static void write_phase_steps(struct recorder *r, const struct phases *ph)
+{
+	for (int i = 0; i < ph->nth && !r->failed; i++) {
+		const struct ph_thread *t = &ph->th[i];
+
+		for (int p = 0; p < PH_NSHOWN && !r->failed; p++) {
+			rec_bind_int(r, RS_PHASE_STEP, 1, t->tid);
+			rec_bind_int(r, RS_PHASE_STEP, 2, t->pid);
+			rec_bind_int(r, RS_PHASE_STEP, 3, t->steps.steps);
+			rec_bind_double(r, RS_PHASE_STEP, 4, t->steps.step_ms);
+			rec_bind_int(r, RS_PHASE_STEP, 5, t->pend[0]);
+			rec_bind_int(r, RS_PHASE_STEP, 6, t->pend[1]);
+			rec_bind_int(r, RS_PHASE_STEP, 7, t->held);
+			rec_bind_text(r, RS_PHASE_STEP, 8, ph_names[p]);
+			rec_bind_int(r, RS_PHASE_STEP, 9, t->tot[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 10, t->steps.total_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 11, t->steps.min_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 12, t->steps.max_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 13, t->steps.sum_sq[p]);
+			rec_bind_int(r, RS_PHASE_STEP, 14, t->fetches);
+			rec_step(r, RS_PHASE_STEP);
+		}
+	}
+}
+
 static int write_end_meta(struct recorder *r, const struct job *job, uint64_t now)
 {
 	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
 	char buf[32];
 
+	if (job->phases) {
+		rec_meta(r, "phases_source", ph_source_names[job->phases->source]);
+	}
 	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
 	rec_meta(r, "end_mono_ns", buf);
@@ -239,6 +294,10 @@ int record_final(struct recorder *r, const struct job *job, uint64_t now)
 		write_gpu_calls(r, job->gpu);
 		write_gpu_libraries(r, job->gpu);
 		write_comms(r, job->gpu);
+	}
+	if (job->phases) {
+		write_phase_times(r, job);
+		write_phase_steps(r, job->phases);
 	}
 	write_diagnosis(r, job, now);
 	return write_end_meta(r, job, now);

@@ -165,6 +165,10 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->complete = !strcmp(v, "1");
 		} else if (!strcmp(k, "states_lost")) {
 			r->states_lost = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "phases_source")) {
+			/* a name this build does not know: the table says none */
+			r->phases.source = ph_source_find(v) < 0 ? PH_SRC_NONE : ph_source_find(v);
+			r->has_phases = true;
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
 		} else if (!strcmp(k, "epochs_wanted")) {
@@ -1022,6 +1026,105 @@ static int load_gens(struct recording *r, const struct rec_filter *flt,
 	return q_close(r, &q, err, errlen);
 }
 
+/* ---- training phases ---- */
+
+static int phase_index(const char *name, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return i;
+	return -1;
+}
+
+/* Each thread's critical-path time per BPF phase, onto its thread_rec. */
+static int load_phase_times(struct recording *r, const struct rec_filter *flt,
+			    char *err, size_t errlen)
+{
+	int nix, rc;
+	struct tref *ix = thread_index(&r->job, &nix);
+	struct q q;
+
+	if (q_open(r, &q, "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, "
+		   "cp_data_wait, cp_io, cp_runqueue, cp_lock, cp_idle FROM phase_times",
+		   err, errlen)) {
+		free(ix);
+		return -1;
+	}
+	while (q_row(&q)) {
+		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
+		const struct tref *t = thread_at(ix, nix, tid, col_ns(&q, 2));
+		int ph = phase_index(col_str(&q, 3), tb_phase_names, TB_NPHASE);
+
+		if ((flt->pid && pid != flt->pid) || !t || ph < 0 ||
+		    r->job.procs[t->proc].pid != pid)
+			continue;
+		for (int c = 0; c < TB_NCAT; c++)
+			t->t->ph[ph][c] += col_ns(&q, 4 + c);
+	}
+	rc = q_close(r, &q, err, errlen);
+	free(ix);
+	return rc;
+}
+
+/* One phase_steps row: the thread's step counts, and one shown phase's times. */
+static void phase_step_row(struct ph_thread *t, struct q *q)
+{
+	int p = phase_index(col_str(q, 7), ph_names, PH_NSHOWN);
+
+	t->steps.steps = (int)col_i64(q, 2);
+	t->steps.step_ms = col_double(q, 3);
+	t->pend[0] = col_ns(q, 4);
+	t->pend[1] = col_ns(q, 5);
+	t->held = col_ns(q, 6);
+	t->fetches = col_ns(q, 13);
+	if (p < 0)
+		return;
+	t->tot[p] = col_ns(q, 8);
+	t->steps.total_ms[p] = col_double(q, 9);
+	t->steps.min_ms[p] = col_double(q, 10);
+	t->steps.max_ms[p] = col_double(q, 11);
+	t->steps.sum_sq[p] = col_double(q, 12);
+}
+
+static int load_phase_steps(struct recording *r, const struct rec_filter *flt,
+			    char *err, size_t errlen)
+{
+	struct q q;
+
+	if (q_open(r, &q, "SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, "
+		   "phase, wall_ns, total_ms, min_ms, max_ms, sum_sq, fetches FROM phase_steps "
+		   "ORDER BY rowid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
+		struct ph_thread *t;
+
+		if (flt->pid && pid != flt->pid)
+			continue;
+		t = phases_add_thread(&r->phases, pid, tid);
+		if (!t)
+			abort();	/* as xcalloc */
+		phase_step_row(t, &q);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
+/*
+ * Phases are the whole run's: one epoch's window has none (its threads'
+ * rows would not add up to its times), and a recording made before phases
+ * has no section, as its live report had none.
+ */
+static int load_phases(struct recording *r, const struct rec_filter *flt,
+		       char *err, size_t errlen)
+{
+	if (!r->has_phases || flt->epoch_set)
+		return 0;
+	if (load_phase_times(r, flt, err, errlen) || load_phase_steps(r, flt, err, errlen))
+		return -1;
+	r->job.phases = &r->phases;
+	return 0;
+}
+
 /* ---- diagnosis and counters ---- */
 
 static void saved_push(struct recording *r, const struct dg_finding *f, bool run, long epoch)
@@ -1093,6 +1196,7 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 		{ "gpu_stats_full", offsetof(struct tb_counters, api_stats_full) },
 		{ "gpu_probe_preempted", offsetof(struct tb_counters, api_preempted) },
 		{ "states_lost", offsetof(struct tb_counters, states_lost) },
+		{ "brackets_deep", offsetof(struct tb_counters, brackets_deep) },
 		/* the struct's names, which docs/recording.md once gave */
 		{ "slots_exhausted", offsetof(struct tb_counters, slots_exhausted) },
 		{ "storage_failed", offsetof(struct tb_counters, storage_failed) },
@@ -1223,7 +1327,7 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    load_steps(r, flt, err, errlen) || load_syncs(r, flt, err, errlen) ||
 	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
-	    load_counters(r, err, errlen))
+	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen))
 		return -1;
 	r->job.window_start_ns = r->start_ns;
 	r->ep.prev.ts = r->end_ns;
@@ -1236,6 +1340,7 @@ void rec_close(struct recording *r)
 {
 	epochs_free(&r->ep);
 	steps_free(&r->steps);
+	phases_free(&r->phases);
 	gpu_free(&r->gpu);
 	free(r->saved);
 	job_free(&r->job);

@@ -16,6 +16,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
+#include "phases.h"
 #include "recording.h"
 #include "steps.h"
 
@@ -38,6 +39,8 @@ struct recording {
 	struct epochs ep;
 	struct steps steps;
 	struct diag diag;
+	struct phases phases;
+	bool has_phases;	/* meta.phases_source: the run looked for phases */
 	struct dg_saved *saved;
 	int nsaved;
 	struct tb_counters bpf;

@@ -65,6 +65,8 @@ static void json_process(struct jw *w, const struct job *job,
 		jw_null_field(w, "end_s");
 	json_times(w, "time_s", tot);
 	report_gpu_json_proc(w, job, p->pid);
+	if (job->phases)
+		report_phases_json_proc(w, job, p);
 	jw_name(w, "threads");
 	jw_array(w);
 	for (int j = 0; j < p->nthreads; j++)
@@ -132,6 +134,8 @@ void report_json(FILE *f, const struct job *job,
 		json_process(&w, job, &job->procs[i], now);
 	jw_end_array(&w);
 	json_headline(&w, job);
+	if (job->phases)
+		report_phases_json(&w, job, c);
 	if (job->epochs)
 		report_epochs_json(&w, job, job->epochs);
 	if (job->diag)

@@ -84,6 +84,8 @@ void report_text(FILE *f, const struct job *job,
 		TB_VERSION, (now - job->window_start_ns) / 1e9, job->nprocs,
 		nthreads, all / 1e9);
 	headline_block(f, job);
+	if (job->phases)
+		report_phases_text(f, job, c);
 	if (job->diag)
 		report_diagnosis_text(f, job, now);
 	if (job->epochs)

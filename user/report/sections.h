@@ -51,6 +51,11 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
 void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep);
 
+/* Training phases: the table for the trainers' main threads. */
+void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c);
+void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c);
+void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p);
+
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
 void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);

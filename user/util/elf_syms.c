@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <fnmatch.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
@@ -9,6 +10,14 @@
 struct name_idx {
 	const char *name;
 	int idx;
+};
+
+/* The names to find: exact ones sorted for bsearch, and the patterns. */
+struct wanted {
+	struct name_idx *sorted;
+	int nsorted;
+	struct name_idx *globs;
+	int nglobs;
 };
 
 static int cmp_name(const void *a, const void *b)
@@ -35,31 +44,63 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
 	return 0;
 }
 
+static bool glob_matches(const char *g, const char *name)
+{
+	/* The text before the first '*' must start the name: most fail there. */
+	size_t fixed = strcspn(g, "*");
+
+	return !strncmp(name, g, fixed) && !fnmatch(g, name, 0);
+}
+
+/*
+ * How many wanted names not found yet this symbol is (an exact name and a
+ * pattern can both want it); with off, they are found at off.
+ */
+static int take_symbol(const struct wanted *w, const char *name, uint64_t off,
+		       uint64_t offs[])
+{
+	struct name_idx key = { name, 0 }, *hit;
+	int found = 0;
+
+	hit = bsearch(&key, w->sorted, w->nsorted, sizeof(*w->sorted), cmp_name);
+	if (hit && !offs[hit->idx]) {
+		offs[hit->idx] = off;
+		found++;
+	}
+	for (int i = 0; name[0] == '_' && i < w->nglobs; i++)
+		if (!offs[w->globs[i].idx] && glob_matches(w->globs[i].name, name)) {
+			offs[w->globs[i].idx] = off;
+			found++;
+		}
+	return found;
+}
+
 static int scan_symtab(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
-		       const struct name_idx *sorted, int n, uint64_t offs[],
-		       bool *any)
+		       const struct wanted *w, uint64_t offs[], bool *any)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t count = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
 	int found = 0;
 
 	for (size_t i = 0; data && i < count; i++) {
-		struct name_idx key, *hit;
+		const char *name;
 		GElf_Sym sym;
+		uint64_t off;
 
 		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF ||
 		    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
 			continue;
 		*any = true;
-		key.name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		/* Every name we probe starts with "cu" or "nccl". */
-		if (!key.name || (key.name[0] != 'c' && key.name[0] != 'n'))
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		/* Every name we probe starts with "cu", "nccl" or "_Z" (C++). */
+		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != '_'))
 			continue;
-		hit = bsearch(&key, sorted, n, sizeof(*sorted), cmp_name);
-		if (!hit || offs[hit->idx])
+		/* Most symbols are not wanted: the address is looked up for those that are. */
+		if (!take_symbol(w, name, 0, offs))
 			continue;
-		offs[hit->idx] = vaddr_to_offset(elf, sym.st_value);
-		found += offs[hit->idx] != 0;
+		off = vaddr_to_offset(elf, sym.st_value);
+		if (off)
+			found += take_symbol(w, name, off, offs);
 	}
 	return found;
 }
@@ -85,7 +126,8 @@ static void read_soname(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 int elf_find_functions(int fd, const char *const names[], int n,
 		       uint64_t offs[], struct elf_info *info)
 {
-	struct name_idx *sorted = calloc(n, sizeof(*sorted));
+	struct name_idx *all = calloc(n ? n : 1, sizeof(*all));
+	struct wanted w = { .sorted = all };
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	Elf *elf = NULL;
@@ -93,14 +135,20 @@ int elf_find_functions(int fd, const char *const names[], int n,
 
 	memset(info, 0, sizeof(*info));
 	memset(offs, 0, n * sizeof(*offs));
-	if (!sorted || elf_version(EV_CURRENT) == EV_NONE)
+	if (!all || elf_version(EV_CURRENT) == EV_NONE)
 		goto cleanup;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF)
 		goto cleanup;
+	/* Exact names first in the array, sorted; the patterns after them. */
 	for (int i = 0; i < n; i++)
-		sorted[i] = (struct name_idx){ names[i], i };
-	qsort(sorted, n, sizeof(*sorted), cmp_name);
+		if (!strchr(names[i], '*'))
+			all[w.nsorted++] = (struct name_idx){ names[i], i };
+	w.globs = all + w.nsorted;
+	for (int i = 0; i < n; i++)
+		if (strchr(names[i], '*'))
+			w.globs[w.nglobs++] = (struct name_idx){ names[i], i };
+	qsort(all, w.nsorted, sizeof(*all), cmp_name);
 	found = 0;
 	/* .dynsym first: a stripped library still exports its API there. */
 	for (int pass = 0; pass < 2; pass++) {
@@ -110,14 +158,14 @@ int elf_find_functions(int fd, const char *const names[], int n,
 			if (pass == 0 && sh.sh_type == SHT_DYNAMIC)
 				read_soname(elf, scn, &sh, info);
 			if (sh.sh_type == (pass ? SHT_SYMTAB : SHT_DYNSYM))
-				found += scan_symtab(elf, scn, &sh, sorted, n, offs,
+				found += scan_symtab(elf, scn, &sh, &w, offs,
 						     &info->has_symbols);
 		}
 	}
 cleanup:
 	if (elf)
 		elf_end(elf);
-	free(sorted);
+	free(all);
 	return found;
 }
 

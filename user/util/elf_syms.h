@@ -17,8 +17,12 @@ struct elf_info {
 
 /*
  * Looks up names[0..n) in the ELF file open as fd; offs[i] gets the file
- * offset of names[i], or 0 when it is not defined there. Returns how many
- * were found, or -1 if fd is not a readable ELF file.
+ * offset of names[i], or 0 when it is not defined there. A name with a '*'
+ * is a pattern (fnmatch(3)): the first symbol it matches. C++ names are
+ * mangled differently by different builds (c10::optional or
+ * std::optional, std::string by value or by reference): a pattern names
+ * the function whatever its parameters. Returns how many were found, or
+ * -1 if fd is not a readable ELF file.
  */
 int elf_find_functions(int fd, const char *const names[], int n,
 		       uint64_t offs[], struct elf_info *info);

@@ -1,0 +1,120 @@
+#!/bin/bash
+# phase_cost.sh: what do the training-phase probes (libtorch's brackets,
+# bpf/torch.bpf.h) cost a PyTorch training step?
+#
+# Job: bench/torch_loop.py on Debian 13's torch 2.6 (scripts/torch-root.sh):
+# an MLP of LAYERS Linear+ReLU layers, SGD, a DataLoader with
+# num_workers=0, one CPU thread; it prints the median step time.
+#   A = the job alone
+#   B = under trainbpf --no-phases (everything but the phase probes)
+#   C = under trainbpf (the default: phases probed)
+# Each round runs A, B and C in a rotating order; ratios are per round,
+# reported as medians with their spread: C/B is what the phase probes
+# cost, C/A what trainbpf costs in all.
+#
+# Then, with bpftrace (REF=1), one run of the job alone with count-only
+# uprobes on the functions trainbpf probes: hits per step, the number the
+# cost scales with (a small model's step is the worst case: the same hits
+# in less time).
+#
+# Environment: ROUNDS (7) LAYERS (20) STEPS (200, per epoch) REF (1) BENCH_OUT
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-7}
+LAYERS=${LAYERS:-20}
+STEPS=${STEPS:-200}
+REF=${REF:-1}
+ROOT_SH=$REPO/scripts/torch-root.sh
+JOB=(bench/torch_loop.py --layers "$LAYERS" --steps "$STEPS")
+
+need_root
+"$ROOT_SH" path >/dev/null || die "no torch 2.6 root: run scripts/torch-root.sh"
+build_all
+cd "$REPO"
+OUT=$(bench_outdir phase_cost)
+RAW=$OUT/raw.tsv
+: > "$RAW"
+{
+	echo "# phase_cost: torch 2.6, ${JOB[*]}, $ROUNDS rounds of A (alone), B (--no-phases), C (phases)"
+	describe_setup
+} | tee "$OUT/setup.txt"
+
+# run_job LABEL ROUND CMD...: one run; its median step time into RAW and STEP.
+run_job() {
+	local label=$1 round=$2 log
+	shift 2
+	log="$OUT/$label.$round.log"
+	run_wait "$@" > "$log" 2>&1 || die "$label run $round failed (see $log)"
+	STEP=$(sed -n 's/^RESULT //p' "$log" | tail -n1 |
+	       "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step_time_median_s"])') ||
+		die "$label run $round printed no RESULT line (see $log)"
+	printf '%s\t%s_step_ms\t%s\n' "$round" "$label" "$("$PY" -c "print($STEP * 1e3)")" >> "$RAW"
+	log "  $label: step $STEP s"
+}
+
+PYJOB=("$ROOT_SH" run python3 "${JOB[@]}")
+SCEN=(A B C)
+for round in $(seq 1 "$ROUNDS"); do
+	log "round $round/$ROUNDS"
+	for k in 0 1 2; do
+		case ${SCEN[$(((round - 1 + k) % 3))]} in
+		A) run_job A "$round" "${PYJOB[@]}" ;;
+		B) run_job B "$round" "$TRAINBPF" -i 0 -o /dev/null --no-phases -- "${PYJOB[@]}" ;;
+		C) run_job C "$round" "$TRAINBPF" -i 0 -o /dev/null -- "${PYJOB[@]}" ;;
+		esac
+	done
+done
+
+# hits: count-only uprobes on the functions trainbpf probes, by their
+# mangled names in this root's libraries; per step of a counted run.
+count_hits() {
+	local root lib_cpu lib_py script
+	root=$("$ROOT_SH" path)
+	lib_cpu=$(ls "$root"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.*.*.* | head -n1)
+	lib_py=$(ls "$root"/usr/lib/x86_64-linux-gnu/libtorch_python.so.*.*.* | head -n1)
+	script=$OUT/hits.bt
+	{
+		for f in $(nm -D --defined-only "$lib_cpu" | awk '{print $3}' |
+			   grep -E '^_ZN5torch8autograd(8profiler25record_function_enter_new|6Engine7execute)E'); do
+			echo "uprobe:$lib_cpu:$f { @hits = count(); }"
+			case $f in *Engine7execute*) echo "uretprobe:$lib_cpu:$f { @hits = count(); }" ;; esac
+		done
+		for f in $(nm -D --defined-only "$lib_py" | awk '{print $3}' |
+			   grep -E '^(_ZN5torch3jit24invokeOperatorFromPythonE|_Z34DisableTorchFunctionSubclass__exit)'); do
+			echo "uprobe:$lib_py:$f { @hits = count(); }"
+		done
+	} > "$script"
+	bpftrace -q "$script" > "$OUT/hits.txt" 2>&1 &
+	local bt=$!
+	sleep 8	# bpftrace attaches
+	run_wait "${PYJOB[@]}" > "$OUT/hits.job.log" 2>&1 || die "counted run failed"
+	kill -INT "$bt"
+	wait "$bt" || true
+	local hits steps
+	hits=$(sed -n 's/^@hits: //p' "$OUT/hits.txt")
+	steps=$(sed -n 's/^RESULT //p' "$OUT/hits.job.log" |
+		"$PY" -c 'import json,sys; print(json.load(sys.stdin)["steps"])')
+	[ -n "$hits" ] && [ -n "$steps" ] || die "no hit count (see $OUT/hits.txt)"
+	"$PY" -c "print('%d uprobe hits in %d steps: %.2f per step' % ($hits, $steps, $hits / $steps))"
+}
+
+SUMMARY=$OUT/summary.md
+{
+	echo "### phase_cost: torch 2.6 MLP, $LAYERS layers, $ROUNDS rounds (A alone, B --no-phases, C phases)"
+	echo
+	"$PY" "$STATS" wide "$RAW" A_step_ms B_step_ms C_step_ms
+	echo
+	"$PY" "$STATS" table "$RAW"
+	echo
+	echo "The phase probes' cost (C over B), and trainbpf's in all (B, C over A):"
+	echo
+	"$PY" "$STATS" ratios "$RAW" B_step_ms C_step_ms
+	echo
+	"$PY" "$STATS" ratios "$RAW" A_step_ms B_step_ms C_step_ms
+	if [ "$REF" = 1 ] && command -v bpftrace >/dev/null; then
+		echo
+		count_hits
+	fi
+} | tee "$SUMMARY"
+log "raw data and summary in $OUT"

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * Training phases from PyTorch's own brackets (docs/phases.md). Python's
+ * record_function(name), which DataLoader fetches and optimizer calls
+ * open on every call, profiler on or not, enters
+ * record_function_enter_new (torch >= 2.0) with the name; it closes in
+ * record_function.__exit__, which calls the exit op (a torch.ops call,
+ * invokeOperatorFromPython) inside a DisableTorchFunctionSubclass block:
+ * that block's __exit__ after a torch.ops call closes the innermost named
+ * bracket. None of these is a per-op hot path, unlike RecordFunction's
+ * constructor and end(), which every operator site that builds a
+ * RecordFunction enters (a few per layer and step) and which a uprobe
+ * would slow by several microseconds each. Engine::execute is backward; a
+ * PyTorchStreamWriter's life is torch.save.
+ *
+ * A thread's phase is one byte of its slot; every interval it closes adds
+ * to the phase's row as well as to its category (close_interval). Phase
+ * changes go to user space as TB_EV_PHASE records, a few per step.
+ *
+ * Included by trainbpf.bpf.c after the uprobe helpers of gpu_api.bpf.h.
+ */
+
+#define TB_NAME_MAX 32	/* enough to tell the names below apart */
+
+static __always_inline void phase_event(const struct tb_slot *s, __u32 cls, __u32 resolved,
+					__u64 now)
+{
+	struct tb_phase_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&counters.events_lost, 1);
+		return;
+	}
+	e->type = TB_EV_PHASE;
+	e->pid = s->tgid;
+	e->tid = s->tid;
+	e->phase = s->phase;
+	e->cls = cls;
+	e->resolved = resolved;
+	e->pad = 0;
+	e->ts = now;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* From now on, ph (the time so far was closed into the phase it ran in). */
+static __always_inline void set_phase(struct tb_slot *s, __u32 ph, __u32 cls, __u32 resolved,
+				      __u64 now)
+{
+	if (s->phase == ph && !resolved)
+		return;
+	s->phase = ph;
+	phase_event(s, cls, resolved, now);
+}
+
+/* A probe fires on a running thread: close its interval at now first. */
+static __always_inline void close_running(struct tb_slot *s, __u64 now)
+{
+	catch_up_running(s, bpf_get_current_task_btf(), now);
+	close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
+}
+
+static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		s->ph[to][c] += s->ph[from][c];
+		s->ph[from][c] = 0;
+	}
+}
+
+/*
+ * The step the pending rows hold turned out to be this. A backward: data
+ * and forward (and a step held before it was an epoch's end: other). No
+ * backward: validation if the step before had none either, else held.
+ */
+static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
+{
+	__u32 how = TB_RS_NONE;
+
+	if (trained) {
+		if (s->lone) {
+			move_row(s, TB_PH_PEND_LONE, TB_PH_OTHER);
+			how |= TB_RS_HELD_OTHER;
+		}
+		if (s->fetched) {
+			move_row(s, TB_PH_PEND_DATA, TB_PH_DATA);
+			move_row(s, TB_PH_PEND_FWD, TB_PH_FORWARD);
+			how |= TB_RS_TRAINED;
+		}
+		s->lone = s->in_val = 0;
+	} else if (s->fetched && (s->lone || s->in_val)) {
+		move_row(s, TB_PH_PEND_LONE, TB_PH_VALIDATION);
+		move_row(s, TB_PH_PEND_DATA, TB_PH_VALIDATION);
+		move_row(s, TB_PH_PEND_FWD, TB_PH_VALIDATION);
+		s->lone = 0;
+		s->in_val = 1;
+		how = TB_RS_VALIDATION;
+	} else if (s->fetched) {
+		move_row(s, TB_PH_PEND_DATA, TB_PH_PEND_LONE);
+		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
+		s->lone = 1;
+		how = TB_RS_LONE;
+	}
+	s->fetched = 0;
+	return how;
+}
+
+static __always_inline void push(struct tb_slot *s, __u64 key, __u32 cls, __u32 restore)
+{
+	__u32 n = s->nbr;
+
+	if (n >= TB_NBRACKET)
+		return;
+	s->br[n].key = key;
+	s->br[n].cls = cls;
+	s->br[n].restore = restore;
+	s->nbr = n + 1;
+}
+
+/* The innermost open bracket, or NULL. */
+static __always_inline struct tb_bracket *top_any(struct tb_slot *s)
+{
+	__u32 n = s->nbr;
+
+	if (!n || n > TB_NBRACKET)
+		return NULL;
+	return &s->br[(n - 1) & (TB_NBRACKET - 1)];
+}
+
+/* The innermost open bracket if it is (key, cls); else NULL. */
+static __always_inline struct tb_bracket *top(struct tb_slot *s, __u64 key, __u32 cls)
+{
+	struct tb_bracket *b = top_any(s);
+
+	return b && b->key == key && b->cls == cls ? b : NULL;
+}
+
+static __always_inline bool is_named(__u32 cls)
+{
+	return cls == TB_BC_DATA || cls == TB_BC_OPTIM || cls == TB_BC_OTHER;
+}
+
+/* What phase a bracket of cls puts the thread in, and what follows its close. */
+static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls, __u64 now)
+{
+	__u32 ph = s->phase, restore = ph, to, how = TB_RS_NONE;
+
+	/* Too deep to close again: the enclosing bracket keeps the time. */
+	if (s->nbr >= TB_NBRACKET) {
+		__sync_fetch_and_add(&counters.brackets_deep, 1);
+		return;
+	}
+	if (cls == TB_BC_OTHER) {
+		/* Named but no phase (DDP.forward, the user's own): kept for the stack. */
+		push(s, key, cls, ph);
+		return;
+	}
+	if (cls == TB_BC_DATA) {
+		/* A new step: the last one had no backward if it is still pending. */
+		how = resolve_step(s, 0);
+		s->fetched = 1;
+		to = TB_PH_PEND_DATA;
+		restore = TB_PH_PEND_FWD;
+	} else if (cls == TB_BC_BACKWARD) {
+		how = resolve_step(s, 1);
+		to = TB_PH_BACKWARD;
+		/* Back to the step's pending part: it is done; else where it was called. */
+		if (ph == TB_PH_PEND_FWD || ph == TB_PH_PEND_DATA)
+			restore = TB_PH_OTHER;
+	} else if (cls == TB_BC_OPTIM) {
+		to = TB_PH_OPTIMIZER;
+	} else {
+		to = TB_PH_CHECKPOINT;
+	}
+	push(s, key, cls, restore);
+	set_phase(s, to, cls, how, now);
+}
+
+static __always_inline void pop(struct tb_slot *s, struct tb_bracket *b, __u64 now)
+{
+	__u32 cls = b->cls, restore = b->restore;
+
+	s->nbr--;
+	/*
+	 * A bracket of no phase changes none at its close: what ran inside it
+	 * (a user's "train_step" around a whole step) set the phase since.
+	 */
+	if (cls != TB_BC_OTHER)
+		set_phase(s, restore, cls, TB_RS_NONE, now);
+}
+
+/* Whether n (len bytes) starts with p (a literal). No memcmp in BPF: a loop. */
+#define starts_with(n, len, p) ({					\
+	int ok_ = (len) >= sizeof(p) - 1;				\
+	for (int i_ = 0; ok_ && i_ < (int)sizeof(p) - 1; i_++)		\
+		ok_ = (n)[i_] == (p)[i_];				\
+	ok_;								\
+})
+
+/* "enumerate(DataLoader)#...", "Optimizer.step#SGD.step", ... */
+static __always_inline __u32 name_class(const char *n, __u64 len)
+{
+	if (starts_with(n, len, "enumerate(DataLoader)"))
+		return TB_BC_DATA;
+	if (starts_with(n, len, "Optimizer."))
+		return TB_BC_OPTIM;
+	return TB_BC_OTHER;
+}
+
+/* record_function_enter_new(const std::string &name, ...): name in arg 2 (sret first). */
+static __always_inline __u32 bracket_class(struct pt_regs *ctx)
+{
+	char name[TB_NAME_MAX] = {};
+	__u64 str[2] = {};	/* libstdc++ std::string: data pointer, length */
+
+	if (bpf_probe_read_user(str, sizeof(str), (void *)PT_REGS_PARM2(ctx)) ||
+	    bpf_probe_read_user(name, sizeof(name), (void *)str[0]))
+		return TB_BC_OTHER;
+	return name_class(name, str[1]);
+}
+
+static __always_inline int torch_entry_prog(struct pt_regs *ctx)
+{
+	__u32 kind = TB_COOKIE_KIND(bpf_get_attach_cookie(ctx));
+	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
+	struct tb_bracket *b;
+	__u64 key = PT_REGS_PARM1(ctx), now;
+
+	if (!s)
+		return 0;
+	/* A torch.ops call: the exit op of a bracket, or any other. */
+	if (kind == TB_AK_TORCH_OP) {
+		s->op_seen = 1;
+		return 0;
+	}
+	/* Closes a named bracket only after its exit op: other blocks are no close. */
+	b = top_any(s);
+	if (kind == TB_AK_TORCH_CLOSE && (!s->op_seen || !b || !is_named(b->cls)))
+		return 0;
+	if (kind == TB_AK_TORCH_SAVED && !top(s, key, TB_BC_SAVE))
+		return 0;
+	/* The complete and base constructors can both run for one writer. */
+	if (kind == TB_AK_TORCH_SAVE && top(s, key, TB_BC_SAVE))
+		return 0;
+	now = bpf_ktime_get_ns();
+	write_begin(s);
+	close_running(s, now);
+	if (kind == TB_AK_TORCH_OPEN) {
+		s->op_seen = 0;
+		open_bracket(s, 0, bracket_class(ctx), now);
+	} else if (kind == TB_AK_TORCH_CLOSE) {
+		s->op_seen = 0;
+		b = top_any(s);
+		if (b)
+			pop(s, b, now);
+	} else if (kind == TB_AK_TORCH_BACKWARD) {
+		open_bracket(s, 0, TB_BC_BACKWARD, now);
+	} else if (kind == TB_AK_TORCH_SAVE) {
+		open_bracket(s, key, TB_BC_SAVE, now);
+	} else if (kind == TB_AK_TORCH_SAVED) {
+		b = top(s, key, TB_BC_SAVE);
+		if (b)
+			pop(s, b, now);
+	}
+	write_end(s);
+	return 0;
+}
+
+/* Engine::execute returns: backward is over. */
+static __always_inline int torch_return_prog(struct pt_regs *ctx)
+{
+	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
+	struct tb_bracket *b;
+	__u64 now;
+
+	if (!s || !top(s, 0, TB_BC_BACKWARD))
+		return 0;
+	now = bpf_ktime_get_ns();
+	write_begin(s);
+	close_running(s, now);
+	b = top(s, 0, TB_BC_BACKWARD);
+	if (b)
+		pop(s, b, now);
+	write_end(s);
+	return 0;
+}
+
+SEC("uprobe")
+int torch_entry(struct pt_regs *ctx)
+{
+	return torch_entry_prog(ctx);
+}
+
+SEC("uretprobe")
+int torch_return(struct pt_regs *ctx)
+{
+	return torch_return_prog(ctx);
+}
+
+SEC("uprobe")
+int torch_entry_multi(struct pt_regs *ctx)
+{
+	return torch_entry_prog(ctx);
+}
+
+SEC("uprobe")
+int torch_return_multi(struct pt_regs *ctx)
+{
+	return torch_return_prog(ctx);
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "grow.h"
+#include "gpu.h"
+#include "job.h"
+#include "phases.h"
+
+const char *const ph_names[PH_NSHOWN] = {
+	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "other",
+};
+
+const char *const ph_source_names[PH_NSOURCES] = {
+	"none", "unnamed", "backward", "brackets",
+};
+
+const char *const tb_phase_names[TB_NPHASE] = {
+	"other", "data", "forward", "backward", "optimizer", "checkpoint", "validation",
+	"pend_data", "pend_fwd", "pend_lone",
+};
+
+/* Where each BPF phase shows; what is still pending, as it most often turns out. */
+static const int shown_of[TB_NPHASE] = {
+	[TB_PH_OTHER] = PH_OTHER, [TB_PH_DATA] = PH_DATA, [TB_PH_FORWARD] = PH_FORWARD,
+	[TB_PH_BACKWARD] = PH_BACKWARD, [TB_PH_OPTIMIZER] = PH_OPTIMIZER,
+	[TB_PH_CHECKPOINT] = PH_CHECKPOINT, [TB_PH_VALIDATION] = PH_VALIDATION,
+	[TB_PH_PEND_DATA] = PH_DATA, [TB_PH_PEND_FWD] = PH_FORWARD,
+	[TB_PH_PEND_LONE] = PH_OTHER,
+};
+
+void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT])
+{
+	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
+	for (int p = 0; p < TB_NPHASE; p++)
+		for (int c = 0; c < TB_NCAT; c++)
+			out[shown_of[p]][c] += ph[p][c];
+}
+
+struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
+{
+	struct ph_thread *t;
+
+	for (int i = 0; i < p->nth; i++)
+		if (p->th[i].tid == tid && p->th[i].pid == pid)
+			return &p->th[i];
+	t = tb_append(&p->th, &p->nth, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->tid = tid;
+	return t;
+}
+
+const struct ph_thread *phases_thread(const struct phases *p, pid_t tid)
+{
+	for (int i = p->nth - 1; i >= 0; i--)
+		if (p->th[i].tid == tid)
+			return &p->th[i];
+	return NULL;
+}
+
+static void add(struct ph_thread *t, int shown, uint64_t ns)
+{
+	t->tot[shown] += ns;
+	t->ns[shown] += ns;
+}
+
+/* The wall time since the last event, into the phase it ran in. */
+static void add_time(struct ph_thread *t, uint64_t ts)
+{
+	uint64_t d = t->since && ts > t->since ? ts - t->since : 0;
+
+	if (t->phase == TB_PH_PEND_DATA)
+		t->pend[0] += d;
+	else if (t->phase == TB_PH_PEND_FWD)
+		t->pend[1] += d;
+	else if (t->phase < TB_NPHASE)
+		add(t, shown_of[t->phase], d);
+	t->since = ts;
+}
+
+/* The pending time, as BPF resolved its rows (bpf/torch.bpf.h, resolve_step). */
+static void resolve(struct ph_thread *t, unsigned int resolved)
+{
+	unsigned int how = resolved & TB_RS_HOW;
+	uint64_t pend = t->pend[0] + t->pend[1];
+
+	if (resolved & TB_RS_HELD_OTHER) {
+		t->tot[PH_OTHER] += t->held;
+		t->held = 0;
+	}
+	if (how == TB_RS_TRAINED) {
+		add(t, PH_DATA, t->pend[0]);
+		add(t, PH_FORWARD, t->pend[1]);
+		t->trained = true;
+	} else if (how == TB_RS_LONE) {
+		t->held += pend;
+	} else if (how == TB_RS_VALIDATION) {
+		t->tot[PH_VALIDATION] += t->held + pend;
+		t->held = 0;
+	}
+	if (how != TB_RS_NONE)
+		t->pend[0] = t->pend[1] = 0;
+}
+
+/* A training step ends at the next fetch: its phases' times. */
+static void close_step(struct ph_thread *t, uint64_t end)
+{
+	struct ph_stat *s = &t->steps;
+
+	if (!t->start || end <= t->start || !t->trained)
+		return;
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		double ms = t->ns[p] / 1e6;
+
+		if (!s->steps || ms < s->min_ms[p])
+			s->min_ms[p] = ms;
+		if (!s->steps || ms > s->max_ms[p])
+			s->max_ms[p] = ms;
+		s->total_ms[p] += ms;
+		s->sum_sq[p] += ms * ms;
+	}
+	s->step_ms += (end - t->start) / 1e6;
+	s->steps++;
+}
+
+static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
+{
+	close_step(t, ts);
+	memset(t->ns, 0, sizeof(t->ns));
+	t->start = ts;
+	t->trained = trained;
+}
+
+void phases_on_event(struct phases *p, const struct tb_phase_event *e)
+{
+	struct ph_thread *t = phases_add_thread(p, e->pid, e->tid);
+
+	p->events++;
+	if ((e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) ||
+	    (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER))
+		p->named++;
+	if (!t)
+		return;
+	add_time(t, e->ts);
+	resolve(t, e->resolved);
+	/* A fetch starts the next step: the one before is complete. */
+	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
+		t->fetches++;
+		next_step(t, e->ts, false);
+	} else if (e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD && !t->fetches) {
+		next_step(t, e->ts, true);	/* no DataLoader: backward to backward */
+	}
+	t->phase = e->phase;
+}
+
+void phases_finish(struct phases *p, const struct gpu *g)
+{
+	if (!gpu_has_torch(g))
+		p->source = PH_SRC_NONE;
+	else if (p->named)
+		p->source = PH_SRC_BRACKETS;
+	else if (!gpu_torch_closes(g))
+		p->source = PH_SRC_UNNAMED;
+	else
+		p->source = PH_SRC_BACKWARD;
+}
+
+int ph_source_find(const char *name)
+{
+	for (int i = 0; i < PH_NSOURCES; i++)
+		if (!strcmp(name, ph_source_names[i]))
+			return i;
+	return -1;
+}
+
+void phases_free(struct phases *p)
+{
+	free(p->th);
+	memset(p, 0, sizeof(*p));
+}
+
+double ph_stat_avg(const struct ph_stat *s, int phase)
+{
+	return s->steps ? s->total_ms[phase] / s->steps : 0.0;
+}
+
+double ph_stat_std(const struct ph_stat *s, int phase)
+{
+	double avg = ph_stat_avg(s, phase), var;
+
+	if (s->steps < 2)
+		return 0.0;
+	var = (s->sum_sq[phase] - s->steps * avg * avg) / (s->steps - 1);
+	return var > 0 ? sqrt(var) : 0.0;
+}
+
+static void merge(struct ph_stat *into, const struct ph_stat *s)
+{
+	for (int p = 0; p < PH_NSHOWN && s->steps; p++) {
+		if (!into->steps || s->min_ms[p] < into->min_ms[p])
+			into->min_ms[p] = s->min_ms[p];
+		if (!into->steps || s->max_ms[p] > into->max_ms[p])
+			into->max_ms[p] = s->max_ms[p];
+		into->total_ms[p] += s->total_ms[p];
+		into->sum_sq[p] += s->sum_sq[p];
+	}
+	into->step_ms += s->step_ms;
+	into->steps += s->steps;
+}
+
+/* A thread's wall time per phase, a step still pending folded as in phases_fold. */
+static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
+{
+	for (int p = 0; p < PH_NSHOWN; p++)
+		ms[p] += t->tot[p] / 1e6;
+	ms[PH_DATA] += t->pend[0] / 1e6;
+	ms[PH_FORWARD] += t->pend[1] / 1e6;
+	ms[PH_OTHER] += t->held / 1e6;
+}
+
+void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
+{
+	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
+
+	merge(&sum->steps, &t->steps);
+	wall(t, sum->wall_ms);
+	if (t->steps.steps)
+		sum->step_source = !sum->step_source || sum->step_source == src ? src :
+				   PH_STEPS_MIXED;
+}
+
+int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum)
+{
+	uint64_t one[PH_NSHOWN][TB_NCAT];
+	int n = 0;
+
+	memset(rows, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
+	memset(sum, 0, sizeof(*sum));
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct thread_rec *t = job_main_thread(&job->procs[i]);
+		const struct ph_thread *pt;
+
+		if (job->procs[i].role != TB_ROLE_TRAINER || !t)
+			continue;
+		phases_fold(t->ph, one);
+		for (int p = 0; p < PH_NSHOWN; p++)
+			for (int c = 0; c < TB_NCAT; c++)
+				rows[p][c] += one[p][c];
+		pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
+		if (pt) {
+			phases_thread_sum(pt, sum);
+			n++;
+		}
+	}
+	return n;
+}

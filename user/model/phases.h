@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Training phases as the reports show them. Each thread's time by phase
+ * and category comes from BPF (thread_rec.ph, bpf/torch.bpf.h); the
+ * phases of each step, from the phase events: a step runs from one
+ * DataLoader fetch to the next, and its pending part is resolved the way
+ * BPF resolved it (the event says how). Shown phases fold a step that is
+ * still pending at the end into data and forward, as the steps before it
+ * mostly were.
+ */
+#ifndef TB_PHASES_H
+#define TB_PHASES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "gpu_api.h"
+#include "trainbpf.h"
+
+enum ph_shown {
+	PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
+	PH_OTHER, PH_NSHOWN,
+};
+
+extern const char *const ph_names[PH_NSHOWN];
+/* BPF's phases, pending ones included (the recording's phase_times rows). */
+extern const char *const tb_phase_names[TB_NPHASE];
+
+/* A thread's rows as shown: pending folded into data and forward. */
+void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT]);
+
+/*
+ * Training steps: from a fetch to the next, with a backward between. A
+ * validation batch or the fetch that ends an epoch is no step. A thread
+ * that never fetched from a DataLoader (batches from a queue, a custom
+ * iterator) steps from one backward to the next instead: its data and
+ * forward are then in other.
+ */
+struct ph_stat {
+	int steps;
+	double total_ms[PH_NSHOWN], min_ms[PH_NSHOWN], max_ms[PH_NSHOWN], sum_sq[PH_NSHOWN];
+	double step_ms;			/* the steps' wall time, all phases */
+};
+
+/* Threads together: their steps, and their wall time per phase, steps or not. */
+struct ph_sum {
+	struct ph_stat steps;
+	double wall_ms[PH_NSHOWN];
+	int step_source;		/* enum ph_step_source */
+};
+
+/* One thread that ran phases: its steps so far. */
+struct ph_thread {
+	pid_t pid, tid;
+	unsigned int phase;		/* enum tb_phase from since on */
+	uint64_t since;
+	uint64_t start;			/* the step under way began (0: none yet) */
+	uint64_t ns[PH_NSHOWN];		/* the step under way, resolved part */
+	uint64_t pend[2];		/* its pending fetch and what followed */
+	uint64_t held;			/* a step with no backward, until the next tells */
+	bool trained;			/* a backward made it a training step */
+	uint64_t fetches;		/* DataLoader fetches: 0, steps start at backwards */
+	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */
+	struct ph_stat steps;		/* the training steps closed so far */
+};
+
+/* What the phase table can say, from the libraries the job mapped. */
+enum ph_source {
+	PH_SRC_NONE,		/* no libtorch in the traced processes */
+	PH_SRC_UNNAMED,		/* torch < 2.0: its brackets close out of our sight */
+	PH_SRC_BACKWARD,	/* no named bracket came: backward and checkpoint only */
+	PH_SRC_BRACKETS,	/* named brackets: data, forward, optimizer too */
+	PH_NSOURCES,
+};
+extern const char *const ph_source_names[PH_NSOURCES];
+
+struct phases {
+	struct ph_thread *th;
+	int nth;
+	uint64_t events;
+	uint64_t named;		/* named brackets opened */
+	int source;		/* enum ph_source, as of phases_finish */
+};
+
+struct gpu;
+/* The source, from what the job mapped (gpu.h): before a final report. */
+void phases_finish(struct phases *p, const struct gpu *g);
+/* enum ph_source of a name, or -1. */
+int ph_source_find(const char *name);
+
+void phases_on_event(struct phases *p, const struct tb_phase_event *e);
+/* pid/tid's entry, made if new (a recording's rows); NULL if out of memory. */
+struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid);
+/* A thread's steps (NULL if it ran no phase). */
+const struct ph_thread *phases_thread(const struct phases *p, pid_t tid);
+void phases_free(struct phases *p);
+
+/* One thread's steps and wall time per phase, into sum (added). */
+void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum);
+/* What the steps were counted from, over the threads summed. */
+enum ph_step_source { PH_STEPS_NONE, PH_STEPS_FETCH, PH_STEPS_BACKWARD, PH_STEPS_MIXED };
+
+struct job;
+/*
+ * The trainers' main threads together: their rows as shown, their steps.
+ * Returns how many of them ran phases.
+ */
+int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
+
+double ph_stat_avg(const struct ph_stat *s, int phase);
+double ph_stat_std(const struct ph_stat *s, int phase);
+
+#endif

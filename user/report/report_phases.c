@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The phase table: per training phase of the trainers' main threads, its
+ * share of the steps' wall time, ms per step, and what it was made of (its
+ * critical-path categories), as in-process profilers print it.
+ */
+#include <string.h>
+#include "gpu.h"
+#include "phases.h"
+#include "sections.h"
+
+static const char *source(const struct job *job)
+{
+	return ph_source_names[job->phases->source];
+}
+
+static const char *const step_source_text[] = {
+	[PH_STEPS_NONE] = "nothing", [PH_STEPS_FETCH] = "DataLoader fetches",
+	[PH_STEPS_BACKWARD] = "one backward to the next",
+	[PH_STEPS_MIXED] = "DataLoader fetches and backwards",
+};
+static const char *const step_source_key[] = {
+	[PH_STEPS_NONE] = "none", [PH_STEPS_FETCH] = "fetch",
+	[PH_STEPS_BACKWARD] = "backward", [PH_STEPS_MIXED] = "mixed",
+};
+
+static uint64_t row_total(const uint64_t row[TB_NCAT])
+{
+	return sum_cats(row);
+}
+
+/* "data_wait 80% cpu 15% io 5%": the row's three largest categories. */
+static void made_of(FILE *f, const uint64_t row[TB_NCAT])
+{
+	uint64_t total = row_total(row);
+	bool used[TB_NCAT] = {};
+
+	if (!total)
+		fputc('-', f);
+
+	for (int k = 0; k < 3 && total; k++) {
+		int best = -1;
+
+		for (int c = 0; c < TB_NCAT; c++)
+			if (!used[c] && row[c] && (best < 0 || row[c] > row[best]))
+				best = c;
+		if (best < 0)
+			break;
+		used[best] = true;
+		fprintf(f, "%s%s %.0f%%", k ? " " : "", tb_cat_names[best], 100.0 * row[best] / total);
+	}
+}
+
+static double wall_total(const struct ph_sum *sum)
+{
+	double t = 0;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t += sum->wall_ms[p];
+	return t;
+}
+
+static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct ph_sum *sum)
+{
+	const struct ph_stat *st = &sum->steps;
+	double wall = wall_total(sum);
+
+	fprintf(f, "  %-11s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
+		"MAX", "STD", "MADE OF (critical path)");
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		fprintf(f, "  %-11s %5.1f%% %8.1f %7.1f %7.1f %7.1f  ", ph_names[p],
+			wall > 0 ? 100.0 * sum->wall_ms[p] / wall : 0.0,
+			sum->wall_ms[p] / st->steps, st->min_ms[p], st->max_ms[p],
+			ph_stat_std(st, p));
+		made_of(f, rows[p]);
+		fputc('\n', f);
+	}
+}
+
+void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	const char *src = source(job);
+	int n = phases_job(job, rows, &sum);
+
+	if (!strcmp(src, "none")) {
+		fprintf(f, "Phases: no PyTorch library (libtorch_cpu) in the traced processes\n\n");
+		return;
+	}
+	if (!sum.steps.steps) {
+		fprintf(f, "Phases: no training step (no backward) seen\n\n");
+		return;
+	}
+	fprintf(f, "Phases (PyTorch's own brackets; %d trainer main thread%s, %d training steps "
+		"from %s, %.1f ms/step)\n", n, n == 1 ? "" : "s", sum.steps.steps,
+		step_source_text[sum.step_source], sum.steps.step_ms / sum.steps.steps);
+	if (strcmp(src, "brackets"))
+		fprintf(f, "  (%s: data, forward and optimizer are in other)\n",
+			!strcmp(src, "unnamed") ? "torch < 2.0 closes its brackets out of sight" :
+			"no named bracket seen");
+	else if (sum.step_source != PH_STEPS_FETCH)
+		fprintf(f, "  (no DataLoader fetch%s: data and forward are in other)\n",
+			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
+	text_rows(f, rows, &sum);
+	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
+		"and epoch ends spread over them; min/max/std: within training steps)\n");
+	if (c->bpf.brackets_deep)
+		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
+			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,
+			TB_NBRACKET);
+	fputc('\n', f);
+}
+
+static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph_sum *sum)
+{
+	const struct ph_stat *st = &sum->steps;
+	double wall = wall_total(sum);
+	int64_t ns[TB_NCAT];
+
+	for (int c = 0; c < TB_NCAT; c++)
+		ns[c] = (int64_t)row[c];
+	jw_object(w);
+	jw_string_field(w, "phase", ph_names[p]);
+	jw_float_field(w, "wall_s", sum->wall_ms[p] / 1e3, 6);
+	jw_float_field(w, "share", wall > 0 ? sum->wall_ms[p] / wall : 0.0, 4);
+	jw_float_field(w, "ms_per_step", st->steps ? sum->wall_ms[p] / st->steps : 0.0, 4);
+	jw_float_field(w, "step_avg_ms", ph_stat_avg(st, p), 4);
+	jw_float_field(w, "step_min_ms", st->min_ms[p], 4);
+	jw_float_field(w, "step_max_ms", st->max_ms[p], 4);
+	jw_float_field(w, "step_std_ms", ph_stat_std(st, p), 4);
+	report_json_times(w, "critical_path_s", ns);
+	jw_end_object(w);
+}
+
+void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	int n = phases_job(job, rows, &sum);
+	const char *src = source(job);
+
+	jw_name(w, "phases");
+	jw_object(w);
+	jw_string_field(w, "source", src);
+	jw_uint_field(w, "deep_brackets", c->bpf.brackets_deep);
+	jw_int_field(w, "threads", n);
+	jw_int_field(w, "steps", sum.steps.steps);
+	jw_string_field(w, "step_source", step_source_key[sum.step_source]);
+	jw_float_field(w, "step_ms", sum.steps.steps ? sum.steps.step_ms / sum.steps.steps : 0.0, 4);
+	jw_name(w, "list");
+	jw_array(w);
+	/* No libtorch: no rows of zeros that look like a measurement. */
+	for (int p = 0; p < PH_NSHOWN && strcmp(src, "none"); p++)
+		json_row(w, p, rows[p], &sum);
+	jw_end_array(w);
+	jw_end_object(w);
+}
+
+/* A process whose main thread ran phases: its own steps and wall time per phase. */
+void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p)
+{
+	const struct thread_rec *t = job_main_thread(p);
+	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	struct ph_sum sum = { 0 };
+
+	if (!pt)
+		return;
+	phases_thread_sum(pt, &sum);
+	jw_name(w, "phases");
+	jw_object(w);
+	jw_int_field(w, "steps", sum.steps.steps);
+	jw_name(w, "wall_s");
+	jw_object(w);
+	for (int ph = 0; ph < PH_NSHOWN; ph++)
+		jw_float_field(w, ph_names[ph], sum.wall_ms[ph] / 1e3, 6);
+	jw_end_object(w);
+	jw_end_object(w);
+}
