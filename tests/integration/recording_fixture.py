@@ -236,7 +236,8 @@ def make_many_procs(path, nprocs=200_000, hours=24.0, pid_range=30_000):
     db.executemany("INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?)", procs)
     db.executemany("INSERT INTO threads VALUES (?,?,?,?,?)", threads)
     db.executemany("INSERT INTO samples VALUES (%s)" % ",".join("?" * 22), rows)
-    db.executemany("INSERT INTO epochs VALUES ('interval', ?, ?, ?, 1)",
+    db.executemany("INSERT INTO epochs (source, label, start_ns, end_ns, complete) "
+                   "VALUES ('interval', ?, ?, ?, 1)",
                    [(e + 1, T0 + e * 60 * SEC, T0 + (e + 1) * 60 * SEC) for e in range(nep)])
     db.execute("INSERT INTO diagnosis VALUES (NULL, 'data_loading', 0.5, 33.3, 15.0, 100, "
                "'data loading 33.3% of the trainers'' time (> 15%)', 'why', 'fix')")

@@ -54,7 +54,8 @@ static const char schema[] =
 "  cp_io INTEGER, cp_runqueue INTEGER, cp_lock INTEGER, cp_idle INTEGER,"
 "  main_cpu INTEGER, main_gpu_wait INTEGER, main_comm INTEGER,"
 "  main_data_wait INTEGER, main_io INTEGER, main_runqueue INTEGER,"
-"  main_lock INTEGER, main_idle INTEGER);"
+"  main_lock INTEGER, main_idle INTEGER,"
+"  ppid INTEGER, role TEXT, folded INTEGER);"
 "CREATE TABLE steps (source TEXT NOT NULL, pid INTEGER, ts_ns INTEGER NOT NULL,"
 "  tid INTEGER);"
 "CREATE TABLE events ("
@@ -101,7 +102,7 @@ static const char *const stmt_sql[RS_N] = {
 		"comm=excluded.comm, end_ns=excluded.end_ns",
 	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_EPOCH_PROC] = "INSERT INTO epoch_procs VALUES (?,?,?,?,?,"
-		"?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?)",
+		"?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?)",
 	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?,?)",
 	[RS_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?)",
 	[RS_GPU] = "INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?,?)",

@@ -170,6 +170,10 @@ static int write_epoch_proc(struct recorder *r, enum ep_source s, int seq,
 		rec_bind_int(r, RS_EPOCH_PROC, 6 + TB_NCAT + c, d->main_cp[c]);
 		rec_bind_int(r, RS_EPOCH_PROC, 6 + 2 * TB_NCAT + c, d->main_own[c]);
 	}
+	/* A folded row (pid 0) has no process row to tell its parent and role. */
+	rec_bind_int(r, RS_EPOCH_PROC, 6 + 3 * TB_NCAT, d->ppid);
+	rec_bind_text(r, RS_EPOCH_PROC, 7 + 3 * TB_NCAT, role_name(d->role));
+	rec_bind_int(r, RS_EPOCH_PROC, 8 + 3 * TB_NCAT, d->folded);
 	return rec_step(r, RS_EPOCH_PROC);
 }
 

@@ -490,14 +490,20 @@ static enum ep_source source_from(const char *s)
 /* Schema 2: each epoch with the deltas and steps the live tool closed it with. */
 #define CATS(p) p "cpu, " p "gpu_wait, " p "comm, " p "data_wait, " p "io, " \
 	p "runqueue, " p "lock, " p "idle"
-static const char epochs_sql[] =
-	"SELECT e.rowid, e.source, e.label, e.start_ns, e.end_ns, e.complete, "
-	"e.step_count, e.step_total_ms, e.step_min_ms, e.step_max_ms, e.step_sum_sq, "
-	"e.step_syncs, e.step_source, p.pid, p.start_ns, p.end_ns, "
-	CATS("p.") ", " CATS("p.cp_") ", " CATS("p.main_") " "
-	"FROM epochs e LEFT JOIN epoch_procs p ON p.source = e.source AND p.seq = e.seq "
-	"ORDER BY e.source, e.seq, e.rowid, p.rowid";
-enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT };
+static bool has_column(struct recording *r, const char *table, const char *column);
+
+#define EPOCHS_SQL(who)								\
+	"SELECT e.rowid, e.source, e.label, e.start_ns, e.end_ns, e.complete, "	\
+	"e.step_count, e.step_total_ms, e.step_min_ms, e.step_max_ms, e.step_sum_sq, " \
+	"e.step_syncs, e.step_source, p.pid, p.start_ns, p.end_ns, "		\
+	CATS("p.") ", " CATS("p.cp_") ", " CATS("p.main_") ", " who " "	\
+	"FROM epochs e LEFT JOIN epoch_procs p ON p.source = e.source AND p.seq = e.seq " \
+	"ORDER BY e.source, e.seq, e.rowid, p.rowid"
+/* epoch_procs' ppid, role and folded came with the bounds: older files lack them. */
+static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded");
+static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL");
+enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
+       EC_WHO = EC_MAIN + TB_NCAT };
 
 /* One epoch being read: its epoch_procs rows follow its own. */
 struct ep_read {
@@ -536,9 +542,10 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 	};
 }
 
-static void ep_read_proc(struct ep_read *x, struct q *q)
+static void ep_read_proc(struct recording *r, struct ep_read *x, struct q *q)
 {
 	struct ep_proc *d = tb_grow(x->d, &x->cap, x->n + 1, sizeof(*d));
+	const struct proc_rec *p;
 
 	if (!d)
 		abort();
@@ -552,6 +559,14 @@ static void ep_read_proc(struct ep_read *x, struct q *q)
 		d->own[c] = col_i64(q, EC_OWN + c);
 		d->main_cp[c] = col_i64(q, EC_CP + c);
 		d->main_own[c] = col_i64(q, EC_MAIN + c);
+	}
+	if (!col_null(q, EC_WHO)) {
+		d->ppid = (pid_t)col_i64(q, EC_WHO);
+		d->role = role_from(col_str(q, EC_WHO + 1));
+		d->folded = (int)col_i64(q, EC_WHO + 2);
+	} else if (d->pid && (p = job_proc_at(&r->job, d->pid, d->start + 1))) {
+		d->ppid = p->ppid;	/* an older file: as the process row says */
+		d->role = p->role;
 	}
 }
 
@@ -572,7 +587,8 @@ static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 	bool open = false;
 	struct q q;
 
-	if (q_open(r, &q, epochs_sql, err, errlen))
+	if (q_open(r, &q, has_column(r, "epoch_procs", "folded") ? epochs_sql : epochs_sql_old,
+		   err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		if (!open || col_i64(&q, 0) != x.rowid) {
@@ -582,7 +598,7 @@ static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			open = true;
 		}
 		if (!col_null(&q, EC_PID) && (!flt->pid || col_i64(&q, EC_PID) == flt->pid))
-			ep_read_proc(&x, &q);
+			ep_read_proc(r, &x, &q);
 	}
 	if (open)
 		ep_read_done(&x);
@@ -761,6 +777,21 @@ static bool has_table(struct recording *r, const char *name)
 			       "AND name = ?", -1, &st, NULL) != SQLITE_OK)
 		return false;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return yes;
+}
+
+static bool has_column(struct recording *r, const char *table, const char *column)
+{
+	sqlite3_stmt *st;
+	bool yes = false;
+
+	if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", -1,
+			       &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
 	yes = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	return yes;
