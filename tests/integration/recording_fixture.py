@@ -186,3 +186,62 @@ def big_spec(threads=100, hours=1.0):
           for k in range(threads)]
     return dict(DEFAULT, flushes=int(hours * 3600),
                 procs=[(1000, 1, "python3", "trainer", 0, 1)], threads=th, states=False)
+
+
+def make_many_procs(path, nprocs=200_000, hours=24.0, pid_range=30_000):
+    """A long recording of a job that forks many short-lived workers: one
+    trainer (pid 100, one sample row per 60 s interval epoch) and nprocs
+    workers, forked without exec at an even pace over the run, each with
+    one thread living 0.2 s (cpu 0.1 s, idle 0.1 s) and one sample row at
+    the flush after its end. Pids cycle through pid_range values, so they
+    are reused, as on a real machine. Returns the expected sums (ns)."""
+    if os.path.exists(path):
+        os.unlink(path)
+    db = sqlite3.connect(path)
+    db.executescript(schema())
+    db.execute("PRAGMA application_id = %d" % APP_ID)
+    db.execute("PRAGMA user_version = 1")
+    span = int(hours * 3600) * SEC
+    end = T0 + span
+    meta = {"format": "trainbpf-recording", "trainbpf_version": "0.1.0", "hostname": "fixture",
+            "kernel": "6.18", "ncpus": "2", "mem_total_kb": "4000000",
+            "command": "python3 train.py", "start_mono_ns": str(T0),
+            "start_unix_s": "1700000000.0", "flush_ns": str(SEC), "epochs_wanted": "auto",
+            "epoch_source": "interval", "end_mono_ns": str(end), "complete": "1"}
+    db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+    procs, threads, rows = [(100, 1, "python3", "/usr/bin/python3", "trainer", 0, 1, None,
+                             T0, end, 0)], [(100, 100, "python3", T0, end)], []
+    nep = span // (60 * SEC)
+    exp = {"epochs": [[0] * 8 for _ in range(nep)], "workers": nprocs, "nep": nep}
+    # The trainer: 60 s of cpu 30 s, data_wait 20 s, idle 10 s per epoch.
+    tr = _mix(cpu=30 * SEC, data_wait=20 * SEC, idle=10 * SEC)
+    for e in range(nep):
+        rows.append((T0 + (e + 1) * 60 * SEC, 100, 100, *tr, *tr, 0, 0, 100))
+        for c in range(8):
+            exp["epochs"][e][c] += tr[c]
+    wk = _mix(cpu=SEC // 10, idle=SEC // 10)
+    gap = span // nprocs
+    for i in range(nprocs):
+        pid = 1000 + i % pid_range
+        start = T0 + i * gap + 1
+        stop = start + SEC // 5
+        flush = T0 + ((stop - T0) // SEC + 1) * SEC
+        procs.append((pid, 100, "python3", "/usr/bin/python3", "worker", 1, 0, None, start,
+                      stop, 0))
+        threads.append((pid, pid, "python3", start, stop))
+        rows.append((flush, pid, pid, *wk, *wk, 0, 0, 2))
+        e = min((flush - T0 - 1) // (60 * SEC), nep - 1)
+        for c in range(8):
+            exp["epochs"][e][c] += wk[c]
+    db.executemany("INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?)", procs)
+    db.executemany("INSERT INTO threads VALUES (?,?,?,?,?)", threads)
+    db.executemany("INSERT INTO samples VALUES (%s)" % ",".join("?" * 22), rows)
+    db.executemany("INSERT INTO epochs VALUES ('interval', ?, ?, ?, 1)",
+                   [(e + 1, T0 + e * 60 * SEC, T0 + (e + 1) * 60 * SEC) for e in range(nep)])
+    db.execute("INSERT INTO diagnosis VALUES (NULL, 'data_loading', 0.5, 33.3, 15.0, 100, "
+               "'data loading 33.3% of the trainers'' time (> 15%)', 'why', 'fix')")
+    db.commit()
+    db.close()
+    exp["trainer"] = [x * nep for x in tr]
+    exp["total"] = [exp["trainer"][c] + nprocs * wk[c] for c in range(8)]
+    return exp

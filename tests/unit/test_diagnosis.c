@@ -73,6 +73,60 @@ START_TEST(thresholds_and_severity)
 }
 END_TEST
 
+/*
+ * Folded workers count as what each was on its own times (their tally),
+ * one I/O-bound worker and a folded row of three: four workers. The
+ * busiest is the first of the busiest (20 and 31 are both busy all along).
+ */
+START_TEST(folded_workers_count_one_by_one)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p[3];
+	struct dg_view v;
+	const struct dg_finding *f;
+	int64_t io[TB_NCAT] = { [TB_IO] = 3 * S, [TB_CPU] = S };
+	int64_t cpu[TB_NCAT] = { [TB_CPU] = 4 * S };
+
+	one_trainer(&v, &p[0], 10, 90, 0);
+	memset(&p[1], 0, sizeof(p[1]) * 2);
+	p[1].pid = 20;
+	p[1].role = TB_ROLE_WORKER;
+	memcpy(p[1].own, io, sizeof(io));
+	p[2].role = TB_ROLE_WORKER;
+	p[2].folded = 3;
+	worker_tally_add(&p[2].tally, 30, io);
+	worker_tally_add(&p[2].tally, 31, cpu);
+	worker_tally_add(&p[2].tally, 32, cpu);
+	for (int c = 0; c < TB_NCAT; c++)
+		p[2].own[c] = io[c] + 2 * cpu[c];
+	v.n = 3;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "4 workers: 2 I/O-bound, 2 CPU-bound (decoding), "
+				     "0 mostly waiting; busiest PID 20 (cpu 25%, io 75%)"));
+}
+END_TEST
+
+START_TEST(gone_processes_forgotten_past_a_bound)
+{
+	struct diag d;
+
+	diag_init(&d);
+	for (int i = 0; i < DG_MAX_GONE + 50; i++) {
+		struct dg_pinfo *p = diag_pinfo(&d, 1000 + i);
+
+		p->seen_ns = 1 + i;
+		diag_add_rss(p, 1 + i, 100);
+	}
+	diag_pinfo(&d, 5)->seen_ns = 10000;	/* alive now */
+	diag_forget_gone(&d, 10000);
+	ck_assert_int_eq(d.nprocs, DG_MAX_GONE + 1);
+	for (int i = 0; i < d.nprocs; i++)
+		ck_assert(d.procs[i].pid == 5 || d.procs[i].pid >= 1050);
+	diag_free(&d);
+}
+END_TEST
+
 START_TEST(host_bound_needs_a_gpu_and_syncs_need_steps)
 {
 	struct dg_finding fs[16];
@@ -235,6 +289,8 @@ int main(void)
 	tcase_add_test(tc, rss_growth_every_epoch);
 	tcase_add_test(tc, memory_pressure_from_meminfo);
 	tcase_add_test(tc, meminfo_parse);
+	tcase_add_test(tc, folded_workers_count_one_by_one);
+	tcase_add_test(tc, gone_processes_forgotten_past_a_bound);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

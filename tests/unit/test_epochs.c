@@ -276,8 +276,12 @@ START_TEST(worker_generations)
 }
 END_TEST
 
-/* A fork that dies before the grace is judged at once. */
-START_TEST(short_lived_fork_is_a_worker)
+/*
+ * A fork that dies before the grace without exec'ing is judged at once:
+ * a helper, no worker (a fork storm makes no epochs). One that dies after
+ * it is a worker.
+ */
+START_TEST(short_lived_fork_is_no_worker)
 {
 	struct fake fk = {};
 	struct epochs ep;
@@ -287,6 +291,11 @@ START_TEST(short_lived_fork_is_a_worker)
 	fork_at(&ep, &fk, 201, 100, 10 * MS, 0);
 	exit_at(&ep, &fk, 201, 20 * MS);
 	epochs_tick(&ep, &fk.job, 30 * MS);
+	ck_assert_int_eq(ep.nforks, 0);
+	ck_assert_int_eq(ep.ngens, 0);
+	fork_at(&ep, &fk, 202, 100, 100 * MS, 0);
+	exit_at(&ep, &fk, 202, 100 * MS + EP_EXEC_GRACE_NS);
+	epochs_tick(&ep, &fk.job, 400 * MS);
 	ck_assert_int_eq(ep.ngens, 1);
 	ck_assert_int_eq(epochs_source(&ep), EP_WORKERS);	/* auto: before windows */
 	epochs_free(&ep);
@@ -362,6 +371,148 @@ START_TEST(generation_stall)
 }
 END_TEST
 
+
+/* ---- bounds: epochs follow the job's folds, rows fold, epochs merge ---- */
+
+#define S (1000 * MS)
+
+/* n exited workers of 10, each 1 s of cpu, 1 s idle, ending in [2 s, 3 s). */
+static void many_gone(struct job *job, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct proc_rec *p = job_add_proc(job, 1000 + i, 10, "w", S);
+		struct thread_rec *t = job_add_thread(p, 1000 + i, "w", S);
+
+		p->flags = TB_PF_FORKED;
+		p->role = TB_ROLE_WORKER;
+		t->own[TB_CPU] = t->cp[TB_CPU] = S / 2 + i;
+		t->own[TB_IDLE] = t->cp[TB_IDLE] = S / 2;
+		p->end_ns = t->end_ns = 2 * S + i * MS;
+	}
+}
+
+START_TEST(epoch_rows_survive_a_fold)
+{
+	struct job job = { 0 };
+	struct epochs ep;
+	struct proc_rec *tr = job_add_proc(&job, 10, 1, "python", 0);
+	struct thread_rec *mt = job_add_thread(tr, 10, "python", 0);
+	const struct ep_stream *st = &ep.src[EP_INTERVAL];
+	struct job_fold f;
+	int64_t own = 0, want = 0;
+	int members = 0, folded_rows = 0;
+	char why[64];
+
+	tr->root = true;
+	tr->role = TB_ROLE_TRAINER;
+	mt->slot = 0;
+	ck_assert_int_eq(epochs_init(&ep, EP_INTERVAL, 1000.0, NULL, 0, why, sizeof(why)), 0);
+	epochs_tick(&ep, &job, S / 2);	/* the window opened at 0 */
+	many_gone(&job, 600);
+	mt->own[TB_CPU] = mt->cp[TB_CPU] = 20 * S;
+	epochs_tick(&ep, &job, 20 * S);
+	/* 600 exited, 256 kept whatever their age: 344 fold. */
+	ck_assert_int_eq(job_fold(&job, 20 * S, 20 * S, &f), 600 - JOB_KEEP_EXITED_PROCS);
+	epochs_on_fold(&ep, &job, &f);
+	job_fold_free(&f);
+	mt->own[TB_CPU] = mt->cp[TB_CPU] = 30 * S;
+	epochs_tick(&ep, &job, 30 * S);
+	epochs_finish(&ep, &job, 30 * S);
+	ck_assert_int_eq(st->n, 1);
+	for (int i = 0; i < 600; i++)
+		want += S + i;
+	want += 30 * S;
+	/* More than EP_MAX_ROWS rows: the ended ones summed, every total kept. */
+	ck_assert_int_le(st->list[0].n, EP_MAX_ROWS);
+	for (int i = 0; i < st->list[0].n; i++) {
+		const struct ep_proc *d = &st->list[0].d[i];
+
+		for (int c = 0; c < TB_NCAT; c++)
+			own += d->own[c];
+		members += d->folded ? d->folded : 1;
+		folded_rows += d->folded > 0;
+		if (d->folded) {
+			ck_assert_int_eq(d->ppid, 10);
+			ck_assert_int_eq(d->role, TB_ROLE_WORKER);
+			ck_assert_int_eq(worker_tally_count(&d->tally), d->folded);
+		}
+	}
+	ck_assert_int_eq(own, want);
+	ck_assert_int_eq(members, 601);
+	ck_assert_int_eq(folded_rows, 1);
+	/* The headline is the trainer's, whatever folded. */
+	{
+		int64_t hl[TB_NCAT];
+
+		ck_assert_int_eq(epoch_headline(&job, &st->list[0], hl), 30 * S);
+	}
+	epochs_free(&ep);
+	job_free(&job);
+}
+END_TEST
+
+/* More step markers than are kept: the whole window still counts them all. */
+START_TEST(many_steps_whole_window)
+{
+	struct epochs ep;
+	struct ep_steps s;
+	int n = ST_MAX_BOUNDS + 1000;
+
+	init(&ep, EP_MARKER, NULL);
+	for (int i = 0; i < n; i++)
+		epochs_add_step(&ep, (uint64_t)(i + 1) * MS, 0);
+	ck_assert_int_le(ep.nsteps, ST_MAX_BOUNDS);
+	ck_assert_int_eq(ep.nsteps_seen, n);
+	/* The last one has no end yet: n - 1 steps of 1 ms. */
+	ck_assert_int_eq(epochs_step_stats(&ep, 0, UINT64_MAX, false, &s), n);
+	ck_assert_int_eq(s.count, n - 1);
+	ck_assert_double_eq_tol(s.total_ms, n - 1, 1e-3);
+	ck_assert_double_eq_tol(s.min_ms, 1.0, 1e-9);
+	/* A window that cuts into the folded ones: the kept ones only. */
+	epochs_step_stats(&ep, 2 * MS, UINT64_MAX, false, &s);
+	ck_assert_int_eq(s.count, ep.nsteps - 1);
+	epochs_free(&ep);
+}
+END_TEST
+
+/* Far more epochs than EP_MAX_EPOCHS: the older ones merge, still tiling the run. */
+START_TEST(many_epochs_merge)
+{
+	struct proc_rec p;
+	struct thread_rec t;
+	struct job job;
+	struct epochs ep;
+	const struct ep_stream *st = &ep.src[EP_INTERVAL];
+	long n = EP_MAX_EPOCHS + 500, labels = 0;
+	char why[64];
+
+	job_at(&job, &p, &t, 0);
+	ck_assert_int_eq(epochs_init(&ep, EP_INTERVAL, 1.0, NULL, 0, why, sizeof(why)), 0);
+	for (long k = 0; k <= n; k++) {
+		t.own[TB_CPU] = t.cp[TB_CPU] = k * S;
+		epochs_tick(&ep, &job, k * S);
+	}
+	ck_assert_int_eq(st->closed, n);
+	ck_assert_int_le(st->n, EP_MAX_EPOCHS);
+	ck_assert_int_eq(st->list[0].label, 1);
+	ck_assert_int_eq(st->list[st->n - 1].last, n);
+	for (int i = 0; i < st->n; i++) {
+		const struct epoch *e = &st->list[i];
+
+		labels += e->last - e->label + 1;
+		if (i)
+			ck_assert_uint_eq(e->start, st->list[i - 1].end);
+		ck_assert_int_eq(e->n, 1);
+		/* cpu at rate 1: each one's time is its length, merged or not */
+		ck_assert_int_eq(e->d[0].own[TB_CPU], (int64_t)(e->end - e->start));
+	}
+	ck_assert_int_eq(labels, n);
+	ck_assert_ptr_eq(ep_stream_closed(st, n - 1), &st->list[st->n - 1]);
+	ck_assert_ptr_null(ep_stream_closed(st, 0));	/* merged away */
+	epochs_free(&ep);
+}
+END_TEST
+
 START_TEST(parse_sources)
 {
 	enum ep_source s;
@@ -395,9 +546,12 @@ int main(void)
 	tcase_add_test(tc, step_statistics);
 	tcase_add_test(tc, parse_sources);
 	tcase_add_test(tc, worker_generations);
-	tcase_add_test(tc, short_lived_fork_is_a_worker);
+	tcase_add_test(tc, short_lived_fork_is_no_worker);
 	tcase_add_test(tc, ranks_share_an_epoch);
 	tcase_add_test(tc, generation_stall);
+	tcase_add_test(tc, epoch_rows_survive_a_fold);
+	tcase_add_test(tc, many_epochs_merge);
+	tcase_add_test(tc, many_steps_whole_window);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -194,6 +194,46 @@ START_TEST(code_size)
 }
 END_TEST
 
+/* Exited processes: the silent forgotten, the oldest of the rest summed, totals exact. */
+START_TEST(exited_processes_fold)
+{
+	struct gpu g = { 0 };
+	struct tb_api_stat before[TB_MAX_APIS], after[TB_MAX_APIS];
+	int n = GPU_MAX_GONE + 40, map[GPU_MAX_GONE + 100];
+	int obj = gpu_object_add(&g);
+
+	for (int i = 0; i < n + 50; i++) {
+		struct gpu_proc *p = gpu_proc_get(&g, 1000 + i);
+
+		p->exited = i < n + 40;	/* 10 live ones at the end */
+		if (i % (n + 50) >= n && i < n + 40)
+			continue;	/* 40 exited that said nothing */
+		p->stat[0].calls = i + 1;
+		p->stat[0].ns = 10 * (i + 1);
+		gpu_mapping_add(p, obj);
+	}
+	gpu_totals(&g, before);
+	ck_assert(gpu_fold_exited(&g, map));
+	gpu_totals(&g, after);
+	ck_assert_uint_eq(after[0].calls, before[0].calls);
+	ck_assert_uint_eq(after[0].ns, before[0].ns);
+	/* The summed one, the last GPU_MAX_GONE that said something, the live. */
+	ck_assert_int_eq(g.nprocs, 1 + GPU_MAX_GONE + 10);
+	ck_assert_int_eq(g.procs[0].pid, 0);
+	ck_assert_uint_eq(g.procs[0].stat[0].calls, 40 * 41 / 2);
+	ck_assert_int_eq(g.procs[0].nmaps, 1);
+	ck_assert_int_eq(map[0], 0);
+	ck_assert_int_eq(map[39], 0);
+	ck_assert_int_eq(map[40], 1);
+	ck_assert_int_eq(map[n], -1);
+	ck_assert_int_eq(map[n + 49], g.nprocs - 1);
+	ck_assert_int_eq(g.procs[g.nprocs - 1].pid, 1000 + n + 49);
+	/* Again: nothing new to fold. */
+	ck_assert(!gpu_fold_exited(&g, map));
+	gpu_free(&g);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gpu");
@@ -210,6 +250,7 @@ int main(void)
 	tcase_add_test(tc, maps_lines);
 	tcase_add_test(tc, so_versions);
 	tcase_add_test(tc, code_size);
+	tcase_add_test(tc, exited_processes_fold);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -234,6 +234,297 @@ START_TEST(many_procs_and_threads_grow)
 }
 END_TEST
 
+
+/* ---- folding ---- */
+
+#define AGE JOB_FOLD_AGE_NS
+#define LATE (1000 * S)		/* the fillers' end: young at every "now" below */
+
+/* An exited process: its one thread ended at end, slot freed. */
+static struct proc_rec *gone(pid_t pid, pid_t ppid, unsigned int flags, uint64_t end,
+			     uint64_t cpu, uint64_t idle)
+{
+	struct proc_rec *p = proc(pid, ppid, "w", flags, cpu, idle);
+
+	p->start_ns = p->threads[0].start_ns = end - cpu - idle;
+	p->end_ns = p->threads[0].end_ns = end;
+	return p;
+}
+
+/*
+ * The floors: the last JOB_KEEP_EXITED_PROCS processes and
+ * JOB_KEEP_EXITED_THREADS threads to exit stay whatever their age. These
+ * exit last (at LATE) and belong to pid 1, outside the job.
+ */
+static void fillers(void)
+{
+	struct proc_rec *p;
+
+	for (int i = 0; i < JOB_KEEP_EXITED_PROCS; i++)
+		gone(50000 + i, 1, EXECED, LATE, 1, 1);
+	p = proc(60000, 1, "pool", EXECED, 1, 1);
+	p->threads[0].slot = 1;
+	for (int i = 0; i < JOB_KEEP_EXITED_THREADS; i++)
+		job_add_thread(p, 60001 + i, "t", 0)->end_ns = LATE;
+}
+
+static const struct proc_rec *agg_of(pid_t ppid, enum tb_role r)
+{
+	for (int i = 0; i < job.nprocs; i++)
+		if (job.procs[i].folded && job.procs[i].ppid == ppid && job.procs[i].role == r)
+			return &job.procs[i];
+	return NULL;
+}
+
+static int index_of(const struct proc_rec *p)
+{
+	return p ? (int)(p - job.procs) : -1;
+}
+
+static void all_totals(uint64_t out[TB_NCAT], int *nprocs, int *nthreads)
+{
+	memset(out, 0, sizeof(uint64_t) * TB_NCAT);
+	*nprocs = *nthreads = 0;
+	for (int i = 0; i < job.nprocs; i++) {
+		uint64_t t[TB_NCAT];
+
+		proc_totals(&job.procs[i], t);
+		for (int c = 0; c < TB_NCAT; c++)
+			out[c] += t[c];
+		*nprocs += proc_count(&job.procs[i]);
+		*nthreads += proc_nthreads(&job.procs[i]);
+	}
+}
+
+START_TEST(fold_sums_exited_children_per_parent_and_role)
+{
+	uint64_t before[TB_NCAT], after[TB_NCAT], hl0[TB_NCAT], hl1[TB_NCAT];
+	struct job_fold f;
+	int np0, nt0, np1, nt1, n;
+	const struct proc_rec *a;
+
+	proc(10, 1, "python", 0, 5 * S, 5 * S)->root = true;
+	for (int i = 0; i < 100; i++)
+		gone(100 + i, 10, FORKED, S + i, 2 * i, 3 * i + 1);
+	fillers();
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_TRAINER);
+	all_totals(before, &np0, &nt0);
+	job_headline(&job, hl0);
+	/* Young, or within the floors: nothing. */
+	ck_assert_int_eq(job_fold(&job, S + AGE - 1, S + 99, &f), 0);
+	n = job_fold(&job, S + 99 + AGE + 2 * S, S + 99, &f);
+	ck_assert_int_eq(n, 100);
+	ck_assert_int_eq(f.procs, 100);
+	ck_assert_int_eq(job.nprocs, 1 + JOB_KEEP_EXITED_PROCS + 1 + 1);
+	a = agg_of(10, TB_ROLE_WORKER);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(a->folded, 100);
+	ck_assert_int_eq(a->pid, 0);
+	ck_assert_int_eq(a->threads[0].folded, 100);	/* their main threads */
+	ck_assert_int_eq(a->threads[1].folded, 0);
+	ck_assert_int_eq(worker_tally_count(&a->tally), 100);
+	ck_assert_int_eq(a->tally.n[TB_WK_WAITING], 100);	/* idle more than busy */
+	ck_assert_uint_eq(a->end_ns, S + 99);
+	all_totals(after, &np1, &nt1);
+	ck_assert_int_eq(np1, np0);
+	ck_assert_int_eq(nt1, nt0);
+	for (int c = 0; c < TB_NCAT; c++)
+		ck_assert_uint_eq(after[c], before[c]);
+	job_classify_roles(&job);	/* the folded workers still make it a trainer */
+	ck_assert_int_eq(role(10), TB_ROLE_TRAINER);
+	job_headline(&job, hl1);
+	for (int c = 0; c < TB_NCAT; c++)
+		ck_assert_uint_eq(hl1[c], hl0[c]);
+	/* Where everything went. */
+	ck_assert_int_eq(f.nold, 1 + 100 + JOB_KEEP_EXITED_PROCS + 1);
+	ck_assert_int_eq(f.nnew, job.nprocs);
+	ck_assert_int_eq(f.to[0], 0);
+	ck_assert(!f.merged[0]);
+	for (int i = 1; i <= 100; i++) {
+		ck_assert_int_eq(f.to[i], index_of(a));
+		ck_assert(f.merged[i]);
+		ck_assert_int_eq(f.thr_to[f.thr_off[i]], 0);
+	}
+	ck_assert_int_eq(f.to[101], 1);	/* the first filler moved down */
+	ck_assert(!f.merged[101]);
+	ck_assert_ptr_null(job_proc(&job, 150));
+	ck_assert_int_eq(index_of(job_proc(&job, 10)), 0);
+	job_fold_free(&f);
+	/* More of them later: into the same aggregate. */
+	gone(300, 10, FORKED, 10 * S, S, 0);
+	job_classify_roles(&job);
+	ck_assert_int_eq(job_fold(&job, 10 * S + AGE, 10 * S, &f), 1);
+	a = agg_of(10, TB_ROLE_WORKER);
+	ck_assert_int_eq(a->folded, 101);
+	ck_assert_int_eq(a->tally.n[TB_WK_CPU_BOUND], 1);
+	ck_assert_int_eq(a->tally.busiest, 300);
+	job_fold_free(&f);
+}
+END_TEST
+
+START_TEST(fold_waits_for_age_settling_and_exit)
+{
+	struct job_fold f;
+
+	proc(10, 1, "python", 0, 5 * S, 5 * S)->root = true;
+	gone(11, 10, FORKED, 10 * S, S, S);
+	gone(12, 10, FORKED, 20 * S, S, S);
+	gone(13, 10, FORKED, 20 * S, S, S)->threads[0].slot = 7;	/* not read yet */
+	proc(14, 10, "live", FORKED, S, S);
+	fillers();
+	/* Young: nothing. 11 is old enough, but not settled yet. */
+	ck_assert_int_eq(job_fold(&job, 10 * S + AGE - 1, 100 * S, &f), 0);
+	ck_assert_int_eq(job_fold(&job, 10 * S + AGE + 2 * S, 10 * S - 1, &f), 0);
+	ck_assert_int_eq(job_fold(&job, 10 * S + AGE + 4 * S, 10 * S, &f), 1);
+	ck_assert_int_eq(f.to[1], index_of(agg_of(10, TB_ROLE_OTHER)));
+	ck_assert_int_eq(f.to[2], 1);
+	job_fold_free(&f);
+	/* Later: 12 folds too, 13 (slot held) and the live 14 never. */
+	ck_assert_int_eq(job_fold(&job, 500 * S, 500 * S, &f), 1);
+	ck_assert_int_eq(agg_of(10, TB_ROLE_OTHER)->folded, 2);
+	ck_assert_ptr_nonnull(job_proc(&job, 13));
+	ck_assert_ptr_nonnull(job_proc(&job, 14));
+	job_fold_free(&f);
+	/* At most once a period unless a cap is passed. */
+	job.procs[index_of(job_proc(&job, 13))].threads[0].slot = -1;
+	ck_assert_int_eq(job_fold(&job, 500 * S + 1, 500 * S, &f), 0);
+	ck_assert_int_eq(job_fold(&job, 501 * S, 501 * S, &f), 1);
+	job_fold_free(&f);
+}
+END_TEST
+
+START_TEST(fold_keeps_the_last_exited_whatever_their_age)
+{
+	struct job_fold f;
+
+	proc(10, 1, "python", 0, 5 * S, 5 * S)->root = true;
+	for (int i = 0; i < JOB_KEEP_EXITED_PROCS + 3; i++)
+		gone(100 + i, 10, FORKED, S + i, 1, 1);
+	ck_assert_int_eq(job_fold(&job, 100000 * S, 100000 * S, &f), 3);
+	ck_assert_ptr_null(job_proc(&job, 102));
+	ck_assert_ptr_nonnull(job_proc(&job, 103));
+	job_fold_free(&f);
+}
+END_TEST
+
+START_TEST(fold_exited_threads_of_a_live_process)
+{
+	struct proc_rec *p = proc(10, 1, "python", 0, 5 * S, 5 * S);
+	uint64_t before[TB_NCAT], after[TB_NCAT];
+	struct job_fold f;
+	int np0, nt0, np1, nt1;
+
+	p->root = true;
+	p->threads[0].slot = 0;
+	for (int i = 0; i < 50; i++) {
+		struct thread_rec *t = job_add_thread(p, 1000 + i, "pool", i);
+
+		t->own[TB_CPU] = 10 + i;
+		t->end_ns = S + i;
+	}
+	job_add_thread(p, 2000, "alive", 0)->slot = 3;
+	fillers();
+	p = &job.procs[0];
+	all_totals(before, &np0, &nt0);
+	ck_assert_int_eq(job_fold(&job, 2 * S + AGE, 2 * S, &f), 50);
+	ck_assert_int_eq(f.threads, 50);
+	p = &job.procs[0];
+	ck_assert_int_eq(p->nthreads, 3);
+	ck_assert_int_eq(p->threads[0].tid, 10);
+	ck_assert_int_eq(p->threads[1].tid, 2000);
+	ck_assert_int_eq(p->threads[2].folded, 50);
+	ck_assert_int_eq(p->threads[2].tid, 0);
+	ck_assert_uint_eq(thread_lifetime(&p->threads[2], 0), 50 * 10 + 49 * 50 / 2);
+	ck_assert_int_eq(proc_nthreads(p), 52);
+	ck_assert_int_eq(f.thr_to[0], 0);
+	ck_assert_int_eq(f.thr_to[1], 2);
+	ck_assert_int_eq(f.thr_to[51], 1);
+	ck_assert(!f.merged[0]);
+	all_totals(after, &np1, &nt1);
+	ck_assert_int_eq(nt1, nt0);
+	for (int c = 0; c < TB_NCAT; c++)
+		ck_assert_uint_eq(after[c], before[c]);
+	job_fold_free(&f);
+}
+END_TEST
+
+START_TEST(fold_caps_the_exited_kept)
+{
+	struct job_fold f;
+	int n = JOB_MAX_EXITED_PROCS + 10;
+
+	proc(10, 1, "python", 0, 5 * S, 5 * S)->root = true;
+	for (int i = 0; i < n; i++)
+		gone(100 + i, 10, FORKED, S + i, 1, 1);
+	/* Young, but 10 too many: the 10 oldest go. */
+	ck_assert_int_eq(job_fold(&job, S + n, S + n, &f), 10);
+	ck_assert_int_eq(job.nprocs, 1 + JOB_MAX_EXITED_PROCS + 1);
+	ck_assert_ptr_null(job_proc(&job, 109));
+	ck_assert_ptr_nonnull(job_proc(&job, 110));
+	job_fold_free(&f);
+}
+END_TEST
+
+START_TEST(fold_keeps_pid_reuse_apart)
+{
+	struct job_fold f;
+
+	proc(10, 1, "python", 0, 5 * S, 5 * S)->root = true;
+	gone(500, 10, FORKED, 2 * S, S, 0);
+	proc(500, 10, "again", EXECED, S, S)->start_ns = 3 * S;
+	ck_assert_str_eq(job_proc(&job, 500)->comm, "again");
+	ck_assert_str_eq(job_proc_at(&job, 500, 2 * S)->comm, "w");
+	ck_assert_str_eq(job_proc_at(&job, 500, 4 * S)->comm, "again");
+	fillers();
+	ck_assert_int_eq(job_fold(&job, 2 * S + AGE, 2 * S, &f), 1);
+	ck_assert_str_eq(job_proc(&job, 500)->comm, "again");
+	ck_assert_str_eq(job_proc_at(&job, 500, 2 * S)->comm, "again");
+	job_fold_free(&f);
+}
+END_TEST
+
+/* A launcher's exited helper with exited workers of its own: up to the launcher. */
+START_TEST(fold_moves_up_when_the_parent_folds)
+{
+	struct job_fold f;
+	uint64_t before[TB_NCAT], after[TB_NCAT];
+	int np0, nt0, np1, nt1;
+	const struct proc_rec *w;
+
+	proc(10, 1, "launcher", 0, 0, 10 * S)->root = true;
+	gone(20, 10, EXECED, 5 * S, S, S);
+	gone(21, 20, FORKED, 4 * S, S, 0);
+	gone(22, 20, FORKED, 4 * S, S, 0);
+	fillers();
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
+	all_totals(before, &np0, &nt0);
+	/* The workers first: under their parent 20. */
+	ck_assert_int_eq(job_fold(&job, 4 * S + AGE, 4 * S, &f), 2);
+	w = agg_of(20, TB_ROLE_WORKER);
+	ck_assert_ptr_nonnull(w);
+	job_fold_free(&f);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
+	/* Then 20: it goes under 10, and its workers' aggregate moves up, whole. */
+	ck_assert_int_eq(job_fold(&job, 5 * S + AGE, 5 * S, &f), 1);
+	ck_assert_ptr_null(agg_of(20, TB_ROLE_WORKER));
+	w = agg_of(10, TB_ROLE_WORKER);
+	ck_assert_ptr_nonnull(w);
+	ck_assert_int_eq(w->folded, 2);
+	ck_assert_int_eq(agg_of(10, TB_ROLE_TRAINER)->folded, 1);
+	ck_assert(!f.merged[f.nold - 1]);
+	all_totals(after, &np1, &nt1);
+	ck_assert_int_eq(np1, np0);
+	for (int c = 0; c < TB_NCAT; c++)
+		ck_assert_uint_eq(after[c], before[c]);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_OTHER);	/* a trainer ran below it */
+	job_fold_free(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("job");
@@ -257,6 +548,13 @@ int main(void)
 	tcase_add_test(tc, lifetime_never_negative);
 	tcase_add_test(tc, proc_totals_sums_threads);
 	tcase_add_test(tc, many_procs_and_threads_grow);
+	tcase_add_test(tc, fold_sums_exited_children_per_parent_and_role);
+	tcase_add_test(tc, fold_waits_for_age_settling_and_exit);
+	tcase_add_test(tc, fold_keeps_the_last_exited_whatever_their_age);
+	tcase_add_test(tc, fold_exited_threads_of_a_live_process);
+	tcase_add_test(tc, fold_caps_the_exited_kept);
+	tcase_add_test(tc, fold_keeps_pid_reuse_apart);
+	tcase_add_test(tc, fold_moves_up_when_the_parent_folds);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

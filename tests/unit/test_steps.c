@@ -228,6 +228,34 @@ START_TEST(markers_win)
 }
 END_TEST
 
+/* Past the caps the older half is summed: the kept ones and the sum say it all. */
+START_TEST(bounded_lists)
+{
+	struct steps st = { 0 };
+	int n = ST_MAX_BOUNDS + 10;
+	const struct st_thread *t;
+	const struct st_proc *p;
+
+	for (int i = 0; i < n; i++)
+		steps_add_start(&st, 10, 10, (uint64_t)(i + 1) * MS);
+	t = &st.th[0];
+	ck_assert_int_eq(t->nbounds + t->folded.count, n);
+	ck_assert_int_le(t->nbounds, ST_MAX_BOUNDS);
+	ck_assert_uint_eq(t->folded.first, MS);
+	ck_assert_uint_eq(t->folded.end, t->bounds[0]);
+	ck_assert_double_eq_tol(t->folded.total_ms, t->folded.count, 1e-6);
+	ck_assert_ptr_eq(steps_folded(&st, t->bounds + 3), &t->folded);
+	for (int i = 0; i < ST_MAX_SYNCS + 10; i++)
+		steps_add_sync(&st, 10, (uint64_t)(i + 1) * US);
+	p = &st.pr[0];
+	ck_assert_int_le(p->nsyncs, ST_MAX_SYNCS);
+	/* A window that holds the folded ones counts them; one that cuts them does not. */
+	ck_assert_int_eq(steps_syncs(&st, 10, 0, UINT64_MAX), ST_MAX_SYNCS + 10);
+	ck_assert_int_eq(steps_syncs(&st, 10, 2 * US, UINT64_MAX), p->nsyncs);
+	steps_free(&st);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("steps");
@@ -245,6 +273,7 @@ int main(void)
 	tcase_add_test(tc, stream_to_steps);
 	tcase_add_test(tc, pattern_change_drops_the_period);
 	tcase_add_test(tc, markers_win);
+	tcase_add_test(tc, bounded_lists);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

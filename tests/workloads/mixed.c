@@ -355,7 +355,9 @@ static void check_io_dir(const char *dir)
 		die_msg("-D DIR is tmpfs/ramfs: no real I/O there; use a disk-backed dir");
 }
 
-/* Creates DIR/tb_mixed_io.PID.dat (64 MiB, fsync'ed), opens it O_DIRECT. */
+/* Creates DIR/tb_mixed_io.XXXXXX (64 MiB, fsync'ed), opens it O_DIRECT and
+ * unlinks it at once: a job killed by SIGKILL leaves no file behind, and a
+ * later job that reuses its PID finds no name taken. */
 static void setup_io_file(const char *dir)
 {
 	char *chunk = malloc(IO_BLOCK);
@@ -365,8 +367,8 @@ static void setup_io_file(const char *dir)
 	if (!chunk)
 		die("malloc");
 	check_io_dir(dir);
-	snprintf(g_io_path, sizeof(g_io_path), "%s/tb_mixed_io.%d.dat", dir, (int)getpid());
-	fd = open(g_io_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	snprintf(g_io_path, sizeof(g_io_path), "%s/tb_mixed_io.XXXXXX", dir);
+	fd = mkostemp(g_io_path, O_CLOEXEC);
 	if (fd < 0) {
 		g_io_path[0] = '\0';  /* not ours: do not unlink */
 		die("create io file");
@@ -386,6 +388,9 @@ static void setup_io_file(const char *dir)
 		die_msg("O_DIRECT refused by the filesystem of -D DIR (tmpfs?); use a disk-backed dir");
 	if (g_io_fd < 0)
 		die("open io file O_DIRECT");
+	if (unlink(g_io_path) != 0)
+		die("unlink io file");
+	g_io_path[0] = '\0';
 }
 
 /* Child: writes 1 byte every 50 ms until EPIPE or the deadline. */
@@ -526,9 +531,6 @@ int main(int argc, char **argv)
 	if (waitpid(feeder, &status, 0) < 0)
 		die("waitpid feeder");
 	close(g_io_fd);
-	if (unlink(g_io_path) != 0)
-		die("unlink io file");
-	g_io_path[0] = '\0';
 	write_json(out, feeder, dur, t, n);
 	free(t);
 	return 0;

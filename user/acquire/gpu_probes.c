@@ -634,21 +634,62 @@ static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
 	}
 }
 
+/* Detached: nothing left to do but free; the model keeps the counts. */
+static void prune(struct gpu_probes *gp)
+{
+	int k = 0, *map;
+
+	for (int i = 0; i < gp->nprocs; i++) {
+		if (gp->procs[i].detached) {
+			free(gp->procs[i].maps);
+			continue;
+		}
+		gp->procs[k++] = gp->procs[i];
+	}
+	gp->nprocs = k;
+	map = malloc((gp->gpu->nprocs ? gp->gpu->nprocs : 1) * sizeof(*map));
+	if (!map)
+		return;
+	if (gpu_fold_exited(gp->gpu, map))
+		for (int i = 0; i < gp->nprocs; i++)
+			gp->procs[i].proc = map[gp->procs[i].proc];
+	free(map);
+}
+
+/*
+ * A process's probes go when it has exited, or when the job's process of
+ * that pid started after they were made (its pid was reused).
+ */
+static void detach_gone(struct gpu_probes *gp, const struct job *job)
+{
+	bool any = false;
+
+	for (int j = 0; j < gp->nprocs; j++) {
+		struct gp_proc *p = &gp->procs[j];
+		const struct proc_rec *r;
+
+		if (p->detached)
+			continue;
+		r = job_proc_const(job, pid_of(gp, p));
+		if (r && job_proc_alive(r) && r->start_ns <= p->first_ns)
+			continue;
+		proc_gone(gp, p);
+		any = true;
+	}
+	if (any)
+		prune(gp);
+}
+
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 {
+	detach_gone(gp, job);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *r = &job->procs[i];
 		struct gp_proc *p;
 		uint64_t code;
 
-		if (!job_proc_alive(r)) {
-			for (int j = 0; j < gp->nprocs; j++)
-				if (pid_of(gp, &gp->procs[j]) == r->pid && !gp->procs[j].detached)
-					proc_gone(gp, &gp->procs[j]);
-			continue;
-		}
 		/* A forked data-loader worker is a copy of its parent; CUDA cannot be used across fork. */
-		if (r->role == TB_ROLE_WORKER)
+		if (!job_proc_alive(r) || r->role == TB_ROLE_WORKER)
 			continue;
 		p = proc_get(gp, r->pid, now);
 		if (!p || now < p->next_scan_ns)

@@ -47,6 +47,7 @@ static void sample_proc(struct mem_sampler *s, pid_t pid, uint64_t now)
 
 	if (!p)
 		return;
+	p->seen_ns = now;
 	if (!p->env_read)
 		read_rank(s, p);
 	snprintf(path, sizeof(path), "%s/%d/statm", s->proc_root, pid);
@@ -65,4 +66,5 @@ void mem_sample(struct mem_sampler *s, const struct job *job, uint64_t now, bool
 	for (int i = 0; i < job->nprocs; i++)
 		if (job_proc_alive(&job->procs[i]))
 			sample_proc(s, job->procs[i].pid, now);
+	diag_forget_gone(s->d, now);
 }

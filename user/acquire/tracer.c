@@ -383,10 +383,9 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 
 static bool traced_pid(const struct job *job, pid_t pid)
 {
-	for (int i = 0; i < job->nprocs; i++)
-		if (job->procs[i].pid == pid && job_proc_alive(&job->procs[i]))
-			return true;
-	return false;
+	const struct proc_rec *p = job_proc_const(job, pid);
+
+	return p && job_proc_alive(p);
 }
 
 void tracer_add_descendants(struct tracer *tr)
@@ -479,6 +478,18 @@ void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role)
 		bp.flags = 0;
 	bp.role = role;
 	bpf_map_update_elem(fd, &pid, &bp, BPF_ANY);
+}
+
+void tracer_on_fold(struct tracer *tr, const struct job_fold *f)
+{
+	for (unsigned int i = 0; i < tr->scan_end; i++) {
+		struct slot_owner *o = &tr->owner[i];
+
+		if (o->proc < 0 || o->proc >= f->nold)
+			continue;
+		o->thread = f->thr_to[f->thr_off[o->proc] + o->thread];
+		o->proc = f->to[o->proc];
+	}
 }
 
 void tracer_forget_process(struct tracer *tr, pid_t pid)

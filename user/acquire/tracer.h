@@ -95,6 +95,12 @@ bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
 void tracer_free_slot(struct tracer *tr, unsigned int idx);
 /* Tells BPF a process's role (data_wait needs to know the workers). */
 void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role);
+/*
+ * The job folded rows (job_fold): the slots' owners follow. A live thread
+ * never folds; a quarantined slot's owner may now name an aggregate, but
+ * it is not read again before the slot is freed.
+ */
+void tracer_on_fold(struct tracer *tr, const struct job_fold *f);
 /* A process exited: BPF forgets its role and flags. */
 void tracer_forget_process(struct tracer *tr, pid_t pid);
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid);

@@ -128,7 +128,10 @@ static int run_report(const struct read_env *env)
 	struct run_counters c;
 	FILE *out;
 
-	if (load(&r, env->inputs[0], &env->filter))
+	struct rec_filter flt = env->filter;
+
+	flt.fold = true;	/* the report shows what the live one would */
+	if (load(&r, env->inputs[0], &flt))
 		return 1;
 	out = open_out(env);
 	if (!out) {

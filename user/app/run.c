@@ -240,6 +240,29 @@ static void sync_roles(struct tracer *tr, struct job *job)
 }
 
 /*
+ * What nothing needs one by one any more is folded (job.h), once a
+ * recording has written it; whoever keeps arrays parallel to the job's
+ * processes follows: the tracer's slot owners, the epochs' snapshots, the
+ * recorder's rows, the live view's totals.
+ */
+static void fold(struct run *r, uint64_t now)
+{
+	uint64_t settled = now;
+	struct job_fold f;
+
+	if (r->recording)
+		settled = r->rec.flushed_ns > TICK_NS ? r->rec.flushed_ns - TICK_NS : 0;
+	if (!job_fold(&r->job, now, settled, &f))
+		return;
+	tracer_on_fold(&r->tr, &f);
+	epochs_on_fold(&r->ep, &r->job, &f);
+	if (r->recording)
+		record_on_fold(&r->rec, &r->job, &f);
+	live_on_fold(&r->lv, &f);
+	job_fold_free(&f);
+}
+
+/*
  * Returns the instant the totals are read at: after the events are drained,
  * since a long drain (a recording's state rows) lets BPF close intervals
  * past an instant read before it, and totals past their own timestamp.
@@ -255,6 +278,7 @@ static uint64_t refresh(struct run *r)
 	now = now_ns();
 	account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
+	fold(r, now);
 	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	mem_sample(&r->mem, job, now, epochs_pending(&r->ep));
@@ -434,7 +458,7 @@ static int final_record(struct run *r)
 	struct tb_counters bpf;
 	uint64_t now = final_refresh(r);
 	struct stat st = { .st_size = 0 };
-	int nthreads = 0;
+	int nprocs = 0, nthreads = 0;
 
 	gpu_probes_read(&r->gp);
 	phases_finish(&r->phases, &r->gpu);
@@ -444,11 +468,13 @@ static int final_record(struct run *r)
 		print_report(r, &bpf, now);
 	if (record_finish(&r->rec, &r->job, &bpf, now))
 		return -1;
-	for (int i = 0; i < r->job.nprocs; i++)
-		nthreads += r->job.procs[i].nthreads;
+	for (int i = 0; i < r->job.nprocs; i++) {
+		nprocs += proc_count(&r->job.procs[i]);
+		nthreads += proc_nthreads(&r->job.procs[i]);
+	}
 	stat(r->env->record_path, &st);
 	fprintf(stderr, "trainbpf: recorded %.1f s, %d processes, %d threads into %s (%.1f MB)\n",
-		(now - r->job.window_start_ns) / 1e9, r->job.nprocs, nthreads,
+		(now - r->job.window_start_ns) / 1e9, nprocs, nthreads,
 		r->env->record_path, st.st_size / 1e6);
 	return 0;
 }

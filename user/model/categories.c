@@ -55,3 +55,61 @@ void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP])
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[tb_cat_rollup(c)] += 100.0 * cats[c] / total;
 }
+
+static int64_t positive_sum(const int64_t c[TB_NCAT])
+{
+	int64_t t = 0;
+
+	for (int i = 0; i < TB_NCAT; i++)
+		t += c[i] > 0 ? c[i] : 0;
+	return t;
+}
+
+static double share_of(const int64_t c[TB_NCAT], int cat, int64_t total)
+{
+	return total > 0 && c[cat] > 0 ? (double)c[cat] / total : 0.0;
+}
+
+enum tb_worker_kind worker_kind(const int64_t own[TB_NCAT], double *io, double *cpu)
+{
+	int64_t total = positive_sum(own);
+
+	*io = share_of(own, TB_IO, total);
+	*cpu = share_of(own, TB_CPU, total) + share_of(own, TB_RUNQUEUE, total);
+	if (*io >= 0.3 && *io >= *cpu)
+		return TB_WK_IO_BOUND;
+	return *cpu >= 0.5 ? TB_WK_CPU_BOUND : TB_WK_WAITING;
+}
+
+void worker_tally_add(struct worker_tally *t, pid_t pid, const int64_t own[TB_NCAT])
+{
+	int64_t total = positive_sum(own);
+	double io, cpu;
+
+	if (total <= 0)
+		return;
+	t->n[worker_kind(own, &io, &cpu)]++;
+	if (io + cpu > t->busy) {
+		t->busy = io + cpu;
+		t->busiest = pid;
+		t->cpu = share_of(own, TB_CPU, total);
+		t->io = io;
+	}
+}
+
+void worker_tally_merge(struct worker_tally *t, const struct worker_tally *o)
+{
+	for (int k = 0; k < TB_NWK; k++)
+		t->n[k] += o->n[k];
+	if (o->busy > t->busy) {
+		t->busy = o->busy;
+		t->busiest = o->busiest;
+		t->cpu = o->cpu;
+		t->io = o->io;
+	}
+}
+
+int worker_tally_count(const struct worker_tally *t)
+{
+	return t->n[TB_WK_IO_BOUND] + t->n[TB_WK_CPU_BOUND] + t->n[TB_WK_WAITING];
+}

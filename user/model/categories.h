@@ -7,6 +7,7 @@
 #define TB_CATEGORIES_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include "trainbpf.h"
 
 enum tb_rollup { TB_R_COMPUTATION, TB_R_COMMUNICATION, TB_R_IO_DATA,
@@ -26,5 +27,27 @@ enum tb_rollup tb_cat_rollup(int cat);
 /* Each group's share of the total, in percent; all zero if total is 0. */
 void rollup_pct(const uint64_t cats[TB_NCAT], double pct[TB_NROLLUP]);
 uint64_t sum_cats(const uint64_t c[TB_NCAT]);
+
+/*
+ * DataLoader workers by their own times: I/O-bound (io >= 30% and at
+ * least their CPU), CPU-bound (cpu + runqueue >= 50%), else mostly
+ * waiting. A tally keeps what the diagnosis says of workers once their
+ * rows are summed into one (folded): how many of each kind, and the
+ * busiest (io + cpu + runqueue share) with its shares.
+ */
+enum tb_worker_kind { TB_WK_IO_BOUND, TB_WK_CPU_BOUND, TB_WK_WAITING, TB_NWK };
+
+struct worker_tally {
+	int n[TB_NWK];
+	pid_t busiest;
+	double busy, cpu, io;	/* the busiest's shares, 0..1 */
+};
+
+/* A worker's kind; its io and cpu (+ runqueue) shares into io, cpu. */
+enum tb_worker_kind worker_kind(const int64_t own[TB_NCAT], double *io, double *cpu);
+/* Counts worker pid with these times (none if they sum to 0). */
+void worker_tally_add(struct worker_tally *t, pid_t pid, const int64_t own[TB_NCAT]);
+void worker_tally_merge(struct worker_tally *t, const struct worker_tally *o);
+int worker_tally_count(const struct worker_tally *t);
 
 #endif

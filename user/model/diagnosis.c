@@ -82,7 +82,7 @@ void diag_add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb)
 		p->n /= 2;
 	}
 	if (p->n == p->cap) {
-		int cap = p->cap ? 2 * p->cap : 64;
+		int cap = p->cap ? 2 * p->cap : 4;	/* most processes live seconds */
 		uint64_t *ts = realloc(p->ts, cap * sizeof(*ts)), *kb;
 
 		if (!ts)
@@ -103,6 +103,30 @@ struct dg_pinfo *diag_pinfo(struct diag *d, pid_t pid)
 	return pinfo(d, pid, true);
 }
 
+static int by_seen(const void *a, const void *b)
+{
+	const struct dg_pinfo *x = a, *y = b;
+
+	return x->seen_ns > y->seen_ns ? -1 : x->seen_ns < y->seen_ns;
+}
+
+void diag_forget_gone(struct diag *d, uint64_t now)
+{
+	int gone = 0;
+
+	for (int i = 0; i < d->nprocs; i++)
+		gone += d->procs[i].seen_ns < now;
+	if (gone <= DG_MAX_GONE)
+		return;
+	/* Newest first; the ones gone longest are past the end. */
+	qsort(d->procs, d->nprocs, sizeof(*d->procs), by_seen);
+	for (int i = d->nprocs - (gone - DG_MAX_GONE); i < d->nprocs; i++) {
+		free(d->procs[i].ts);
+		free(d->procs[i].kb);
+	}
+	d->nprocs -= gone - DG_MAX_GONE;
+}
+
 int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 {
 	const struct dg_pinfo *pi = pinfo((struct diag *)d, pid, false);
@@ -116,10 +140,10 @@ int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 	return -1;
 }
 
-static int view_alloc(struct dg_view *v, const struct job *job)
+static int view_alloc(struct dg_view *v, const struct job *job, int n)
 {
 	memset(v, 0, sizeof(*v));
-	v->p = calloc(job->nprocs ? job->nprocs : 1, sizeof(*v->p));
+	v->p = calloc(n ? n : 1, sizeof(*v->p));
 	if (!v->p)
 		return -1;
 	v->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -131,20 +155,19 @@ static int view_alloc(struct dg_view *v, const struct job *job)
 	return 0;
 }
 
+/* A process, or folded ones (pid 0), with its times in the window. */
 static void view_proc(struct dg_view *v, const struct job *job, const struct diag *d,
-		      const struct proc_rec *pr, const int64_t own[TB_NCAT],
+		      const struct dg_proc *who, const int64_t own[TB_NCAT],
 		      const int64_t main_cp[TB_NCAT], const int64_t main_own[TB_NCAT])
 {
 	struct dg_proc *p = &v->p[v->n++];
 
-	p->pid = pr->pid;
-	p->ppid = pr->ppid;
-	p->role = pr->role;
-	p->rank = diag_proc_rank(job, d, pr->pid);
+	*p = *who;
+	p->rank = who->folded ? -1 : diag_proc_rank(job, d, who->pid);
 	memcpy(p->own, own, sizeof(p->own));
 	memcpy(p->main_cp, main_cp, sizeof(p->main_cp));
 	memcpy(p->main_own, main_own, sizeof(p->main_own));
-	if (pr->role == TB_ROLE_TRAINER)
+	if (p->role == TB_ROLE_TRAINER)
 		for (int c = 0; c < TB_NCAT; c++) {
 			v->hl[c] += main_cp[c];
 			v->hl_own[c] += main_own[c];
@@ -202,7 +225,7 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 {
 	const struct ep_stream *st = stream(job);
 
-	if (view_alloc(v, job))
+	if (view_alloc(v, job, job->nprocs))
 		return -1;
 	v->start = job->window_start_ns;
 	v->end = now;
@@ -210,6 +233,8 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
 		const struct thread_rec *mt = job_main_thread(pr);
+		struct dg_proc who = { .pid = pr->pid, .ppid = pr->ppid, .role = pr->role,
+				       .folded = pr->folded, .tally = pr->tally };
 		uint64_t tot[TB_NCAT];
 		int64_t own[TB_NCAT], cp[TB_NCAT], mown[TB_NCAT];
 
@@ -219,7 +244,7 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 			cp[c] = mt ? mt->cp[c] : 0;
 			mown[c] = mt ? mt->own[c] : 0;
 		}
-		view_proc(v, job, d, pr, own, cp, mown);
+		view_proc(v, job, d, &who, own, cp, mown);
 	}
 	for (int i = 0; st && i < st->n; i++) {
 		v->steps += st->list[i].steps.count;
@@ -238,16 +263,18 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
 		    const struct epoch *e)
 {
-	if (view_alloc(v, job))
+	if (view_alloc(v, job, e->n))
 		return -1;
 	v->start = e->start;
 	v->end = e->end;
 	v->wall_s = (e->end - e->start) / 1e9;
 	for (int i = 0; i < e->n; i++) {
-		const struct proc_rec *pr = job_proc((struct job *)job, e->d[i].pid);
+		const struct ep_proc *r = &e->d[i];
+		struct dg_proc who = { .pid = r->pid, .ppid = r->ppid,
+				       .role = ep_row_role(job, r), .folded = r->folded,
+				       .tally = r->tally };
 
-		if (pr)
-			view_proc(v, job, d, pr, e->d[i].own, e->d[i].main_cp, e->d[i].main_own);
+		view_proc(v, job, d, &who, r->own, r->main_cp, r->main_own);
 	}
 	v->steps = e->steps.count;
 	v->syncs = e->steps.syncs;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "categories.h"
 #include "trainbpf.h"
 
 struct job;
@@ -48,10 +49,16 @@ struct dg_finding {
 	char advice[384];
 };
 
-/* One process in a window: its own time and its main thread's path. */
+/*
+ * One process in a window: its own time and its main thread's path; or,
+ * folded > 0, that many exited processes summed (their kinds as workers
+ * in tally).
+ */
 struct dg_proc {
 	pid_t pid, ppid;
 	enum tb_role role;
+	int folded;
+	struct worker_tally tally;
 	int rank;		/* RANK from its environment, or NCCL's; -1 */
 	int64_t own[TB_NCAT];
 	int64_t main_cp[TB_NCAT];
@@ -99,12 +106,18 @@ struct dg_pinfo {
 	pid_t pid;
 	int rank;		/* RANK from its environment; -1 */
 	bool env_read;		/* the environment was read (once) */
+	uint64_t seen_ns;	/* the last sampling round that found it alive */
 	uint64_t *ts, *kb;	/* RSS samples, bounded: halved when full */
 	int n, cap;
 };
 
 /* Memory is sampled this often (memory.c), and at each epoch boundary. */
 #define DG_SAMPLE_NS 1000000000ull
+/*
+ * Processes with RSS samples: every live one, and at most this many that
+ * exited (the latest; an older one's samples go when it is forgotten).
+ */
+#define DG_MAX_GONE 256
 
 struct diag {
 	uint64_t mem_total_kb, mem_min_avail_kb, mem_min_ts;
@@ -126,6 +139,11 @@ void diag_free(struct diag *d);
 void diag_add_memory(struct diag *d, uint64_t total_kb, uint64_t avail_kb, uint64_t ts);
 struct dg_pinfo *diag_pinfo(struct diag *d, pid_t pid);
 void diag_add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb);
+/*
+ * After a sampling round at now: entries not sampled in it are gone; past
+ * DG_MAX_GONE of those, the ones gone longest are forgotten.
+ */
+void diag_forget_gone(struct diag *d, uint64_t now);
 
 /* A process's rank: its environment's RANK, else its first NCCL communicator's; -1. */
 int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid);

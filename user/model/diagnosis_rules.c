@@ -106,36 +106,35 @@ static void who(char *buf, size_t len, const struct dg_proc *p)
 struct worker_sum {
 	int n, io_bound, cpu_bound, waiting;
 	int64_t all[TB_NCAT];
-	const struct dg_proc *slowest;	/* the busiest: the one the others wait for */
-	double slowest_busy;
+	pid_t slowest;		/* the busiest: the one the others wait for */
+	double slowest_cpu, slowest_io;
 };
 
+/* Folded workers count by their tally: each was judged by its own times. */
 static void sum_workers(const struct dg_view *v, struct worker_sum *w)
 {
+	struct worker_tally t = { .busiest = 0 };
+
 	memset(w, 0, sizeof(*w));
 	for (int i = 0; i < v->n; i++) {
 		const struct dg_proc *p = &v->p[i];
-		double io, cpu, busy;
 
 		if (p->role != TB_ROLE_WORKER || total(p->own) <= 0)
 			continue;
-		w->n++;
 		for (int c = 0; c < TB_NCAT; c++)
 			w->all[c] += p->own[c];
-		io = share(p->own, TB_IO);
-		cpu = share(p->own, TB_CPU) + share(p->own, TB_RUNQUEUE);
-		busy = io + cpu;
-		if (io >= 0.3 && io >= cpu)
-			w->io_bound++;
-		else if (cpu >= 0.5)
-			w->cpu_bound++;
+		if (p->folded)
+			worker_tally_merge(&t, &p->tally);
 		else
-			w->waiting++;
-		if (busy > w->slowest_busy) {
-			w->slowest_busy = busy;
-			w->slowest = p;
-		}
+			worker_tally_add(&t, p->pid, p->own);
 	}
+	w->io_bound = t.n[TB_WK_IO_BOUND];
+	w->cpu_bound = t.n[TB_WK_CPU_BOUND];
+	w->waiting = t.n[TB_WK_WAITING];
+	w->n = worker_tally_count(&t);
+	w->slowest = t.busiest;
+	w->slowest_cpu = t.cpu;
+	w->slowest_io = t.io;
 }
 
 static void rule_data(const struct dg_view *v, struct findings *fs)
@@ -154,9 +153,8 @@ static void rule_data(const struct dg_view *v, struct findings *fs)
 	if (w.n)
 		CAT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly waiting; "
 		    "busiest PID %d (cpu %.0f%%, io %.0f%%)", w.n, w.n == 1 ? "" : "s",
-		    w.io_bound, w.cpu_bound, w.waiting, w.slowest ? w.slowest->pid : 0,
-		    w.slowest ? 100 * share(w.slowest->own, TB_CPU) : 0.0,
-		    w.slowest ? 100 * share(w.slowest->own, TB_IO) : 0.0);
+		    w.io_bound, w.cpu_bound, w.waiting, (int)w.slowest,
+		    100 * w.slowest_cpu, 100 * w.slowest_io);
 	if (io > data)
 		CAT(f, advice, "the training loop reads storage itself: load in DataLoader workers "
 		    "(num_workers > 0); ");
@@ -207,14 +205,16 @@ static void rule_syncs(const struct dg_view *v, struct findings *fs)
 	    "steps; non_blocking copies from pinned memory");
 }
 
-/* The generations of one parent before g (its earlier ones). */
+/*
+ * Re-forks in the window: every generation but each parent's first (a
+ * merged one stands for that many, never a parent's first: epochs.h).
+ */
 static int earlier_gens(const struct dg_view *v, int g)
 {
-	int n = 0;
-
 	for (int i = 0; i < g; i++)
-		n += v->gens[i].parent == v->gens[g].parent;
-	return n;
+		if (v->gens[i].parent == v->gens[g].parent)
+			return 1;
+	return 0;
 }
 
 static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
@@ -229,7 +229,7 @@ static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
 
 		if (w->fork_ts < v->start || w->fork_ts >= v->end || !earlier_gens(v, g))
 			continue;
-		refork++;
+		refork += w->merged ? w->merged : 1;
 		workers += w->nworkers;
 		parent = w->parent;
 		stall += w->stall_s > 0 ? w->stall_s : 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "epochs.h"
+#include "epochs_fold.h"
 #include "grow.h"
 #include "job.h"
 #include "steps.h"
@@ -95,6 +96,9 @@ static void add_step(struct epochs *ep, uint64_t ts)
 	if (!s)
 		return;
 	ep->steps = s;
+	ep->nsteps_seen++;
+	if (ep->nsteps >= ST_MAX_BOUNDS)
+		st_sum_fold(&ep->steps_folded, s, &ep->nsteps, ST_MAX_BOUNDS / 2);
 	for (i = ep->nsteps; i > 0 && s[i - 1] > ts; i--)
 		s[i] = s[i - 1];
 	s[i] = ts;
@@ -173,29 +177,15 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 		on_text(ep, buf, e->ts);
 }
 
-static int take_snap(struct ep_snap *s, const struct job *job, uint64_t now)
+static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job,
+		     uint64_t now)
 {
 	s->ts = now;
-	s->n = job->nprocs;
-	s->p = calloc(s->n ? s->n : 1, sizeof(*s->p));
-	if (!s->p)
+	if (ep_snap_alloc(ep, s, job->nprocs))
 		return -1;
-	for (int i = 0; i < s->n; i++) {
-		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *mt = job_main_thread(pr);
-		struct ep_proc *p = &s->p[i];
-		uint64_t own[TB_NCAT];
-
-		p->pid = pr->pid;
-		p->start = pr->start_ns;
-		p->end = pr->end_ns;
-		proc_totals(pr, own);
-		for (int c = 0; c < TB_NCAT; c++) {
-			p->own[c] = own[c];
-			p->main_cp[c] = mt ? mt->cp[c] : 0;
-			p->main_own[c] = mt ? mt->own[c] : 0;
-		}
-	}
+	s->n = job->nprocs;
+	for (int i = 0; i < s->n; i++)
+		ep_tot_of(&s->p[i], &job->procs[i]);
 	return 0;
 }
 
@@ -209,20 +199,27 @@ static double frac(const struct ep_snap *a, const struct ep_snap *b, uint64_t ts
 	return (double)(ts - a->ts) / (b->ts - a->ts);
 }
 
-/* Totals at ts, between the ticks a (earlier) and b; job->procs only grows. */
-static int interp(struct ep_snap *out, const struct ep_snap *a,
+/*
+ * Totals at ts, between the ticks a (earlier) and b. Both index job->procs
+ * as it is (epochs_on_fold keeps them so): a process added since a is
+ * past a's end, or absent in a.
+ */
+static int interp(struct epochs *ep, struct ep_snap *out, const struct ep_snap *a,
 		  const struct ep_snap *b, uint64_t ts)
 {
 	out->ts = ts;
-	out->n = b->n;
-	out->p = calloc(b->n ? b->n : 1, sizeof(*out->p));
-	if (!out->p)
+	if (ep_snap_alloc(ep, out, b->n))
 		return -1;
+	out->n = b->n;
 	for (int i = 0; i < b->n; i++) {
-		const struct ep_proc *pa = i < a->n ? &a->p[i] : NULL;
-		const struct ep_proc *pb = &b->p[i];
+		const struct ep_tot *pa = ep_tot_at(a, i);
+		const struct ep_tot *pb = &b->p[i];
 		struct ep_snap lo = { .ts = a->ts }, hi = { .ts = b->ts };
 		double fi;
+
+		out->p[i] = *pb;
+		if (pb->absent)
+			continue;
 
 		/*
 		 * Workers come and go at the boundaries: one born since a has
@@ -233,9 +230,6 @@ static int interp(struct ep_snap *out, const struct ep_snap *a,
 		if (pb->end > lo.ts && pb->end < hi.ts)
 			hi.ts = pb->end;
 		fi = frac(&lo, &hi, ts);
-		out->p[i].pid = pb->pid;
-		out->p[i].start = pb->start;
-		out->p[i].end = pb->end;
 		for (int c = 0; c < TB_NCAT; c++) {
 			int64_t oa = pa ? pa->own[c] : 0, ca = pa ? pa->main_cp[c] : 0;
 			int64_t ma = pa ? pa->main_own[c] : 0;
@@ -294,9 +288,7 @@ int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[
 
 	memset(hl, 0, sizeof(int64_t) * TB_NCAT);
 	for (int i = 0; i < e->n; i++) {
-		const struct proc_rec *p = job_proc_const(job, e->d[i].pid);
-
-		if (!p || p->role != TB_ROLE_TRAINER)
+		if (ep_row_role(job, &e->d[i]) != TB_ROLE_TRAINER)
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)
 			hl[c] += e->d[i].main_cp[c];
@@ -334,28 +326,61 @@ static void step_times(const uint64_t *t, int n, uint64_t end, struct ep_steps *
 	}
 }
 
+/* Index of the first of l[0..n) at or after ts. */
+static int first_at(const uint64_t *l, int n, uint64_t ts)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (l[mid] < ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Marker steps in [a, b); *next the first marker at or after b, 0 if none. */
 static const uint64_t *marker_bounds(const struct epochs *ep, uint64_t a, uint64_t b,
 				     int *n, uint64_t *next)
 {
-	int from = 0, to;
+	int from = first_at(ep->steps, ep->nsteps, a), to = first_at(ep->steps, ep->nsteps, b);
 
-	while (from < ep->nsteps && ep->steps[from] < a)
-		from++;
-	for (to = from; to < ep->nsteps && ep->steps[to] < b; to++)
-		;
+	if (to < from)
+		to = from;
 	*n = to - from;
 	*next = to < ep->nsteps ? ep->steps[to] : 0;
 	return ep->steps + from;
+}
+
+/* Steps folded out of the list (steps.h), when [a, b) holds all of them. */
+static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, uint64_t b,
+		      struct ep_steps *s)
+{
+	const struct st_sum *f = s->source == EP_STEPS_MARKER ?
+		(ep->steps_folded.count ? &ep->steps_folded : NULL) : steps_folded(ep->calls, t);
+
+	if (!f || !st_sum_inside(f, a, b))
+		return 0;
+	if (!s->count || f->min_ms < s->min_ms)
+		s->min_ms = f->min_ms;
+	if (!s->count || f->max_ms > s->max_ms)
+		s->max_ms = f->max_ms;
+	s->total_ms += f->total_ms;
+	s->sum_sq += f->sum_sq;
+	s->count += f->count;
+	return f->count;
 }
 
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
 		      struct ep_steps *s)
 {
 	const uint64_t *t;
-	uint64_t next, end;
+	uint64_t next, end, from;
 	pid_t pid = 0;
-	int n;
+	int n, folded;
 
 	memset(s, 0, sizeof(*s));
 	if (ep->nsteps) {
@@ -372,16 +397,18 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	/* The last step ends at b if b ends a span, else where the next starts. */
 	end = closed ? b : next;
 	step_times(t, end ? n : n - 1, end ? end : t[n - 1], s);
+	folded = add_folded(ep, t, a, b, s);
 	if (!s->count) {
 		s->source = EP_STEPS_NONE;
 		return n;
 	}
 	end = end ? end : t[n - 1];
+	from = folded ? a : t[0];
 	if (s->source == EP_STEPS_CALLS)
-		s->syncs = steps_syncs(ep->calls, pid, t[0], end);
+		s->syncs = steps_syncs(ep->calls, pid, from, end);
 	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
-		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], t[0], end);
-	return n;
+		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], from, end);
+	return n + folded;
 }
 
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i)
@@ -412,11 +439,18 @@ static struct epoch *append(struct ep_stream *st)
 
 void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n)
 {
+	struct ep_proc *small;
+
 	e->d = d;
 	e->n = 0;
 	for (int i = 0; i < n; i++)
 		if (changed(&d[i]))
 			d[e->n++] = d[i];
+	epoch_fold_rows(e);
+	/* d was as long as the job's list: keep the rows only. */
+	small = realloc(e->d, (e->n ? e->n : 1) * sizeof(*d));
+	if (small)
+		e->d = small;
 	epochs_step_stats(ep, e->start, e->end, true, &e->steps);
 }
 
@@ -427,6 +461,19 @@ void epoch_set_recorded(struct epoch *e, struct ep_proc *d, int n, const struct 
 	e->steps = *s;
 }
 
+/* A new epoch of st is listed: past EP_MAX_EPOCHS (or rows), the older ones merge. */
+static void listed(struct ep_stream *st)
+{
+	long rows = 0;
+
+	st->n++;
+	st->closed++;
+	for (int i = 0; i < st->n; i++)
+		rows += st->list[i].n;
+	if (st->n > EP_MAX_EPOCHS || rows > EP_MAX_ALL_ROWS)
+		ep_stream_merge_older(st);
+}
+
 static void close_epoch(struct epochs *ep, struct ep_stream *st,
 			const struct ep_snap *end, bool complete)
 {
@@ -435,7 +482,7 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 
 	if (!e)
 		return;
-	e->label = st->open_label;
+	e->label = e->last = st->open_label;
 	e->start = st->open.ts;
 	e->end = end->ts;
 	e->complete = complete;
@@ -443,18 +490,20 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	if (!d)
 		return;
 	for (int i = 0; i < end->n; i++) {
-		const struct ep_proc *a = i < st->open.n ? &st->open.p[i] : NULL;
+		const struct ep_tot *a = ep_tot_at(&st->open, i), *b = &end->p[i];
 
-		d[i] = (struct ep_proc){ .pid = end->p[i].pid, .start = end->p[i].start,
-					 .end = end->p[i].end };
+		if (b->absent)
+			continue;
+		ep_row_of(&d[i], b);
 		for (int c = 0; c < TB_NCAT; c++) {
-			d[i].own[c] = end->p[i].own[c] - (a ? a->own[c] : 0);
-			d[i].main_cp[c] = end->p[i].main_cp[c] - (a ? a->main_cp[c] : 0);
-			d[i].main_own[c] = end->p[i].main_own[c] - (a ? a->main_own[c] : 0);
+			d[i].own[c] = b->own[c] - (a ? a->own[c] : 0);
+			d[i].main_cp[c] = b->main_cp[c] - (a ? a->main_cp[c] : 0);
+			d[i].main_own[c] = b->main_own[c] - (a ? a->main_own[c] : 0);
 		}
 	}
+	ep_folds_into_rows(st, d, end->n);
 	epoch_set_procs(ep, e, d, end->n);
-	st->n++;
+	listed(st);
 }
 
 struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64_t start,
@@ -464,12 +513,13 @@ struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64
 
 	if (!e)
 		return NULL;
-	e->label = label;
+	e->label = e->last = label;
 	e->start = start;
 	e->end = end > start ? end : start;
 	e->complete = complete;
-	ep->src[s].n++;
-	return e;
+	listed(&ep->src[s]);
+	/* Merging may have moved it: it is the last one either way. */
+	return &ep->src[s].list[ep->src[s].n - 1];
 }
 
 static void free_stream(struct ep_stream *st)
@@ -479,6 +529,7 @@ static void free_stream(struct ep_stream *st)
 	free(st->list);
 	free(st->open.p);
 	free(st->pend);
+	free(st->folds);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -514,6 +565,8 @@ void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g)
 		return;
 	ep->gens = n;
 	n[ep->ngens++] = *g;
+	if (ep->ngens > EP_MAX_GENS)
+		ep_gens_merge_older(ep);
 }
 
 /*
@@ -547,12 +600,13 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 		struct ep_snap at;
 
 		bracket(ep, cur, st->pend[i].ts, &a, &b);
-		if (interp(&at, a, b, st->pend[i].ts))
+		if (interp(ep, &at, a, b, st->pend[i].ts))
 			break;
 		if (st->is_open) {
 			close_epoch(ep, st, &at, true);
-			free(st->open.p);
+			ep_snap_release(ep, &st->open);
 		}
+		st->nfolds = 0;		/* what folds from now on is the new epoch's */
 		st->open = at;
 		st->open_label = st->pend[i].label;
 		st->is_open = true;
@@ -575,12 +629,30 @@ void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 	if (!f)
 		return;
 	ep->forks = f;
+	if (ep->nforks >= EP_MAX_FORKS) {	/* a storm: the oldest goes unjudged */
+		memmove(f, f + 1, (ep->nforks - 1) * sizeof(*f));
+		ep->nforks--;
+	}
 	/* Forks on two CPUs can reach the ring buffer out of order. */
 	for (i = ep->nforks; i > 0 && f[i - 1].ts > ts; i--)
 		f[i] = f[i - 1];
 	f[i] = (struct ep_fork){ pid, parent, ts };
 	ep->nforks++;
 	ep->fork_seen = true;
+}
+
+void epochs_on_fold(struct epochs *ep, const struct job *job, const struct job_fold *f)
+{
+	for (int s = 0; s < EP_NSRC; s++) {
+		struct ep_stream *st = &ep->src[s];
+
+		if (st->is_open)	/* before the indexes change */
+			ep_folds_on_fold(st, &ep->prev, f);
+		ep_snap_remap(ep, &st->open, job, f);
+	}
+	ep_snap_remap(ep, &ep->prev, job, f);
+	for (int i = 0; i < ep->nhist; i++)
+		ep_snap_remap(ep, &ep->hist[i], job, f);
 }
 
 void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts)
@@ -608,7 +680,7 @@ static int64_t data_wait_at(const struct epochs *ep, const struct ep_snap *cur,
 	if (i < 0)
 		return 0;
 	vb = b->p[i].main_cp[TB_DATA_WAIT];
-	va = i < a->n ? a->p[i].main_cp[TB_DATA_WAIT] : 0;
+	va = ep_tot_at(a, i) ? a->p[i].main_cp[TB_DATA_WAIT] : 0;
 	return va + (int64_t)((vb - va) * frac(a, b, ts));
 }
 
@@ -705,7 +777,24 @@ static void add_worker(struct epochs *ep, const struct job *job,
 	w[ep->nworkers++] = (struct ep_worker){ f->pid, g, end };
 }
 
-/* In fork order: a parent's workers join generations in the order it forked them. */
+/* When a process ended: its exit, else its last thread's; 0 while alive. */
+static uint64_t ended(const struct proc_rec *p)
+{
+	uint64_t end = 0;
+
+	if (p->end_ns || job_proc_alive(p))
+		return p->end_ns;
+	for (int i = 0; i < p->nthreads; i++)
+		if (p->threads[i].end_ns > end)
+			end = p->threads[i].end_ns;
+	return end;
+}
+
+/*
+ * In fork order: a parent's workers join generations in the order it
+ * forked them. A child that died within the grace without exec'ing was
+ * a helper, no worker: a DataLoader worker lives to serve batches.
+ */
 static void judge_forks(struct epochs *ep, const struct job *job,
 			const struct ep_snap *cur, uint64_t now, bool final)
 {
@@ -713,13 +802,17 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 
 	for (i = 0; i < ep->nforks; i++) {
 		const struct ep_fork *f = &ep->forks[i];
-		const struct proc_rec *p = job_proc((struct job *)job, f->pid);
+		const struct proc_rec *p = job_proc_const(job, f->pid);
+		uint64_t end;
 
 		if (!p || (p->flags & TB_PF_EXECED))
 			continue;	/* a subprocess */
-		if (!final && !p->end_ns && now < f->ts + EP_EXEC_GRACE_NS)
+		end = ended(p);
+		if (!final && !end && now < f->ts + EP_EXEC_GRACE_NS)
 			break;
-		add_worker(ep, job, cur, f, p->end_ns);
+		if (end && end < f->ts + EP_EXEC_GRACE_NS)
+			continue;	/* died young */
+		add_worker(ep, job, cur, f, end);
 	}
 	memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));
 	ep->nforks -= i;
@@ -747,6 +840,30 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 	}
 }
 
+/*
+ * Only the last generation of each parent is asked whether its workers
+ * live (has_live_workers), and only about forks of the last second or so:
+ * the other workers go, once a second.
+ */
+static void prune_workers(struct epochs *ep, uint64_t now)
+{
+	int k = 0;
+
+	if (now < ep->next_prune)
+		return;
+	ep->next_prune = now + EP_HIST_NS;
+	for (int i = 0; i < ep->nworkers; i++) {
+		const struct ep_worker *w = &ep->workers[i];
+
+		if (w->gen != last_gen(ep, ep->gens[w->gen].parent))
+			continue;
+		if (w->end && w->end + 2 * EP_HIST_NS < now)
+			continue;
+		ep->workers[k++] = *w;
+	}
+	ep->nworkers = k;
+}
+
 bool epochs_pending(const struct epochs *ep)
 {
 	for (int s = 0; s < EP_NSRC; s++)
@@ -770,15 +887,21 @@ uint64_t epochs_wake_at(const struct epochs *ep)
 	return at;
 }
 
-/* Keeps the snapshots a boundary judged late may fall between. */
+/*
+ * Keeps the snapshots a boundary judged late may fall between: the last
+ * second's, at least EP_HIST_NS / EP_HIST_MAX apart (a fork storm
+ * refreshes every few ms: closer ones would cover only the last 100 ms).
+ */
 static void push_hist(struct epochs *ep, uint64_t now)
 {
+	if (ep->nhist && ep->prev.ts < ep->hist[ep->nhist - 1].ts + EP_HIST_NS / EP_HIST_MAX)
+		ep_snap_release(ep, &ep->hist[--ep->nhist]);
 	while (ep->nhist) {
 		uint64_t next = ep->nhist > 1 ? ep->hist[1].ts : ep->prev.ts;
 
 		if (ep->nhist < EP_HIST_MAX && next + EP_HIST_NS > now)
 			break;
-		free(ep->hist[0].p);
+		ep_snap_release(ep, &ep->hist[0]);
 		ep->nhist--;
 		memmove(ep->hist, ep->hist + 1, ep->nhist * sizeof(ep->hist[0]));
 	}
@@ -797,10 +920,11 @@ static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool fi
 			ep->next_window += step;
 		}
 	}
-	if (take_snap(&cur, job, now))
+	if (take_snap(ep, &cur, job, now))
 		return;
 	judge_forks(ep, job, &cur, now, final);
 	update_stalls(ep, &cur, now, final);
+	prune_workers(ep, now);
 	for (int s = 0; s < EP_NSRC; s++)
 		place(ep, &ep->src[s], &cur);
 	push_hist(ep, now);
@@ -822,8 +946,7 @@ void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 		/* A window that has just begun is no epoch. */
 		if (st->is_open && ep->prev.ts > st->open.ts)
 			close_epoch(ep, st, &ep->prev, false);
-		free(st->open.p);
-		st->open.p = NULL;
+		ep_snap_release(ep, &st->open);
 		st->is_open = false;
 	}
 }
@@ -845,6 +968,7 @@ void epochs_free(struct epochs *ep)
 	free(ep->prev.p);
 	for (int i = 0; i < ep->nhist; i++)
 		free(ep->hist[i].p);
+	ep_pool_free(ep);
 	free(ep->steps);
 	free(ep->gens);
 	free(ep->forks);

@@ -22,9 +22,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "categories.h"
+#include "steps.h"
 #include "trainbpf.h"
 
 struct job;
+struct job_fold;
 
 /* In the order auto prefers them. */
 enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
@@ -33,9 +36,12 @@ enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO 
 #define EP_DEFAULT_REGEX \
 	"(^|[^[:alnum:]_])epoch['\"]?[[:space:]]*[:=]?[[:space:]]*\\[?([0-9]+)"
 
-/* Category totals of one process at one instant. */
-struct ep_proc {
-	pid_t pid;
+/* Category totals of one process (a row of job->procs) at one instant. */
+struct ep_tot {
+	pid_t pid, ppid;
+	enum tb_role role;
+	int folded;			/* an aggregate's count (job.h) */
+	bool absent;			/* not in the job yet at that instant */
 	uint64_t start, end;		/* fork or attach; exit, 0 if alive */
 	int64_t own[TB_NCAT];		/* all its threads */
 	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
@@ -45,7 +51,32 @@ struct ep_proc {
 struct ep_snap {
 	uint64_t ts;
 	int n;				/* job->procs[0..n) */
-	struct ep_proc *p;
+	int cap;			/* room in p */
+	struct ep_tot *p;
+};
+
+/*
+ * Snapshot arrays given back, for the next ones: a fork storm refreshes
+ * every few ms, and a new array each time would scatter the heap.
+ */
+#define EP_POOL 24
+
+/*
+ * One process's times in one epoch (its totals at the end minus at the
+ * start), or, folded > 0, the sum of that many exited processes with one
+ * parent and role (pid 0; tally: their kinds as workers, for the
+ * diagnosis). role is the one at the epoch's end; the reports take the
+ * job's own while the process is listed (roles settle).
+ */
+struct ep_proc {
+	pid_t pid, ppid;
+	enum tb_role role;
+	int folded;
+	struct worker_tally tally;
+	uint64_t start, end;		/* fork or attach; exit, 0 if alive */
+	int64_t own[TB_NCAT];		/* all its threads */
+	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
+	int64_t main_own[TB_NCAT];	/* its main thread's own states */
 };
 
 /* Where step boundaries come from: markers win whenever the job wrote any. */
@@ -76,10 +107,28 @@ struct ep_worker_gen {
 	int64_t dw_fork;	/* the parent's main-thread data_wait at fork_ts */
 	double stall_err_s;	/* bound on stall_s's error: the time from each
 				 * end of the window to the refresh after it */
+	int merged;		/* generations summed into this one (past
+				 * EP_MAX_GENS), 1 for one; 0 reads as 1 */
 };
 
 #define EP_GEN_STALL_S 2.0
 #define EP_MAX_STEP_PIDS 64
+/*
+ * Bounds (docs/model.md, "What trainbpf keeps"). An epoch keeps a row per
+ * process up to EP_MAX_ROWS: past that, the rows of processes that ended
+ * in it are summed per parent and role, then those of all but trainers.
+ * Past EP_MAX_EPOCHS epochs of one source, or EP_MAX_ALL_ROWS rows in
+ * them, the older half is merged two by two (their labels become a range,
+ * and the rows of processes that ended in them are summed per parent and
+ * role). Past EP_MAX_GENS generations, the older half's re-forks are
+ * merged (counted as merged). Forks waiting to be judged: at most
+ * EP_MAX_FORKS (the oldest goes unjudged).
+ */
+#define EP_MAX_ROWS 256
+#define EP_MAX_EPOCHS 4096
+#define EP_MAX_ALL_ROWS 65536
+#define EP_MAX_GENS 1024
+#define EP_MAX_FORKS 4096
 /*
  * A child that has not exec'd this long after its fork is a worker (a
  * subprocess execs within a few ms of its fork). Judging waits that long,
@@ -104,8 +153,16 @@ struct ep_worker {
 	uint64_t end;		/* its exit; 0 while alive */
 };
 
+/* Exited processes folded into aggregate proc (job->procs) in the open epoch. */
+struct ep_fold_tally {
+	int proc;
+	int n;			/* how many, with time in the epoch */
+	struct worker_tally tally;
+};
+
 struct epoch {
 	long label;		/* the number the job gave; windows count from 1 */
+	long last;		/* merged epochs: the last one's label; else label */
 	uint64_t start, end;
 	bool complete;		/* ended by the next boundary, not the window */
 	int n;
@@ -121,9 +178,13 @@ struct ep_pending {
 struct ep_stream {
 	struct epoch *list;
 	int n, cap;
+	long closed;		/* epochs ever closed: list[n - 1] is the
+				 * closed-th, older ones may be merged */
 	struct ep_snap open;	/* totals where the running epoch started */
 	long open_label;
 	bool is_open;
+	struct ep_fold_tally *folds;	/* what folded in the open epoch */
+	int nfolds;
 	struct ep_pending *pend;
 	int npend, cappend;
 	long last_label;	/* regex: the epoch number seen last */
@@ -140,6 +201,8 @@ struct epochs {
 	long windows;
 	uint64_t *steps;	/* step marker times */
 	int nsteps, capsteps;
+	long nsteps_seen;	/* markers ever seen (the list keeps ST_MAX_BOUNDS) */
+	struct st_sum steps_folded;	/* the older ones, past that */
 	pid_t step_pids[EP_MAX_STEP_PIDS];	/* processes that wrote them */
 	int nstep_pids;
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
@@ -154,6 +217,9 @@ struct epochs {
 	struct ep_worker *workers;
 	int nworkers, capworkers;
 	bool fork_seen;		/* since the last refresh */
+	uint64_t next_prune;	/* workers of older generations go, once a second */
+	struct ep_snap pool[EP_POOL];
+	int npool;
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
@@ -168,6 +234,8 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
 /* A traced process exited (TB_EV_EXIT). */
 void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts);
+/* The job folded rows (job_fold): the snapshots follow job->procs. */
+void epochs_on_fold(struct epochs *ep, const struct job *job, const struct job_fold *f);
 /* A boundary waits for its totals: refresh now rather than at the tick. */
 bool epochs_pending(const struct epochs *ep);
 /*
@@ -226,6 +294,12 @@ double ep_steps_per_s(const struct ep_steps *s);
 int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[TB_NCAT]);
 /* The category with the most time on an epoch's headline. */
 int epoch_slowest(const struct job *job, const struct epoch *e);
+/* A row's role: the job's own while it lists the process, else the row's. */
+enum tb_role ep_row_role(const struct job *job, const struct ep_proc *d);
+/* Sums an epoch's rows of exited processes per parent and role (EP_MAX_ROWS). */
+void epoch_fold_rows(struct epoch *e);
+/* The epoch the live view or the recorder counts as number k (0-based); NULL if merged away. */
+const struct epoch *ep_stream_closed(const struct ep_stream *st, long k);
 const char *epochs_source_name(enum ep_source s);
 
 #endif

@@ -178,3 +178,82 @@ bool gpu_has_torch(const struct gpu *g)
 			return true;
 	return false;
 }
+
+static bool says_something(const struct gpu_proc *p)
+{
+	if (p->nmaps || p->ncomms)
+		return true;
+	for (int a = 0; a < gpu_napis; a++)
+		if (p->stat[a].calls || p->stat[a].nested)
+			return true;
+	return false;
+}
+
+static void sum_into(struct gpu_proc *a, struct gpu_proc *p)
+{
+	for (int x = 0; x < gpu_napis; x++) {
+		a->stat[x].calls += p->stat[x].calls;
+		a->stat[x].nested += p->stat[x].nested;
+		a->stat[x].bytes += p->stat[x].bytes;
+		a->stat[x].ns += p->stat[x].ns;
+	}
+	for (int m = 0; m < p->nmaps; m++)
+		gpu_mapping_add(a, p->maps[m].obj);
+	for (int c = 0; c < p->ncomms && a->ncomms < GPU_MAX_COMMS; c++) {
+		struct gpu_comm *k = tb_append(&a->comms, &a->ncomms, sizeof(*k));
+
+		if (k)
+			*k = p->comms[c];
+	}
+	free(p->maps);
+	free(p->comms);
+}
+
+bool gpu_fold_exited(struct gpu *g, int *map)
+{
+	int kept = 0, agg = -1, k = 0;
+	bool moved = false;
+
+	for (int i = g->nprocs - 1; i >= 0; i--) {
+		struct gpu_proc *p = &g->procs[i];
+
+		map[i] = i;
+		if (!p->exited || !p->pid)
+			continue;
+		if (!says_something(p))
+			map[i] = -1;
+		else if (++kept > GPU_MAX_GONE)
+			map[i] = -2;	/* summed */
+	}
+	for (int i = 0; i < g->nprocs; i++)
+		if (!g->procs[i].pid && g->procs[i].exited)
+			agg = i;
+	for (int i = 0; i < g->nprocs && agg < 0; i++)
+		if (map[i] == -2) {	/* the first summed one becomes the sum */
+			g->procs[i].pid = 0;
+			map[i] = i;
+			agg = i;
+		}
+	for (int i = 0; i < g->nprocs; i++) {
+		if (map[i] == -1) {
+			free(g->procs[i].maps);
+			free(g->procs[i].comms);
+		} else if (map[i] == -2) {
+			sum_into(&g->procs[agg], &g->procs[i]);
+			map[i] = -3;
+		}
+	}
+	for (int i = 0; i < g->nprocs; i++) {
+		if (map[i] < 0)
+			continue;
+		moved |= k != i;
+		g->procs[k] = g->procs[i];
+		map[i] = k++;
+	}
+	for (int i = 0; i < g->nprocs; i++)
+		if (map[i] == -3)
+			map[i] = map[agg];
+	moved |= k != g->nprocs;
+	g->nprocs = k;
+	return moved;
+}

@@ -40,7 +40,7 @@ struct gpu_comm {
 };
 
 struct gpu_proc {
-	pid_t pid;
+	pid_t pid;		/* 0: exited processes summed (gpu_fold_exited) */
 	bool exited;		/* its counts are final; the pid may come back */
 	struct gpu_mapping *maps;
 	int nmaps;
@@ -74,6 +74,17 @@ void gpu_proc_forget_maps(struct gpu_proc *p);
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e);
 /* A new communicator of p, zeroed (a recording's); NULL: out of memory. */
 struct gpu_comm *gpu_comm_add(struct gpu_proc *p);
+/*
+ * Bounded: an exited process that mapped no CUDA/NCCL code, made no call
+ * and no communicator is forgotten; past GPU_MAX_GONE exited ones that
+ * did, the oldest are summed into one entry (pid 0): calls, libraries and
+ * up to GPU_MAX_COMMS communicators. map[old index] gets the new one (the
+ * summed entry's for those summed, -1 for those forgotten). Returns
+ * whether anything moved.
+ */
+#define GPU_MAX_GONE 64
+#define GPU_MAX_COMMS 64
+bool gpu_fold_exited(struct gpu *g, int *map);
 
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);

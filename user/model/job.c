@@ -4,9 +4,9 @@
 #include <string.h>
 #include "job.h"
 
-static void *grow(void *arr, int *cap, size_t elem)
+static void *grow(void *arr, int *cap, int first, size_t elem)
 {
-	int ncap = *cap ? *cap * 2 : 8;
+	int ncap = *cap ? *cap * 2 : first;
 	void *n = realloc(arr, ncap * elem);
 
 	if (!n)
@@ -16,12 +16,92 @@ static void *grow(void *arr, int *cap, size_t elem)
 	return n;
 }
 
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ---- pid index: pid -> the newest process with it ---- */
+
+static unsigned int pid_hash(pid_t pid, int cap)
+{
+	return ((uint32_t)pid * 2654435761u) & (cap - 1);
+}
+
+/* Where pid is in the index, or the empty slot where it would go. */
+static int *pid_slot(const struct job *job, pid_t pid)
+{
+	unsigned int h = pid_hash(pid, job->pid_cap);
+
+	while (job->pid_ix[h] >= 0 && job->procs[job->pid_ix[h]].pid != pid)
+		h = (h + 1) & (job->pid_cap - 1);
+	return &job->pid_ix[h];
+}
+
+static void pid_insert(struct job *job, int i)
+{
+	struct proc_rec *p = &job->procs[i];
+	int *s;
+
+	p->pid_prev = -1;
+	if (p->folded)
+		return;		/* an aggregate has no pid of its own */
+	s = pid_slot(job, p->pid);
+	p->pid_prev = *s;
+	*s = i;
+}
+
+/* Sized for the processes there are (load under 1/2), in index order. */
+static void pid_index_build(struct job *job)
+{
+	int cap = 64;
+
+	while (cap < 2 * job->nprocs + 2)
+		cap *= 2;
+	if (cap != job->pid_cap) {
+		free(job->pid_ix);
+		job->pid_ix = xcalloc(cap, sizeof(*job->pid_ix));
+		job->pid_cap = cap;
+	}
+	memset(job->pid_ix, 0xff, cap * sizeof(*job->pid_ix));
+	for (int i = 0; i < job->nprocs; i++)
+		pid_insert(job, i);
+}
+
+void job_reindex(struct job *job)
+{
+	pid_index_build(job);
+}
+
 struct proc_rec *job_proc(struct job *job, pid_t pid)
 {
+	int i;
+
 	/* Newest first: a recycled pid belongs to the latest process. */
-	for (int i = job->nprocs - 1; i >= 0; i--)
-		if (job->procs[i].pid == pid)
-			return &job->procs[i];
+	if (pid <= 0)
+		return NULL;
+	if (!job->pid_cap) {	/* a job built by hand, without job_add_proc */
+		for (i = job->nprocs - 1; i >= 0; i--)
+			if (job->procs[i].pid == pid && !job->procs[i].folded)
+				return &job->procs[i];
+		return NULL;
+	}
+	i = *pid_slot(job, pid);
+	return i >= 0 ? &job->procs[i] : NULL;
+}
+
+/* The process with the same pid before p, or NULL. */
+static struct proc_rec *pid_before(struct job *job, struct proc_rec *p)
+{
+	if (job->pid_cap)
+		return p->pid_prev >= 0 ? &job->procs[p->pid_prev] : NULL;
+	for (struct proc_rec *q = p - 1; q >= job->procs; q--)
+		if (q->pid == p->pid && !q->folded)
+			return q;
 	return NULL;
 }
 
@@ -30,19 +110,35 @@ const struct proc_rec *job_proc_const(const struct job *job, pid_t pid)
 	return job_proc((struct job *)job, pid);
 }
 
+struct proc_rec *job_proc_at(struct job *job, pid_t pid, uint64_t ts)
+{
+	struct proc_rec *p = job_proc(job, pid), *any = NULL;
+
+	for (; p; p = pid_before(job, p)) {
+		if (p->start_ns <= ts)
+			return p;
+		any = p;
+	}
+	return any;
+}
+
 struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 			      const char *comm, uint64_t start_ns)
 {
 	struct proc_rec *p;
 
 	if (job->nprocs == job->cap)
-		job->procs = grow(job->procs, &job->cap, sizeof(*p));
+		job->procs = grow(job->procs, &job->cap, 8, sizeof(*p));
 	p = &job->procs[job->nprocs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
 	p->ppid = ppid;
 	p->start_ns = start_ns;
 	strncpy(p->comm, comm, sizeof(p->comm) - 1);
+	if (2 * job->nprocs + 2 > job->pid_cap)
+		pid_index_build(job);
+	else
+		pid_insert(job, job->nprocs - 1);
 	return p;
 }
 
@@ -51,8 +147,9 @@ struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 {
 	struct thread_rec *t;
 
+	/* Most processes of a fork storm have one thread: start small. */
 	if (p->nthreads == p->cap)
-		p->threads = grow(p->threads, &p->cap, sizeof(*t));
+		p->threads = grow(p->threads, &p->cap, 2, sizeof(*t));
 	t = &p->threads[p->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
@@ -100,7 +197,7 @@ struct proc_rec *job_on_exit(struct job *job, pid_t pid, uint64_t ts, int code)
 
 bool job_proc_alive(const struct proc_rec *p)
 {
-	if (p->end_ns)
+	if (p->end_ns || p->folded)
 		return false;
 	for (int i = 0; i < p->nthreads; i++)
 		if (!p->threads[i].end_ns)
@@ -122,13 +219,37 @@ void job_free(struct job *job)
 	for (int i = 0; i < job->nprocs; i++)
 		free(job->procs[i].threads);
 	free(job->procs);
+	free(job->pid_ix);
 	memset(job, 0, sizeof(*job));
+}
+
+int proc_count(const struct proc_rec *p)
+{
+	return p->folded ? p->folded : 1;
+}
+
+int thread_count(const struct thread_rec *t)
+{
+	return t->folded ? t->folded : 1;
+}
+
+int proc_nthreads(const struct proc_rec *p)
+{
+	int n = 0;
+
+	/* An aggregate's two threads may be empty: they count their members. */
+	for (int i = 0; i < p->nthreads; i++)
+		n += p->threads[i].folded ? p->threads[i].folded : !p->folded;
+	return n;
 }
 
 uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now)
 {
 	uint64_t end = t->end_ns ? t->end_ns : now;
 
+	/* Folded threads: each one's categories summed to its lifetime. */
+	if (t->folded)
+		return sum_cats(t->own);
 	return end > t->start_ns ? end - t->start_ns : 0;
 }
 
@@ -154,11 +275,15 @@ const char *role_name(enum tb_role role)
 
 const struct thread_rec *job_main_thread(const struct proc_rec *p)
 {
+	if (p->folded)	/* an aggregate: its members' main threads, summed */
+		return p->nthreads && p->threads[0].folded ? &p->threads[0] : NULL;
 	for (int i = p->nthreads - 1; i >= 0; i--)
-		if (p->threads[i].tid == p->pid)
+		if (p->threads[i].tid == p->pid && !p->threads[i].folded)
 			return &p->threads[i];
 	return NULL;
 }
+
+/* ---- roles ---- */
 
 /* PyTorch >= 2 names its data-loader worker processes. */
 static bool named_worker(const struct proc_rec *p)
@@ -171,16 +296,6 @@ static bool looks_like_worker(const struct proc_rec *p)
 	if (named_worker(p))
 		return true;
 	return (p->flags & TB_PF_FORKED) && !(p->flags & TB_PF_EXECED);
-}
-
-static bool has_child_with_role(const struct job *job, pid_t pid,
-				enum tb_role role)
-{
-	for (int i = 0; i < job->nprocs; i++)
-		if (job->procs[i].ppid == pid && job->procs[i].pid != pid &&
-		    job->procs[i].role == role)
-			return true;
-	return false;
 }
 
 /*
@@ -201,33 +316,69 @@ static bool main_thread_busy(const struct proc_rec *p)
 	return total && work * 5 >= total;
 }
 
-static bool has_trainer_descendant(const struct job *job, pid_t pid, int depth)
+/* Each process's parent in the job (the newest with its ppid), or -1. */
+static void parents(const struct job *job, int *par)
 {
-	for (int i = 0; i < job->nprocs && depth < 16; i++) {
+	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *c = &job->procs[i];
+		const struct proc_rec *p = c->pid == c->ppid ? NULL :
+			job_proc_const(job, c->ppid);
 
-		if (c->ppid != pid || c->pid == pid)
-			continue;
-		if (c->role == TB_ROLE_TRAINER ||
-		    has_trainer_descendant(job, c->pid, depth + 1))
-			return true;
+		par[i] = p ? (int)(p - job->procs) : -1;
 	}
-	return false;
+}
+
+/*
+ * 1 << role of each process's children. Those folded away told their
+ * parent as they went (child_roles); an aggregate says nothing itself: it
+ * may have moved up from a parent that folded.
+ */
+static void child_roles(const struct job *job, const int *par, unsigned int *bits)
+{
+	for (int i = 0; i < job->nprocs; i++)
+		bits[i] = job->procs[i].child_roles;
+	for (int i = 0; i < job->nprocs; i++)
+		if (par[i] >= 0 && !job->procs[i].folded)
+			bits[par[i]] |= 1u << job->procs[i].role;
+}
+
+/* Whether a trainer runs below each process, at most 16 levels down. */
+static void trainers_below(struct job *job, const int *par)
+{
+	bool more = true;
+
+	for (int i = 0; i < job->nprocs; i++)
+		job->procs[i].trainer_below =
+			job->procs[i].child_roles & JOB_CHILD_TRAINER_BELOW;
+	for (int depth = 0; depth < 16 && more; depth++) {
+		more = false;
+		for (int i = 0; i < job->nprocs; i++) {
+			const struct proc_rec *c = &job->procs[i];
+
+			if (par[i] < 0 || c->folded || job->procs[par[i]].trainer_below ||
+			    (c->role != TB_ROLE_TRAINER && !c->trainer_below))
+				continue;
+			job->procs[par[i]].trainer_below = true;
+			more = true;
+		}
+	}
 }
 
 bool job_classify_roles(struct job *job)
 {
-	enum tb_role *old = calloc(job->nprocs ? job->nprocs : 1, sizeof(*old));
-	bool *parent_of_workers = calloc(job->nprocs ? job->nprocs : 1, sizeof(bool));
+	int n = job->nprocs ? job->nprocs : 1, *par = xcalloc(n, sizeof(int));
+	enum tb_role *old = xcalloc(n, sizeof(*old));
+	unsigned int *bits = xcalloc(n, sizeof(*bits));
+	bool *pow = xcalloc(n, sizeof(bool));
 	bool changed = false, any_trainer = false;
 	int i;
 
-	if (!old || !parent_of_workers)
-		abort();
+	parents(job, par);
 	for (i = 0; i < job->nprocs; i++) {
 		old[i] = job->procs[i].role;
-		job->procs[i].role = looks_like_worker(&job->procs[i]) ?
-			TB_ROLE_WORKER : TB_ROLE_OTHER;
+		if (!job->procs[i].folded)	/* an aggregate's role is its key */
+			job->procs[i].role = looks_like_worker(&job->procs[i]) ?
+				TB_ROLE_WORKER : TB_ROLE_OTHER;
 	}
 	/*
 	 * Whoever feeds on workers trains, including a "worker" that forks
@@ -236,27 +387,28 @@ bool job_classify_roles(struct job *job)
 	 * that, a busy main thread makes a trainer, unless trainers run below
 	 * it: then it is their launcher.
 	 */
+	child_roles(job, par, bits);
 	for (i = 0; i < job->nprocs; i++)
-		parent_of_workers[i] = job->procs[i].role == TB_ROLE_WORKER &&
-			!named_worker(&job->procs[i]) &&
-			has_child_with_role(job, job->procs[i].pid, TB_ROLE_WORKER);
+		pow[i] = !job->procs[i].folded && job->procs[i].role == TB_ROLE_WORKER &&
+			!named_worker(&job->procs[i]) && (bits[i] & 1u << TB_ROLE_WORKER);
 	for (i = 0; i < job->nprocs; i++)
-		if (parent_of_workers[i])
+		if (pow[i])
+			job->procs[i].role = TB_ROLE_TRAINER;
+	child_roles(job, par, bits);
+	for (i = 0; i < job->nprocs; i++)
+		pow[i] = !job->procs[i].folded && (bits[i] & 1u << TB_ROLE_WORKER);
+	for (i = 0; i < job->nprocs; i++)
+		if (pow[i] && !named_worker(&job->procs[i]))
 			job->procs[i].role = TB_ROLE_TRAINER;
 	for (i = 0; i < job->nprocs; i++)
-		parent_of_workers[i] = has_child_with_role(job, job->procs[i].pid,
-							   TB_ROLE_WORKER);
-	for (i = 0; i < job->nprocs; i++)
-		if (parent_of_workers[i] && !named_worker(&job->procs[i]))
+		if (!job->procs[i].folded && job->procs[i].role == TB_ROLE_OTHER &&
+		    main_thread_busy(&job->procs[i]))
 			job->procs[i].role = TB_ROLE_TRAINER;
-	for (i = 0; i < job->nprocs; i++)
-		if (job->procs[i].role == TB_ROLE_OTHER && main_thread_busy(&job->procs[i]))
-			job->procs[i].role = TB_ROLE_TRAINER;
+	trainers_below(job, par);
 	for (i = 0; i < job->nprocs; i++) {
 		struct proc_rec *p = &job->procs[i];
 
-		if (p->role == TB_ROLE_TRAINER && !parent_of_workers[i] &&
-		    has_trainer_descendant(job, p->pid, 0))
+		if (!p->folded && p->role == TB_ROLE_TRAINER && !pow[i] && p->trainer_below)
 			p->role = TB_ROLE_OTHER;
 		any_trainer |= p->role == TB_ROLE_TRAINER;
 	}
@@ -265,8 +417,10 @@ bool job_classify_roles(struct job *job)
 			job->procs[i].role = TB_ROLE_TRAINER;
 	for (i = 0; i < job->nprocs; i++)
 		changed |= old[i] != job->procs[i].role;
+	free(par);
 	free(old);
-	free(parent_of_workers);
+	free(bits);
+	free(pow);
 	return changed;
 }
 
@@ -285,7 +439,7 @@ int job_headline(const struct job *job, uint64_t cp[TB_NCAT])
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)
 			cp[c] += t->cp[c];
-		n++;
+		n += thread_count(t);
 	}
 	return n;
 }

@@ -3,6 +3,11 @@
  * The traced job as user space knows it: processes and their threads, with
  * each thread's category totals as of the last refresh. Fed by the BPF
  * slots (account.c) and lifecycle events (tracer.c); read by the reports.
+ *
+ * Bounded: processes and threads that exited long enough ago are folded
+ * (job_fold) into one row per parent and role ("N exited"), whose totals
+ * are their members' sums, so that every total stays exact while what is
+ * kept stops growing (docs/model.md, "What trainbpf keeps").
  */
 #ifndef TB_JOB_H
 #define TB_JOB_H
@@ -24,6 +29,7 @@ struct thread_rec {
 	uint64_t nswitch;
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;
+	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
 };
 
 struct proc_rec {
@@ -37,6 +43,55 @@ struct proc_rec {
 	int exit_code;
 	struct thread_rec *threads;
 	int nthreads, cap;
+	/*
+	 * 0: one process. N: N exited processes summed, all children of ppid
+	 * with this role (pid 0; threads[0] their main threads, threads[1]
+	 * the others; tally: what the diagnosis needs of folded workers).
+	 */
+	int folded;
+	struct worker_tally tally;
+	unsigned int child_roles;	/* JOB_CHILD_* of its children folded away */
+	bool trainer_below;	/* a trainer among its descendants (roles) */
+	int pid_prev;		/* the previous process with this pid; -1 */
+};
+
+/* proc_rec.child_roles: 1 << role of a folded child, and a trainer below it. */
+#define JOB_CHILD_TRAINER_BELOW (1u << 8)
+
+/*
+ * Folding (job_fold): an exited process or thread keeps its own row while
+ * it is one of the JOB_KEEP_EXITED_PROCS (_THREADS) that exited last, or
+ * for JOB_FOLD_AGE_NS after its end; but at most JOB_MAX_EXITED_PROCS
+ * exited processes and JOB_MAX_EXITED_THREADS exited threads keep theirs
+ * (the oldest fold first). A job that does not churn processes keeps all
+ * of them; a fork storm keeps its last seconds. A process's main thread,
+ * a root process, and anything not settled (its slots not yet freed, not
+ * yet written by a recorder) are never folded.
+ */
+#define JOB_FOLD_AGE_NS 10000000000ull
+#define JOB_KEEP_EXITED_PROCS 256
+#define JOB_KEEP_EXITED_THREADS 1024
+#define JOB_MAX_EXITED_PROCS 8192
+#define JOB_MAX_EXITED_THREADS 131072
+#define JOB_FOLD_PERIOD_NS 1000000000ull
+/* Aggregates of one parent and role; past this many, parent 0 for new ones. */
+#define JOB_MAX_AGGREGATES 256
+
+/*
+ * What one fold did to job->procs, for the arrays kept parallel to it
+ * (the tracer's slot owners, the recorder's rows, the live view's totals,
+ * the epochs' snapshots). Old process i is now process to[i]: the same
+ * one moved (merged[i] false), or the aggregate it was summed into. Its
+ * old thread j is now thread thr_to[thr_off[i] + j] of process to[i]:
+ * itself moved, or the aggregate thread it was summed into.
+ */
+struct job_fold {
+	int nold, nnew;
+	int *to;
+	bool *merged;
+	int *thr_off;		/* [nold + 1] */
+	int *thr_to;
+	int procs, threads;	/* how many were folded */
 };
 
 struct gpu;
@@ -52,6 +107,9 @@ struct run_counters {
 struct job {
 	struct proc_rec *procs;
 	int nprocs, cap;
+	int *pid_ix;		/* pid -> newest process with it, open addressing */
+	int pid_cap;
+	uint64_t next_fold;
 	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
 	double window_start_unix;
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
@@ -62,6 +120,10 @@ struct job {
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */
 const struct proc_rec *job_proc_const(const struct job *job, pid_t pid);
+/* The process pid that had started by ts (pids are reused), else its oldest. */
+struct proc_rec *job_proc_at(struct job *job, pid_t pid, uint64_t ts);
+/* Rebuilds the pid index after job->procs changed other than by job_add_proc. */
+void job_reindex(struct job *job);
 struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 			      const char *comm, uint64_t start_ns);
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
@@ -80,6 +142,21 @@ struct proc_rec *job_on_exit(struct job *job, pid_t pid, uint64_t ts, int code);
 const struct thread_rec *job_main_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
 void job_free(struct job *job);
+
+/*
+ * Folds what nothing needs individually any more (see JOB_FOLD_AGE_NS):
+ * settled is the instant before which every consumer has what it needs
+ * of a thread that ended (the recorder's last flush). At most once per
+ * JOB_FOLD_PERIOD_NS unless a cap is passed. Returns the number of rows
+ * folded; when > 0, *f says where everything went (job_fold_free it).
+ */
+int job_fold(struct job *job, uint64_t now, uint64_t settled, struct job_fold *f);
+void job_fold_free(struct job_fold *f);
+/* How many processes (threads) a row stands for: 1, or its folded count. */
+int proc_count(const struct proc_rec *p);
+int thread_count(const struct thread_rec *t);
+/* The threads a process row stands for, folded ones counted. */
+int proc_nthreads(const struct proc_rec *p);
 
 /* Lifetime of a thread inside the window, up to now for live threads. */
 uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now);

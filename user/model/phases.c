@@ -26,6 +26,10 @@ struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
 	for (int i = 0; i < p->nth; i++)
 		if (p->th[i].tid == tid && p->th[i].pid == pid)
 			return &p->th[i];
+	if (p->nth >= PH_MAX_THREADS) {
+		p->threads_over++;
+		return NULL;
+	}
 	t = tb_append(&p->th, &p->nth, sizeof(*t));
 	if (!t)
 		return NULL;

@@ -65,9 +65,17 @@ enum ph_source {
 };
 extern const char *const ph_source_names[PH_NSOURCES];
 
+/*
+ * Threads whose steps are kept: trainers' threads that run PyTorch's
+ * brackets, a few per process. Past it a thread's phase times are still
+ * kept (thread_rec.ph) but not its steps; threads_over counts its events.
+ */
+#define PH_MAX_THREADS 4096
+
 struct phases {
 	struct ph_thread *th;
 	int nth;
+	uint64_t threads_over;	/* events of threads past PH_MAX_THREADS */
 	uint64_t events;
 	uint64_t named;		/* named brackets opened */
 	int source;		/* enum ph_source, as of phases_finish */

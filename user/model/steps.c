@@ -76,6 +76,48 @@ int steps_phase(const struct st_sym *s, int n, int p)
 	return phase;
 }
 
+void st_sum_fold(struct st_sum *sum, uint64_t *t, int *n, int keep)
+{
+	int k = *n - keep;
+
+	for (int i = 0; i < k; i++) {
+		double ms = (t[i + 1] - t[i]) / 1e6;
+
+		if (!sum->count || ms < sum->min_ms)
+			sum->min_ms = ms;
+		if (!sum->count || ms > sum->max_ms)
+			sum->max_ms = ms;
+		if (!sum->count)
+			sum->first = t[i];
+		sum->total_ms += ms;
+		sum->sum_sq += ms * ms;
+		sum->count++;
+	}
+	if (k <= 0)
+		return;
+	sum->end = t[k];
+	memmove(t, t + k, keep * sizeof(*t));
+	*n = keep;
+}
+
+bool st_sum_inside(const struct st_sum *sum, uint64_t a, uint64_t b)
+{
+	return sum->count && a <= sum->first && sum->end <= b;
+}
+
+/* Past ST_MAX_SYNCS: the older half counted (first and last entry). */
+static void fold_syncs(struct st_proc *p)
+{
+	int k = p->nsyncs / 2;
+
+	if (!p->folded.count)
+		p->folded.first = p->syncs[0];
+	p->folded.count += k;
+	p->folded.end = p->syncs[k - 1];
+	memmove(p->syncs, p->syncs + k, (p->nsyncs - k) * sizeof(*p->syncs));
+	p->nsyncs -= k;
+}
+
 /* Appends ts to a sorted list; events of different threads come nearly sorted. */
 static void insert_sorted(uint64_t **list, int *n, int *cap, uint64_t ts)
 {
@@ -136,6 +178,8 @@ static void add_bound(struct st_thread *t, uint64_t ts)
 	/* Windows overlap a previous lock's: a start already taken is skipped. */
 	if (t->nbounds && ts <= t->bounds[t->nbounds - 1])
 		return;
+	if (t->nbounds >= ST_MAX_BOUNDS)
+		st_sum_fold(&t->folded, t->bounds, &t->nbounds, ST_MAX_BOUNDS / 2);
 	insert_sorted(&t->bounds, &t->nbounds, &t->capbounds, ts);
 }
 
@@ -196,6 +240,10 @@ void steps_on_event(struct steps *st, const struct tb_call_event *e)
 	struct st_call *c;
 
 	st->calls++;
+	if (e->entry > st->latest)
+		st->latest = e->entry;
+	if (t)
+		t->last_call = e->entry;
 	if (t && !t->ring)
 		t->ring = calloc(ST_RING, sizeof(*t->ring));
 	if (!t || !t->ring)
@@ -209,12 +257,8 @@ void steps_on_event(struct steps *st, const struct tb_call_event *e)
 	if (t->period)
 		follow(t, t->n);
 	t->n++;
-	if (e->kind == TB_AK_SYNC || e->kind == TB_AK_MEMCPY) {
-		struct st_proc *p = proc_of(st, e->pid);
-
-		if (p)
-			insert_sorted(&p->syncs, &p->nsyncs, &p->capsyncs, e->entry);
-	}
+	if (e->kind == TB_AK_SYNC || e->kind == TB_AK_MEMCPY)
+		steps_add_sync(st, e->pid, e->entry);
 }
 
 void steps_add_start(struct steps *st, pid_t pid, pid_t tid, uint64_t ts)
@@ -229,8 +273,11 @@ void steps_add_sync(struct steps *st, pid_t pid, uint64_t ts)
 {
 	struct st_proc *p = proc_of(st, pid);
 
-	if (p)
-		insert_sorted(&p->syncs, &p->nsyncs, &p->capsyncs, ts);
+	if (!p)
+		return;
+	if (p->nsyncs >= ST_MAX_SYNCS)
+		fold_syncs(p);
+	insert_sorted(&p->syncs, &p->nsyncs, &p->capsyncs, ts);
 }
 
 /* Locks period p found in calls [w0, n): the steps in the window too. */
@@ -270,6 +317,71 @@ static void detect(struct st_thread *t, struct st_sym *s)
 	t->tried = t->n;
 }
 
+/* An idle thread's ring goes back; detection starts over if it calls again. */
+static void rest(struct st_thread *t)
+{
+	free(t->ring);
+	t->ring = NULL;
+	t->n = t->since = t->tried = t->anchor = t->block = t->first_miss = 0;
+	t->period = t->miss = 0;
+	t->last_ret = 0;
+}
+
+static uint64_t last_bound(const struct st_thread *t)
+{
+	return t->nbounds ? t->bounds[t->nbounds - 1] : 0;
+}
+
+static uint64_t last_sync(const struct st_proc *p)
+{
+	return p->nsyncs ? p->syncs[p->nsyncs - 1] : 0;
+}
+
+/*
+ * Idle threads give their rings back; one with nothing else goes. Past
+ * ST_MAX_SERIES idle threads with steps (ST_MAX_PROCS processes with
+ * syncs), the one whose last step (sync) is oldest goes.
+ */
+static void prune(struct steps *st)
+{
+	int k = 0, series = 0, oldest;
+
+	for (int i = 0; i < st->nth; i++) {
+		struct st_thread *t = &st->th[i];
+
+		if (t->ring && t->last_call + ST_IDLE_NS < st->latest)
+			rest(t);
+		if (!t->ring && !t->nbounds) {
+			free(t->bounds);
+			continue;
+		}
+		series += t->nbounds > 0;
+		st->th[k++] = *t;
+	}
+	st->nth = k;
+	for (; series > ST_MAX_SERIES; series--) {
+		oldest = -1;
+		for (int i = 0; i < st->nth; i++)
+			if (!st->th[i].ring && st->th[i].nbounds &&
+			    (oldest < 0 || last_bound(&st->th[i]) < last_bound(&st->th[oldest])))
+				oldest = i;
+		if (oldest < 0)
+			break;
+		free(st->th[oldest].bounds);
+		st->th[oldest] = st->th[--st->nth];
+	}
+	while (st->npr > ST_MAX_PROCS) {
+		oldest = 0;
+		for (int i = 1; i < st->npr; i++)
+			if (last_sync(&st->pr[i]) < last_sync(&st->pr[oldest]))
+				oldest = i;
+		free(st->pr[oldest].syncs);
+		memmove(&st->pr[oldest], &st->pr[oldest + 1],
+			(st->npr - oldest - 1) * sizeof(*st->pr));
+		st->npr--;
+	}
+}
+
 void steps_tick(struct steps *st)
 {
 	struct st_sym s[ST_RING];
@@ -280,6 +392,7 @@ void steps_tick(struct steps *st)
 		if (!t->period && t->n > t->tried && t->n - t->since >= ST_MIN_CALLS)
 			detect(t, s);
 	}
+	prune(st);
 }
 
 /* Index of the first element >= ts in l[0..n). */
@@ -337,9 +450,22 @@ int steps_syncs(const struct steps *st, pid_t pid, uint64_t a, uint64_t b)
 
 		if (p->pid == pid)
 			return lower_bound(p->syncs, p->nsyncs, b) -
-			       lower_bound(p->syncs, p->nsyncs, a);
+			       lower_bound(p->syncs, p->nsyncs, a) +
+			       (p->folded.count && a <= p->folded.first && p->folded.end < b ?
+				p->folded.count : 0);
 	}
 	return 0;
+}
+
+const struct st_sum *steps_folded(const struct steps *st, const uint64_t *bounds)
+{
+	for (int i = 0; st && bounds && i < st->nth; i++) {
+		const struct st_thread *t = &st->th[i];
+
+		if (bounds >= t->bounds && bounds < t->bounds + t->nbounds)
+			return t->folded.count ? &t->folded : NULL;
+	}
+	return NULL;
 }
 
 void steps_free(struct steps *st)

@@ -33,6 +33,36 @@
 #define ST_SLACK 0.03		/* a shorter lag this close to the best wins */
 #define ST_KEEP 0.75		/* a locked period with fewer matches is dropped */
 #define ST_GAP_NONE 0xff	/* the first call of a thread: no gap */
+/*
+ * Bounds (docs/model.md, "What trainbpf keeps"). Past ST_MAX_BOUNDS step
+ * starts of one thread (ST_MAX_SYNCS sync entries of one process), the
+ * older half is summed (struct st_sum): a window that covers all of them
+ * counts them, one that cuts into them sees the kept ones only. A thread
+ * with no call for ST_IDLE_NS gives its call ring back; at most
+ * ST_MAX_SERIES threads keep step starts, ST_MAX_PROCS processes sync
+ * entries (the ones idle longest go).
+ */
+#define ST_MAX_BOUNDS 131072
+#define ST_MAX_SYNCS 262144
+#define ST_IDLE_NS 60000000000ull
+#define ST_MAX_SERIES 256
+#define ST_MAX_PROCS 256
+
+/* Step starts folded out of a list: their count, times, and span. */
+struct st_sum {
+	int count;
+	double total_ms, min_ms, max_ms, sum_sq;
+	uint64_t first, end;	/* the first one's start, the last one's end */
+};
+
+/*
+ * Folds the oldest of t[0..*n) into sum, keeping the last keep (step i
+ * lasts until step i + 1 starts: the last folded one ends at the first
+ * kept one).
+ */
+void st_sum_fold(struct st_sum *sum, uint64_t *t, int *n, int keep);
+/* Whether [a, b) holds every folded step. */
+bool st_sum_inside(const struct st_sum *sum, uint64_t a, uint64_t b);
 
 struct st_sym {
 	uint16_t api;
@@ -58,12 +88,15 @@ struct st_thread {
 	uint64_t first_miss;	/* the first of them */
 	uint64_t *bounds;	/* step starts (entry times), increasing */
 	int nbounds, capbounds;
+	struct st_sum folded;	/* the oldest step starts, past ST_MAX_BOUNDS */
+	uint64_t last_call;	/* the last call's entry */
 };
 
 struct st_proc {
 	pid_t pid;
 	uint64_t *syncs;	/* entries of outermost sync and copy calls, sorted */
 	int nsyncs, capsyncs;
+	struct st_sum folded;	/* past ST_MAX_SYNCS: count, first and last entry */
 };
 
 struct steps {
@@ -72,6 +105,7 @@ struct steps {
 	struct st_proc *pr;
 	int npr, cappr;
 	uint64_t calls;		/* TB_EV_CALL events seen */
+	uint64_t latest;	/* the newest call's entry: "now" for idle threads */
 };
 
 /* Symbol similarity (see above). */
@@ -99,7 +133,10 @@ void steps_on_event(struct steps *st, const struct tb_call_event *e);
  */
 void steps_add_start(struct steps *st, pid_t pid, pid_t tid, uint64_t ts);
 void steps_add_sync(struct steps *st, pid_t pid, uint64_t ts);
-/* Looks for periods in threads that have none; each tick. */
+/*
+ * Looks for periods in threads that have none; each tick. Threads idle
+ * for ST_IDLE_NS (by the newest call seen) give their ring back.
+ */
 void steps_tick(struct steps *st);
 /*
  * Step starts in [a, b) of one thread: the main thread of a process with
@@ -108,6 +145,8 @@ void steps_tick(struct steps *st);
  */
 const uint64_t *steps_bounds(const struct steps *st, uint64_t a, uint64_t b,
 			     int *n, uint64_t *next, pid_t *pid);
+/* The folded step starts of the series steps_bounds chose (tid, pid); NULL if none. */
+const struct st_sum *steps_folded(const struct steps *st, const uint64_t *bounds);
 /* Outermost sync and copy calls of pid entered in [a, b). */
 int steps_syncs(const struct steps *st, pid_t pid, uint64_t a, uint64_t b);
 void steps_free(struct steps *st);

@@ -123,6 +123,7 @@ static int flush(struct recorder *r, const struct job *job,
 		return -1;
 	}
 	dt = now_ns() - t0;
+	r->flushed_ns = now;
 	r->flushes++;
 	r->flush_ns_sum += dt;
 	if (dt > r->flush_ns_max)

@@ -93,9 +93,10 @@ struct recorder {
 	int nev, capev;
 	struct rec_step *steps;
 	int nsteps, capsteps;
-	int marker_steps;	/* epochs->nsteps already queued */
-	int epochs_written[EP_NSRC];
+	long marker_steps;	/* epochs->nsteps_seen already queued */
+	long epochs_written[EP_NSRC];	/* ep_stream.closed as last written */
 	uint64_t next_flush;
+	uint64_t flushed_ns;	/* the refresh the last flush wrote (0: none) */
 	/* for the counters table: what recording cost */
 	uint64_t flushes, rows, flush_ns_max, flush_ns_sum;
 	uint64_t states_rows, states_dropped;	/* record_states.c */
@@ -138,6 +139,8 @@ void record_on_text(struct recorder *r, const struct epochs *ep,
 
 /* record_job.c: processes, threads, samples of one flush; -1 on error. */
 int record_job(struct recorder *r, const struct job *job, uint64_t now, bool last);
+/* The job folded rows (job_fold, after the flush that wrote them): r->procs follows. */
+void record_on_fold(struct recorder *r, const struct job *job, const struct job_fold *f);
 /* record_events.c: queued events and steps, closed epochs; -1 on error. */
 int record_events(struct recorder *r, const struct job *job);
 struct steps;

@@ -101,7 +101,7 @@ void record_on_text(struct recorder *r, const struct epochs *ep,
 	ev->pid = e->pid;
 	ev->tid = e->tid;
 	snprintf(ev->text, sizeof(ev->text), "%s", e->type == TB_EV_MARK ? buf : lines);
-	for (; r->marker_steps < ep->nsteps; r->marker_steps++)
+	for (; r->marker_steps < ep->nsteps_seen; r->marker_steps++)
 		queue_step(r, e->ts, e->pid);
 }
 
@@ -204,7 +204,7 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 bool record_epoch_closed(const struct recorder *r, const struct job *job)
 {
 	for (int s = 0; job->epochs && s < EP_NSRC; s++)
-		if (job->epochs->src[s].n > r->epochs_written[s])
+		if (job->epochs->src[s].closed > r->epochs_written[s])
 			return true;
 	return false;
 }
@@ -216,8 +216,12 @@ int record_events(struct recorder *r, const struct job *job)
 	for (int s = 0; job->epochs && s < EP_NSRC && !r->failed; s++) {
 		const struct ep_stream *st = &job->epochs->src[s];
 
-		for (; r->epochs_written[s] < st->n && !r->failed; r->epochs_written[s]++)
-			write_epoch(r, s, r->epochs_written[s], &st->list[r->epochs_written[s]]);
+		for (; r->epochs_written[s] < st->closed && !r->failed; r->epochs_written[s]++) {
+			const struct epoch *e = ep_stream_closed(st, r->epochs_written[s]);
+
+			if (e)	/* merged away before a flush: never, a flush follows each close */
+				write_epoch(r, s, r->epochs_written[s], e);
+		}
 	}
 	return r->failed ? -1 : 0;
 }

@@ -173,6 +173,8 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 
 	if (job->phases) {
 		rec_meta(r, "phases_source", ph_source_names[job->phases->source]);
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->phases->threads_over);
+		rec_meta(r, "phase_threads_over", buf);
 	}
 	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);

@@ -76,7 +76,13 @@ static int rekey_proc(struct recorder *r, struct rec_proc *rp, const struct proc
 static int write_proc(struct recorder *r, struct rec_proc *rp, const struct proc_rec *p,
 		      const struct job *job)
 {
-	int rank = job->diag ? diag_proc_rank(job, job->diag, p->pid) : -1;
+	int rank;
+
+	/* An exited process's rank cannot change: no lookup every flush. */
+	if (rp->known && !job_proc_alive(p))
+		rank = rp->rank;
+	else
+		rank = job->diag ? diag_proc_rank(job, job->diag, p->pid) : -1;
 
 	if (rekey_proc(r, rp, p))
 		return -1;
@@ -168,6 +174,11 @@ static int write_sample(struct recorder *r, struct rec_thread *rt,
 	return rec_step(r, RS_SAMPLE);
 }
 
+/*
+ * Rows summed by job_fold are the file's already (a thread or process
+ * folds only after the flush that wrote its last row): an aggregate has
+ * no row of its own.
+ */
 int record_job(struct recorder *r, const struct job *job, uint64_t now, bool last)
 {
 	sync_shape(r, job);
@@ -175,9 +186,14 @@ int record_job(struct recorder *r, const struct job *job, uint64_t now, bool las
 		const struct proc_rec *p = &job->procs[i];
 		struct rec_proc *rp = &r->procs[i];
 
+		if (p->folded)
+			continue;
 		write_proc(r, rp, p, job);
 		for (int j = 0; j < p->nthreads && !r->failed; j++) {
 			struct rec_thread *rt = &rp->th[j];
+
+			if (p->threads[j].folded)
+				continue;
 
 			if (!rt->known)
 				rt->row_ns = now;	/* its first idle row comes a period on */
@@ -186,4 +202,50 @@ int record_job(struct recorder *r, const struct job *job, uint64_t now, bool las
 		}
 	}
 	return r->failed ? -1 : 0;
+}
+
+/* A moved process's thread rows follow its threads (folded ones: none). */
+static void remap_threads(struct rec_proc *rp, const struct proc_rec *p, const int *tt, int nold)
+{
+	struct rec_thread *th;
+	bool same = rp->nth <= p->nthreads;	/* sync_shape grows it later */
+
+	for (int j = 0; j < rp->nth && j < nold && same; j++)
+		same = tt[j] == j;
+	if (same)
+		return;
+	th = grow_zero(NULL, 0, p->nthreads ? p->nthreads : 1, sizeof(*th));
+	/* A folded thread maps to the aggregate's: never written. */
+	for (int j = 0; j < rp->nth && j < nold; j++)
+		if (!p->threads[tt[j]].folded)
+			th[tt[j]] = rp->th[j];
+	free(rp->th);
+	rp->th = th;
+	rp->nth = p->nthreads;
+}
+
+/*
+ * The job folded rows: what was said of each one follows it (or goes), in
+ * place as job_fold moves them (to[i] <= i); aggregates have no rows.
+ */
+void record_on_fold(struct recorder *r, const struct job *job, const struct job_fold *f)
+{
+	int n = r->nprocs < f->nold ? r->nprocs : f->nold, kept = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct rec_proc *rp = &r->procs[i];
+
+		if (f->merged[i]) {
+			free(rp->th);
+			continue;
+		}
+		remap_threads(rp, &job->procs[f->to[i]], f->thr_to + f->thr_off[i],
+			      f->thr_off[i + 1] - f->thr_off[i]);
+		r->procs[f->to[i]] = *rp;
+		kept = f->to[i] + 1;
+	}
+	if (kept < r->nprocs)	/* past the kept: aggregates, or not seen yet */
+		memset(&r->procs[kept], 0, (r->nprocs - kept) * sizeof(*r->procs));
+	if (r->nprocs > f->nnew)
+		r->nprocs = f->nnew;
 }

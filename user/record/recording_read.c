@@ -169,6 +169,8 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			/* a name this build does not know: the table says none */
 			r->phases.source = ph_source_find(v) < 0 ? PH_SRC_NONE : ph_source_find(v);
 			r->has_phases = true;
+		} else if (!strcmp(k, "phase_threads_over")) {
+			r->phases.threads_over = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
 		} else if (!strcmp(k, "epochs_wanted")) {
@@ -247,21 +249,6 @@ static int load_procs(struct recording *r, const struct rec_filter *flt,
 	return q_close(r, &q, err, errlen);
 }
 
-/* The process pid that had started by ts (pids are reused), else any. */
-static struct proc_rec *proc_at(struct job *job, pid_t pid, uint64_t ts)
-{
-	struct proc_rec *any = NULL;
-
-	for (int i = job->nprocs - 1; i >= 0; i--) {
-		if (job->procs[i].pid != pid)
-			continue;
-		if (job->procs[i].start_ns <= ts)
-			return &job->procs[i];
-		any = &job->procs[i];
-	}
-	return any;
-}
-
 static int load_threads(struct recording *r, const struct rec_filter *flt,
 			char *err, size_t errlen)
 {
@@ -280,7 +267,7 @@ static int load_threads(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		p = proc_at(&r->job, pid, start);
+		p = job_proc_at(&r->job, pid, start);
 		if (!p)	/* a thread whose process row is missing: keep its time */
 			p = job_add_proc(&r->job, pid, 0, col_str(&q, 2), start);
 		t = job_add_thread(p, (pid_t)col_i64(&q, 0), col_str(&q, 2), start);
@@ -348,11 +335,22 @@ static const struct tref *thread_at(const struct tref *ix, int n, pid_t tid, uin
 	return best < 0 ? NULL : &ix[best];
 }
 
-/* Per epoch of the reported source, per process: sums of its flushes. */
+/*
+ * Per epoch of the reported source, per process: sums of its flushes, as
+ * rows of the processes that have some (a long recording has many
+ * processes, each in few epochs).
+ */
+struct ep_row {
+	int proc;
+	struct ep_proc d;
+};
+
 struct ep_acc {
 	struct epoch *list;
 	int n;
-	struct ep_proc **d;	/* [epoch][proc], allocated on first use */
+	struct ep_row **rows;	/* [epoch]: its rows, in the order met */
+	int *nrows, *caprows;
+	int *last_ep, *last_row;	/* [proc]: where its last row went */
 	int nprocs;
 };
 
@@ -374,6 +372,27 @@ static int epoch_of(const struct ep_acc *a, uint64_t ts)
 	return lo - 1;
 }
 
+/* proc's row in epoch e: the last one it had, or a new one (merged at the end). */
+static struct ep_proc *acc_row(struct ep_acc *a, int e, int proc)
+{
+	struct ep_row *r;
+
+	if (a->last_ep[proc] == e)
+		return &a->rows[e][a->last_row[proc]].d;
+	if (a->nrows[e] == a->caprows[e]) {
+		a->caprows[e] = a->caprows[e] ? 2 * a->caprows[e] : 8;
+		a->rows[e] = realloc(a->rows[e], a->caprows[e] * sizeof(**a->rows));
+		if (!a->rows[e])
+			abort();	/* as job.c: out of memory, nothing left to say */
+	}
+	r = &a->rows[e][a->nrows[e]];
+	memset(r, 0, sizeof(*r));
+	r->proc = proc;
+	a->last_ep[proc] = e;
+	a->last_row[proc] = a->nrows[e]++;
+	return &r->d;
+}
+
 static void add_epoch(struct ep_acc *a, const struct tref *t, bool is_main, uint64_t ts,
 		      const int64_t own[TB_NCAT], const int64_t cp[TB_NCAT])
 {
@@ -382,9 +401,7 @@ static void add_epoch(struct ep_acc *a, const struct tref *t, bool is_main, uint
 
 	if (e < 0)
 		return;
-	if (!a->d[e])
-		a->d[e] = xcalloc(a->nprocs, sizeof(struct ep_proc));
-	p = &a->d[e][t->proc];
+	p = acc_row(a, e, t->proc);
 	for (int c = 0; c < TB_NCAT; c++) {
 		p->own[c] += own[c];
 		if (is_main) {
@@ -614,22 +631,45 @@ static int pick_epochs(struct recording *r, const struct rec_filter *flt,
 		   st->list[0].label, st->list[st->n - 1].label);
 }
 
+static int by_proc(const void *x, const void *y)
+{
+	const struct ep_row *a = x, *b = y;
+
+	return a->proc - b->proc;
+}
+
 /* The accumulated flushes into each epoch's d[], as the live tool makes it. */
 static void finish_epochs(struct recording *r, struct ep_acc *acc)
 {
 	for (int i = 0; i < acc->n; i++) {
-		struct ep_proc *d = xcalloc(acc->nprocs, sizeof(*d));
+		struct ep_row *rows = acc->rows[i];
+		struct ep_proc *d = xcalloc(acc->nrows[i], sizeof(*d));
+		int n = 0;
 
-		for (int k = 0; k < acc->nprocs; k++) {
-			const struct proc_rec *p = &r->job.procs[k];
+		/* In job order; a process met twice (rows out of time order): one row. */
+		qsort(rows, acc->nrows[i], sizeof(*rows), by_proc);
+		for (int k = 0; k < acc->nrows[i]; k++) {
+			const struct proc_rec *p = &r->job.procs[rows[k].proc];
+			struct ep_proc *o = &d[n];
 
-			if (acc->d[i])
-				d[k] = acc->d[i][k];
-			d[k].pid = p->pid;
-			d[k].start = p->start_ns;
-			d[k].end = p->end_ns;
+			if (n && k && rows[k].proc == rows[k - 1].proc) {
+				o = &d[n - 1];
+				for (int c = 0; c < TB_NCAT; c++) {
+					o->own[c] += rows[k].d.own[c];
+					o->main_cp[c] += rows[k].d.main_cp[c];
+					o->main_own[c] += rows[k].d.main_own[c];
+				}
+				continue;
+			}
+			*o = rows[k].d;
+			o->pid = p->pid;
+			o->ppid = p->ppid;
+			o->role = p->role;
+			o->start = p->start_ns;
+			o->end = p->end_ns;
+			n++;
 		}
-		epoch_set_procs(&r->ep, &acc->list[i], d, acc->nprocs);
+		epoch_set_procs(&r->ep, &acc->list[i], d, n);
 	}
 }
 
@@ -1300,13 +1340,23 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 		we = r->ep.src[s].list[0].end;
 	}
 	acc.nprocs = r->job.nprocs;
-	acc.d = xcalloc(acc.n, sizeof(*acc.d));
+	acc.rows = xcalloc(acc.n, sizeof(*acc.rows));
+	acc.nrows = xcalloc(acc.n, sizeof(int));
+	acc.caprows = xcalloc(acc.n, sizeof(int));
+	acc.last_ep = xcalloc(acc.nprocs, sizeof(int));
+	acc.last_row = xcalloc(acc.nprocs, sizeof(int));
+	for (int i = 0; i < acc.nprocs; i++)
+		acc.last_ep[i] = -1;
 	rc = load_samples(r, &acc, ws, we, flt->epoch_set, err, errlen);
 	if (!rc)
 		finish_epochs(r, &acc);
 	for (int i = 0; i < acc.n; i++)
-		free(acc.d[i]);
-	free(acc.d);
+		free(acc.rows[i]);
+	free(acc.rows);
+	free(acc.nrows);
+	free(acc.caprows);
+	free(acc.last_ep);
+	free(acc.last_row);
 	if (flt->epoch_set) {
 		clamp_window(&r->job);
 		r->job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
@@ -1315,6 +1365,14 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 		clip_window(&r->job, ws, we);
 	}
 	return rc;
+}
+
+/* What the live tool would have folded by the end (job.h): a report shows the same. */
+static int fold(struct recording *r, const struct rec_filter *flt)
+{
+	if (flt->fold)
+		job_fold(&r->job, r->end_ns, r->end_ns, NULL);
+	return 0;
 }
 
 int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen)
@@ -1326,6 +1384,7 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    load_epoch_rows(r, flt, err, errlen) || pick_epochs(r, flt, err, errlen) ||
 	    load_steps(r, flt, err, errlen) || load_syncs(r, flt, err, errlen) ||
 	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
+	    fold(r, flt) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
 	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen))
 		return -1;

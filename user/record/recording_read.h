@@ -29,6 +29,7 @@ struct rec_filter {
 	bool epoch_set;
 	long epoch;		/* label, of the reported epoch source */
 	pid_t pid;		/* 0: every process */
+	bool fold;		/* fold what the live tool would have (job_fold) */
 };
 
 struct recording {

@@ -37,8 +37,23 @@ static int live_threads(const struct proc_rec *p)
 	int n = 0;
 
 	for (int i = 0; i < p->nthreads; i++)
-		n += !p->threads[i].end_ns;
+		n += !p->threads[i].end_ns && !p->threads[i].folded && !p->folded;
 	return n;
+}
+
+void live_on_fold(struct live *lv, const struct job_fold *f)
+{
+	uint64_t (*n)[TB_NCAT] = calloc(f->nnew ? f->nnew : 1, sizeof(*n));
+
+	if (!n)
+		abort();	/* as job.c: out of memory, nothing left to say */
+	/* What was shown of the folded is shown of their aggregate now. */
+	for (int i = 0; i < lv->nshown && i < f->nold; i++)
+		for (int c = 0; c < TB_NCAT; c++)
+			n[f->to[i]][c] += lv->shown[i][c];
+	free(lv->shown);
+	lv->shown = n;
+	lv->nshown = f->nnew;
 }
 
 static void delta(const uint64_t now[TB_NCAT], uint64_t prev[TB_NCAT],
@@ -155,7 +170,7 @@ static void phases_line(FILE *f, struct live *lv, const struct job *job)
 void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 {
 	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
-	char stamp[16], comm[ESC_LEN(TB_COMM_LEN)];
+	char stamp[16];
 	time_t t = time(NULL);
 	int ntr;
 
@@ -171,8 +186,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 		delta(tot, lv->shown[i], d);
 		if (!sum_cats(d))
 			continue;	/* exited before this interval */
-		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role),
-			report_esc(comm, sizeof(comm), p->comm), live_threads(p));
+		report_proc_head(f, p, live_threads(p));
 		report_pct_cells(f, d);
 	}
 	ntr = job_headline(job, hl);
@@ -195,8 +209,12 @@ void live_epochs(FILE *f, struct live *lv, const struct job *job)
 	if (s == EP_NSRC)
 		return;
 	st = &ep->src[s];
-	for (; lv->epochs[s] < st->n; lv->epochs[s]++)
-		report_epoch_block(f, job, &st->list[lv->epochs[s]], epochs_source_name(s));
+	for (; lv->epochs[s] < st->closed; lv->epochs[s]++) {
+		const struct epoch *e = ep_stream_closed(st, lv->epochs[s]);
+
+		if (e)	/* merged away meanwhile: never, a tick or two is all it waits */
+			report_epoch_block(f, job, e, epochs_source_name(s));
+	}
 	fflush(f);
 }
 

@@ -18,7 +18,7 @@ struct live {
 	uint64_t (*shown)[TB_NCAT];	/* per job->procs[i]: totals at the last table */
 	int nshown;
 	uint64_t headline[TB_NCAT];	/* the headline then */
-	int epochs[EP_NSRC];		/* epochs of each source printed */
+	long epochs[EP_NSRC];		/* epochs of each source printed (ep_stream.closed) */
 	uint64_t steps_ns;		/* the last steps line; 0: none yet */
 	struct {
 		uint64_t ns, syncs, ops, bytes, launches;
@@ -37,6 +37,8 @@ struct live {
 
 void live_init(struct live *lv);
 void live_free(struct live *lv);
+/* The job folded rows (job_fold): what was shown follows them. */
+void live_on_fold(struct live *lv, const struct job_fold *f);
 /* One table of the interval since the previous one; 80 columns. */
 void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now);
 /* The blocks of epochs that ended since the last call. */

@@ -7,6 +7,7 @@
  */
 #include "phases.h"
 #include "report.h"
+#include "sections.h"
 
 /*
  * RFC 4180: quoted, quotes doubled; comm is bytes the job chose. CR and LF
@@ -58,6 +59,7 @@ void report_csv(FILE *f, const struct job *job)
 {
 	uint64_t tot[TB_NCAT];
 
+	/* Folded rows (job.h): pid (and tid) 0, comm "N exited". */
 	fprintf(f, "kind,pid,tid,comm,role,time_s");
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, ",%s_s", tb_cat_names[i]);
@@ -65,9 +67,12 @@ void report_csv(FILE *f, const struct job *job)
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
+		char name[32];
+
+		report_proc_name(name, sizeof(name), p);
 		proc_totals(p, tot);
 		fprintf(f, "process,%d,,", p->pid);
-		csv_str(f, p->comm);
+		csv_str(f, name);
 		fprintf(f, ",%s", role_name(p->role));
 		csv_times(f, sum_cats(tot), tot, "");
 	}
@@ -76,9 +81,16 @@ void report_csv(FILE *f, const struct job *job)
 
 		for (int j = 0; j < p->nthreads; j++) {
 			const struct thread_rec *t = &p->threads[j];
+			char name[32];
 
+			if (p->folded && !t->folded)
+				continue;
+			if (t->folded)
+				snprintf(name, sizeof(name), "%d exited", t->folded);
+			else
+				snprintf(name, sizeof(name), "%s", t->comm);
 			fprintf(f, "thread,%d,%d,", p->pid, t->tid);
-			csv_str(f, t->comm);
+			csv_str(f, name);
 			fprintf(f, ",%s", role_name(p->role));
 			csv_times(f, sum_cats(t->own), t->own, "");
 		}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* Per-epoch blocks (live and final), the trend across epochs, and JSON. */
+#include <stdlib.h>
 #include <string.h>
 #include "diagnosis.h"
 #include "epochs.h"
@@ -18,8 +19,12 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
 	double pct[TB_NCAT];
 
-	fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
-		(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
+	if (e->last != e->label)	/* merged (epochs.h, EP_MAX_EPOCHS) */
+		fprintf(f, "=== Epochs %ld-%ld (%s) %.1f s%s", e->label, e->last, source,
+			(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
+	else
+		fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
+			(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
 	if (e->steps.count) {
 		fprintf(f, ", ");
 		report_text_steps(f, job, &e->steps);
@@ -68,18 +73,13 @@ static void report_steps_text(FILE *f, const struct job *job, const struct epoch
 	fputc('\n', f);
 }
 
-static enum tb_role role_of(const struct job *job, pid_t pid)
+/* The name of a row's process: the job's while it lists it, else "?". */
+static const char *comm_of(const struct job *job, const struct ep_proc *d)
 {
-	const struct proc_rec *p = job_proc((struct job *)job, pid);
+	const struct proc_rec *p = job_proc_at((struct job *)job, d->pid,
+					       d->end ? d->end : UINT64_MAX);
 
-	return p ? p->role : TB_ROLE_OTHER;
-}
-
-static pid_t parent_of(const struct job *job, pid_t pid)
-{
-	const struct proc_rec *p = job_proc((struct job *)job, pid);
-
-	return p ? p->ppid : 0;
+	return p && !p->folded ? p->comm : "?";
 }
 
 static void proc_row(FILE *f, long label, bool first, const char *pid,
@@ -104,67 +104,137 @@ static void proc_row(FILE *f, long label, bool first, const char *pid,
 	fputc('\n', f);
 }
 
-/* The workers of ppid in epoch e, summed into one row; false if none. */
-static bool workers_row(FILE *f, const struct job *job, const struct epoch *e,
-			pid_t ppid, bool first)
+/* A row with its role as the report shows it. */
+struct erow {
+	const struct ep_proc *d;
+	enum tb_role role;
+	int order;
+};
+
+/* Workers by parent, in the order met; the others in theirs. */
+static int by_parent(const void *x, const void *y)
+{
+	const struct erow *a = x, *b = y;
+	bool wa = a->role == TB_ROLE_WORKER, wb = b->role == TB_ROLE_WORKER;
+
+	if (wa != wb)
+		return wa ? 1 : -1;
+	if (wa && a->d->ppid != b->d->ppid)
+		return a->d->ppid < b->d->ppid ? -1 : 1;
+	return a->order - b->order;
+}
+
+/* The workers of one parent, rows w[0..n), summed into one row. */
+static void workers_row(FILE *f, long label, bool first, const struct erow *w, int n)
 {
 	int64_t cp[TB_NCAT] = { 0 };
 	char what[32];
-	int n = 0;
+	int count = 0;
 
-	for (int i = 0; i < e->n; i++) {
-		if (role_of(job, e->d[i].pid) != TB_ROLE_WORKER ||
-		    parent_of(job, e->d[i].pid) != ppid)
-			continue;
+	for (int i = 0; i < n; i++) {
 		for (int c = 0; c < TB_NCAT; c++)
-			cp[c] += e->d[i].main_own[c];
-		n++;
+			cp[c] += w[i].d->main_own[c];
+		count += w[i].d->folded ? w[i].d->folded : 1;
 	}
-	if (!n)
-		return false;
-	snprintf(what, sizeof(what), "workers of %d (%d)", (int)ppid, n);
-	proc_row(f, e->label, first, "-", "worker", what, cp);
-	return true;
+	snprintf(what, sizeof(what), "workers of %d (%d)", (int)w[0].d->ppid, count);
+	proc_row(f, label, first, "-", "worker", what, cp);
 }
 
-/* Workers whose parent has no row of its own: one row per parent. */
-static bool orphan_workers(FILE *f, const struct job *job, const struct epoch *e,
-			   bool first)
+/* How many rows from w on are workers of the same parent. */
+static int same_parent(const struct erow *w, int n)
 {
-	for (int i = 0; i < e->n; i++) {
-		pid_t pp = parent_of(job, e->d[i].pid);
-		bool seen = false;
+	int k = 1;
 
-		if (role_of(job, e->d[i].pid) != TB_ROLE_WORKER)
-			continue;
-		for (int j = 0; j < e->n && !seen; j++)
-			seen = (e->d[j].pid == pp && role_of(job, pp) != TB_ROLE_WORKER) ||
-			       (j < i && role_of(job, e->d[j].pid) == TB_ROLE_WORKER &&
-				parent_of(job, e->d[j].pid) == pp);
-		if (!seen && workers_row(f, job, e, pp, first))
-			first = false;
-	}
-	return first;
+	while (k < n && w[k].role == TB_ROLE_WORKER && w[k].d->ppid == w[0].d->ppid)
+		k++;
+	return k;
 }
 
+/* The first of the workers of pid in w[0..n) (sorted by parent), or -1. */
+static int workers_of(const struct erow *w, int n, pid_t pid)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (w[mid].d->ppid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && w[lo].d->ppid == pid ? lo : -1;
+}
+
+static int by_order(const void *x, const void *y)
+{
+	const struct erow *const *a = x, *const *b = y;
+
+	return (*a)->order - (*b)->order;
+}
+
+/* Workers whose parent has no row of its own: one row per parent, in the order met. */
+static void orphans(FILE *f, long label, bool first, const struct erow *w, int nw,
+		    const bool *shown)
+{
+	const struct erow **g = calloc(nw > 0 ? (size_t)nw : 1, sizeof(*g));
+	int ng = 0;
+
+	if (!g || !shown)
+		goto out;
+	for (int k = 0; k < nw; k += same_parent(&w[k], nw - k))
+		if (!shown[k])
+			g[ng++] = &w[k];
+	qsort(g, ng, sizeof(*g), by_order);
+	for (int i = 0; i < ng; i++) {
+		workers_row(f, label, first, g[i], same_parent(g[i], nw - (g[i] - w)));
+		first = false;
+	}
+out:
+	free(g);
+}
+
+/*
+ * Each process that is not a worker, its workers summed under it; then
+ * the workers whose parent has no row of its own, one row per parent.
+ */
 static void epoch_proc_rows(FILE *f, const struct job *job, const struct epoch *e)
 {
-	bool first = true;
+	struct erow *rows = calloc(e->n ? e->n : 1, sizeof(*rows)), *w;
+	bool first = true, *shown;
+	int nw, no;
 
-	for (int i = 0; i < e->n; i++) {
-		enum tb_role role = role_of(job, e->d[i].pid);
-		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
-		char pid[16], comm[ESC_LEN(TB_COMM_LEN)];
+	if (!rows)
+		return;
+	for (int i = 0; i < e->n; i++)
+		rows[i] = (struct erow){ &e->d[i], ep_row_role(job, &e->d[i]), i };
+	qsort(rows, e->n, sizeof(*rows), by_parent);
+	for (no = 0; no < e->n && rows[no].role != TB_ROLE_WORKER; no++)
+		;
+	w = rows + no;
+	nw = e->n - no;
+	shown = calloc(nw > 0 ? (size_t)nw : 1, sizeof(bool));
+	for (int i = 0; i < no && shown; i++) {
+		const struct ep_proc *d = rows[i].d;
+		char pid[16], name[ESC_LEN(TB_COMM_LEN)];
+		int k = d->folded ? -1 : workers_of(w, nw, d->pid);
 
-		if (role == TB_ROLE_WORKER)
-			continue;
-		snprintf(pid, sizeof(pid), "%d", (int)e->d[i].pid);
-		proc_row(f, e->label, first, pid, role_name(role),
-			 p ? report_esc(comm, sizeof(comm), p->comm) : "?", e->d[i].main_own);
+		snprintf(pid, sizeof(pid), d->folded ? "-" : "%d", (int)d->pid);
+		if (d->folded)
+			snprintf(name, sizeof(name), "%d exited", d->folded);
+		else
+			report_esc(name, sizeof(name), comm_of(job, d));
+		proc_row(f, e->label, first, pid, role_name(rows[i].role), name, d->main_own);
 		first = false;
-		workers_row(f, job, e, e->d[i].pid, false);
+		if (k < 0)
+			continue;
+		workers_row(f, e->label, false, &w[k], same_parent(&w[k], nw - k));
+		for (int j = k; j < k + same_parent(&w[k], nw - k); j++)
+			shown[j] = true;
 	}
-	orphan_workers(f, job, e, first);
+	orphans(f, e->label, first, w, nw, shown);
+	free(shown);
+	free(rows);
 }
 
 /*
@@ -254,12 +324,16 @@ static void json_epoch_procs(struct jw *w, const struct job *job, const struct e
 	jw_name(w, "processes");
 	jw_array(w);
 	for (int i = 0; i < e->n; i++) {
-		const struct proc_rec *p = job_proc((struct job *)job, e->d[i].pid);
+		const struct ep_proc *d = &e->d[i];
 
 		jw_object(w);
-		jw_int_field(w, "pid", e->d[i].pid);
-		jw_string_field(w, "role", role_name(p ? p->role : TB_ROLE_OTHER));
-		report_json_times(w, "time_s", e->d[i].own);
+		jw_int_field(w, "pid", d->pid);
+		jw_string_field(w, "role", role_name(ep_row_role(job, d)));
+		report_json_times(w, "time_s", d->own);
+		if (d->folded) {	/* exited processes of one parent, summed */
+			jw_int_field(w, "ppid", d->ppid);
+			jw_int_field(w, "folded", d->folded);
+		}
 		jw_end_object(w);
 	}
 	jw_end_array(w);
@@ -272,6 +346,8 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 
 	jw_object(w);
 	jw_int_field(w, "epoch", e->label);
+	if (e->last != e->label)	/* merged (epochs.h, EP_MAX_EPOCHS) */
+		jw_int_field(w, "last_epoch", e->last);
 	jw_float_field(w, "start_s", (e->start - w0) / 1e9, 6);
 	jw_float_field(w, "end_s", (e->end - w0) / 1e9, 6);
 	jw_float_field(w, "duration_s", (e->end - e->start) / 1e9, 6);

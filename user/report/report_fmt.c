@@ -69,6 +69,28 @@ void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT])
 	fputc('\n', f);
 }
 
+void report_proc_name(char *buf, size_t len, const struct proc_rec *p)
+{
+	if (p->folded)
+		snprintf(buf, len, "%d exited", p->folded);
+	else
+		snprintf(buf, len, "%s", p->comm);
+}
+
+void report_proc_head(FILE *f, const struct proc_rec *p, int nthreads)
+{
+	char name[ESC_LEN(TB_COMM_LEN)];
+
+	if (p->folded)
+		report_proc_name(name, sizeof(name), p);
+	else
+		report_esc(name, sizeof(name), p->comm);
+	if (p->folded)
+		fprintf(f, "%7s %-7s %-15.15s %4d", "-", role_name(p->role), name, nthreads);
+	else
+		fprintf(f, "%7d %-7s %-15.15s %4d", p->pid, role_name(p->role), name, nthreads);
+}
+
 void report_cat_head(FILE *f)
 {
 	for (int i = 0; i < TB_NCAT; i++)

@@ -44,6 +44,8 @@ static void json_thread(struct jw *w, const struct job *job,
 	jw_float_field(w, "lifetime_s", thread_lifetime(t, now) / 1e9, 9);
 	jw_uint_field(w, "io_bytes_read", t->io_rbytes);
 	jw_uint_field(w, "context_switches", t->nswitch);
+	if (t->folded)
+		jw_int_field(w, "folded", t->folded);
 	jw_end_object(w);
 }
 
@@ -64,13 +66,17 @@ static void json_process(struct jw *w, const struct job *job,
 	else
 		jw_null_field(w, "end_s");
 	json_times(w, "time_s", tot);
-	report_gpu_json_proc(w, job, p->pid);
+	/* Folded processes' calls are in the totals, not under any one of them. */
+	report_gpu_json_proc(w, job, p->folded ? -1 : p->pid);
+	if (p->folded)
+		jw_int_field(w, "folded", p->folded);
 	if (job->phases)
 		report_phases_json_proc(w, job, p);
 	jw_name(w, "threads");
 	jw_array(w);
 	for (int j = 0; j < p->nthreads; j++)
-		json_thread(w, job, &p->threads[j], now);
+		if (!p->folded || p->threads[j].folded)	/* an aggregate's empty half: none */
+			json_thread(w, job, &p->threads[j], now);
 	jw_end_array(w);
 	jw_end_object(w);
 }

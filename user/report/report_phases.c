@@ -109,6 +109,10 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
 			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,
 			TB_NBRACKET);
+	if (job->phases->threads_over)
+		fprintf(f, "  threads past the first %d that ran phases: their steps were not "
+			"kept (%llu events)\n", PH_MAX_THREADS,
+			(unsigned long long)job->phases->threads_over);
 	fputc('\n', f);
 }
 
@@ -145,6 +149,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_string_field(w, "source", src);
 	jw_uint_field(w, "deep_brackets", c->bpf.brackets_deep);
 	jw_int_field(w, "threads", n);
+	jw_uint_field(w, "threads_over_events", job->phases ? job->phases->threads_over : 0);
 	jw_int_field(w, "steps", sum.steps.steps);
 	jw_string_field(w, "step_source", step_source_key[sum.step_source]);
 	jw_float_field(w, "step_ms", sum.steps.steps ? sum.steps.step_ms / sum.steps.steps : 0.0, 4);

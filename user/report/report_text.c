@@ -31,7 +31,6 @@ static uint64_t proc_time(const struct proc_rec *p)
 static void process_table(FILE *f, const struct job *job)
 {
 	uint64_t tot[TB_NCAT];
-	char comm[ESC_LEN(TB_COMM_LEN)];
 
 	fprintf(f, "Processes (%% of each process's thread time)\n");
 	fprintf(f, "%7s %-7s %-15s %4s %8s", "PID", "ROLE", "COMM", "THR", "TIME_S");
@@ -40,17 +39,34 @@ static void process_table(FILE *f, const struct job *job)
 		const struct proc_rec *p = &job->procs[i];
 
 		proc_totals(p, tot);
-		fprintf(f, "%7d %-7s %-15.15s %4d %8.2f", p->pid, role_name(p->role),
-			report_esc(comm, sizeof(comm), p->comm), p->nthreads, sum_cats(tot) / 1e9);
+		report_proc_head(f, p, proc_nthreads(p));
+		fprintf(f, " %8.2f", sum_cats(tot) / 1e9);
 		report_pct_cells(f, tot);
 	}
 	fputc('\n', f);
 }
 
+/* What a "-" row is, once, under the tables that have one. */
+static void folded_note(FILE *f, const struct job *job)
+{
+	int procs = 0, threads = 0;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		procs += p->folded;
+		for (int j = 0; j < p->nthreads && !p->folded; j++)
+			threads += p->threads[j].folded;
+	}
+	if (!procs && !threads)
+		return;
+	fprintf(f, "(\"-\": %d processes and %d more threads that exited over %.0f s before\n"
+		" the end, summed per parent and role; the JSON report names the parent)\n\n",
+		procs, threads, JOB_FOLD_AGE_NS / 1e9);
+}
+
 static void thread_table(FILE *f, const struct job *job, uint64_t now)
 {
-	char comm[ESC_LEN(TB_COMM_LEN)];
-
 	fprintf(f, "Threads (%% of each thread's lifetime)\n");
 	fprintf(f, "%7s %7s %-15s %8s", "PID", "TID", "COMM", "TIME_S");
 	report_cat_head(f);
@@ -59,9 +75,17 @@ static void thread_table(FILE *f, const struct job *job, uint64_t now)
 
 		for (int j = 0; j < p->nthreads; j++) {
 			const struct thread_rec *t = &p->threads[j];
+			char pid[16], tid[16], name[32];
 
-			fprintf(f, "%7d %7d %-15.15s %8.2f", p->pid, t->tid,
-				report_esc(comm, sizeof(comm), t->comm),
+			if (p->folded && !t->folded)
+				continue;	/* an aggregate's empty half */
+			snprintf(pid, sizeof(pid), p->folded ? "-" : "%d", p->pid);
+			snprintf(tid, sizeof(tid), t->folded ? "-" : "%d", t->tid);
+			if (t->folded)
+				snprintf(name, sizeof(name), "%d exited", t->folded);
+			else
+				report_esc(name, sizeof(name), t->comm);
+			fprintf(f, "%7s %7s %-15.15s %8.2f", pid, tid, name,
 				thread_lifetime(t, now) / 1e9);
 			report_pct_cells(f, t->own);
 		}
@@ -73,15 +97,16 @@ void report_text(FILE *f, const struct job *job,
 		 const struct run_counters *c, uint64_t now)
 {
 	char rb[32], wb[32];
-	int nthreads = 0;
+	int nprocs = 0, nthreads = 0;
 	uint64_t all = 0;
 
 	for (int i = 0; i < job->nprocs; i++) {
-		nthreads += job->procs[i].nthreads;
+		nprocs += proc_count(&job->procs[i]);
+		nthreads += proc_nthreads(&job->procs[i]);
 		all += proc_time(&job->procs[i]);
 	}
 	fprintf(f, "trainbpf %s: %.2f s traced, %d processes, %d threads (%.2f thread-s)\n\n",
-		TB_VERSION, (now - job->window_start_ns) / 1e9, job->nprocs,
+		TB_VERSION, (now - job->window_start_ns) / 1e9, nprocs,
 		nthreads, all / 1e9);
 	headline_block(f, job);
 	if (job->phases)
@@ -92,6 +117,7 @@ void report_text(FILE *f, const struct job *job,
 		report_epochs_text(f, job, job->epochs);
 	process_table(f, job);
 	thread_table(f, job, now);
+	folded_note(f, job);
 	report_gpu_text(f, job, now);
 	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
 	fmt_bytes(wb, sizeof(wb), c->io_wbytes);

@@ -24,6 +24,12 @@ void report_rollup_rows(FILE *f, const double pct[TB_NCAT], bool lone);
 /* " cpu  gpu comm ..." heads, and a row of shares of c under them. */
 void report_cat_head(FILE *f);
 void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT]);
+/*
+ * A process row's "PID ROLE COMM THR" cells; folded processes (job.h) show
+ * as "- ROLE N exited" (their parent is in the JSON). Its name alone.
+ */
+void report_proc_head(FILE *f, const struct proc_rec *p, int nthreads);
+void report_proc_name(char *buf, size_t len, const struct proc_rec *p);
 /* "12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
 void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s);
 /* "1.2 MiB" */

@@ -63,6 +63,8 @@ static void names(struct tw *w, const struct job *job)
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
+		if (p->folded)
+			continue;	/* a trace is read unfolded: rows have no track */
 		snprintf(buf, sizeof(buf), "%s (%s)", p->comm, role_name(p->role));
 		meta_name(w, "process_name", p->pid, p->pid, buf);
 		for (int j = 0; j < p->nthreads; j++)
