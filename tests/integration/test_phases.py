@@ -179,3 +179,29 @@ def test_live_phase_lines(tmp_path):
     steps = sum(int(l.split("; ")[1].split()[0]) for l in lines if "; " in l)
     assert steps <= json.loads(out.read_text())["phases"]["steps"]
     assert any(" val " in l for l in lines)
+
+
+def test_trace_phase_spans(tmp_path):
+    """The trace's phase track of the trainer: spans that tile its time from
+    the first bracket to its end, each phase's sum the JSON table's wall
+    time (the table stops at the last bracket: the span after it is the
+    trace's own), and the validation batches on it."""
+    db, live = record("validation", tmp_path, "val")
+    out = tmp_path / "t.json"
+    read("trace", str(db), "-o", str(out))
+    trace = json.loads(out.read_text())
+    trainer = [p for p in live["processes"] if p["role"] == "trainer"][0]
+    track = trainer["pid"] | 0x40000000
+    spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "phase"
+                    and e["tid"] == track), key=lambda e: e["ts"])
+    assert spans and trace["otherData"]["phase_events_dropped"] == 0
+    names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["tid"] == track]
+    assert names and names[0]["args"]["name"].endswith(" phases")
+    for a, b in zip(spans, spans[1:]):
+        assert abs(a["ts"] + a["dur"] - b["ts"]) < 0.002, (a, b)   # µs, 3 decimals
+    sums = {}
+    for e in spans[:-1]:
+        sums[e["name"]] = sums.get(e["name"], 0.0) + e["dur"] / 1e6
+    for e in live["phases"]["list"]:
+        assert sums.get(e["phase"], 0.0) == pytest.approx(e["wall_s"], abs=1e-5), e["phase"]
+    assert sums["validation"] > 0.1
