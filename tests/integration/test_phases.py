@@ -103,6 +103,27 @@ def test_phases_of_ddp_ranks(tmp_path):
     check_ranks(report, truth)
 
 
+def test_text_table_by_trainer(tmp_path):
+    """With two ranks the text report has a row per rank: its steps and its
+    ms per step in each phase, the JSON's per-process phases."""
+    db, report = record("spawn", tmp_path, "spawn")
+    truth = json.loads((tmp_path / "spawn.truth.json").read_text())
+    text = read("report", str(db))
+    table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0].splitlines()
+    cols = table[1].split()
+    rows = {int(l.split()[0]): l.split() for l in table[2:]}
+    assert set(rows) == {r["pid"] for r in truth["ranks"]}
+    for pid, row in rows.items():
+        ours = proc(report, pid)["phases"]
+        assert int(row[1]) == ours["steps"]
+        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "other"]
+        names = ["data", "forward", "backward", "optimizer", "checkpoint", "validation",
+                 "other"]
+        for name, cell in zip(names, row[2:]):
+            assert float(cell) == pytest.approx(1e3 * ours["wall_s"][name] / ours["steps"],
+                                                abs=0.051), (pid, name)
+
+
 def test_batches_from_a_queue_step_at_backward(tmp_path):
     """No DataLoader: steps from one backward to the next; the optimizer
     still has its bracket, data and forward are in other."""

@@ -6,6 +6,10 @@ const char *const ph_names[PH_NSHOWN] = {
 	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "other",
 };
 
+const char *const ph_short[PH_NSHOWN] = {
+	"data", "fwd", "bwd", "opt", "ckpt", "val", "other",
+};
+
 const char *const tb_phase_names[TB_NPHASE] = {
 	"other", "data", "forward", "backward", "optimizer", "checkpoint", "validation",
 	"pend_data", "pend_fwd", "pend_lone",

@@ -22,6 +22,8 @@ enum ph_shown {
 };
 
 extern const char *const ph_names[PH_NSHOWN];
+/* The same, short, for narrow tables: data fwd bwd opt ckpt val other. */
+extern const char *const ph_short[PH_NSHOWN];
 /* BPF's phases, pending ones included (the recording's phase_times rows). */
 extern const char *const tb_phase_names[TB_NPHASE];
 /* Where a BPF phase shows; a pending one, as it most often turns out. */

@@ -150,14 +150,10 @@ static void phases_line(FILE *f, struct live *lv, const struct job *job)
 	}
 	steps = s.steps.steps - lv->ph.steps;
 	if (wall > 0) {
-		static const char *const shrt[PH_NSHOWN] = {
-			"data", "fwd", "bwd", "opt", "ckpt", "val", "other",
-		};
-
 		fprintf(f, "phases:");
 		for (int p = 0; p < PH_NSHOWN; p++)
 			if (d[p] > 0)
-				fprintf(f, " %s %.0f%%", shrt[p], 100.0 * d[p] / wall);
+				fprintf(f, " %s %.0f%%", ph_short[p], 100.0 * d[p] / wall);
 		if (steps > 0)
 			fprintf(f, "; %d steps, %.1f ms/step", steps,
 				(s.steps.step_ms - lv->ph.step_ms) / steps);
