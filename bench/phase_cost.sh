@@ -14,7 +14,8 @@
 #
 # Then, with bpftrace (REF=1), one run of the job alone with count-only
 # uprobes on the functions trainbpf probes: hits per step, the number the
-# cost scales with (a small model's step is the worst case: the same hits
+# cost scales with (bpftrace probes the library file: any other job using
+# the same torch root at the time counts too; run it on a quiet machine) (a small model's step is the worst case: the same hits
 # in less time).
 #
 # JOB_KIND=ddp runs the bundled job instead (tests/workloads/ddp_train.py,
