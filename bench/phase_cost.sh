@@ -14,10 +14,17 @@
 #
 # Then, with bpftrace (REF=1), one run of the job alone with count-only
 # uprobes on the functions trainbpf probes: hits per step, the number the
-# cost scales with (a small model's step is the worst case: the same hits
+# cost scales with (bpftrace probes the library file: any other job using
+# the same torch root at the time counts too; run it on a quiet machine) (a small model's step is the worst case: the same hits
 # in less time).
 #
-# Environment: ROUNDS (7) LAYERS (20) STEPS (200, per epoch) REF (1) BENCH_OUT
+# JOB_KIND=ddp runs the bundled job instead (tests/workloads/ddp_train.py,
+# what `make demo` traces: 2 gloo ranks spawned, 2 fork workers each,
+# EPOCHS epochs; its RESULT line is rank 0's median step): the issue's
+# bound, the probes' share of the bundled job's step.
+#
+# Environment: ROUNDS (7) JOB_KIND (loop|ddp) LAYERS (20) STEPS (200, per
+#              epoch) EPOCHS (2, ddp) REF (1) BENCH_OUT
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -26,7 +33,15 @@ LAYERS=${LAYERS:-20}
 STEPS=${STEPS:-200}
 REF=${REF:-1}
 ROOT_SH=$REPO/scripts/torch-root.sh
-JOB=(bench/torch_loop.py --layers "$LAYERS" --steps "$STEPS")
+JOB_KIND=${JOB_KIND:-loop}
+EPOCHS=${EPOCHS:-2}
+case $JOB_KIND in
+loop) JOB=(bench/torch_loop.py --layers "$LAYERS" --steps "$STEPS")
+      WHAT="MLP, $LAYERS layers" ;;
+ddp) JOB=(tests/workloads/ddp_train.py --epochs "$EPOCHS")
+     WHAT="the bundled DDP job (ddp_train.py, 2 ranks, $EPOCHS epochs)" ;;
+*) die "JOB_KIND is loop or ddp" ;;
+esac
 
 need_root
 "$ROOT_SH" path >/dev/null || die "no torch 2.6 root: run scripts/torch-root.sh"
@@ -101,7 +116,7 @@ count_hits() {
 
 SUMMARY=$OUT/summary.md
 {
-	echo "### phase_cost: torch 2.6 MLP, $LAYERS layers, $ROUNDS rounds (A alone, B --no-phases, C phases)"
+	echo "### phase_cost: torch 2.6, $WHAT, $ROUNDS rounds (A alone, B --no-phases, C phases)"
 	echo
 	"$PY" "$STATS" wide "$RAW" A_step_ms B_step_ms C_step_ms
 	echo

@@ -18,6 +18,8 @@ comparison:
 The torch 2.6 runs need the Debian 13 root (scripts/torch-root.sh, built
 by scripts/setup.sh).
 """
+import csv
+import io
 import json
 import subprocess
 
@@ -101,6 +103,27 @@ def test_phases_of_ddp_ranks(tmp_path):
     check_ranks(report, truth)
 
 
+def test_text_table_by_trainer(tmp_path):
+    """With two ranks the text report has a row per rank: its steps and its
+    ms per step in each phase, the JSON's per-process phases."""
+    db, report = record("spawn", tmp_path, "spawn")
+    truth = json.loads((tmp_path / "spawn.truth.json").read_text())
+    text = read("report", str(db))
+    table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0].splitlines()
+    cols = table[1].split()
+    rows = {int(l.split()[0]): l.split() for l in table[2:]}
+    assert set(rows) == {r["pid"] for r in truth["ranks"]}
+    for pid, row in rows.items():
+        ours = proc(report, pid)["phases"]
+        assert int(row[1]) == ours["steps"]
+        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "other"]
+        names = ["data", "forward", "backward", "optimizer", "checkpoint", "validation",
+                 "other"]
+        for name, cell in zip(names, row[2:]):
+            assert float(cell) == pytest.approx(1e3 * ours["wall_s"][name] / ours["steps"],
+                                                abs=0.051), (pid, name)
+
+
 def test_batches_from_a_queue_step_at_backward(tmp_path):
     """No DataLoader: steps from one backward to the next; the optimizer
     still has its bracket, data and forward are in other."""
@@ -116,3 +139,90 @@ def test_torch_113_names_no_bracket(tmp_path):
     ph = report["phases"]
     assert ph["source"] == "unnamed"
     check_backward_steps(report, truth, ["backward", "validation", "checkpoint"])
+
+
+def record(variant, tmp_path, name):
+    """Records a torch 2.6 variant with the live tool's JSON report beside it."""
+    db, live = tmp_path / f"{name}.db", tmp_path / f"{name}.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--report", str(live),
+                        "--format", "json", "--", *TORCH26_PYTHON, JOB, "--variant", variant,
+                        "--truth", str(tmp_path / f"{name}.truth.json")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return db, json.loads(live.read_text())
+
+
+def read(*args):
+    r = subprocess.run([TRAINBPF, *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_phases_in_csv_and_diff(tmp_path):
+    """The CSV's phase rows are each phase's critical path, as the JSON
+    table says it; diff puts two runs' shares and ms/step side by side."""
+    val_db, val = record("validation", tmp_path, "val")
+    fork_db, fork = record("dl-fork", tmp_path, "fork")
+    rows = list(csv.DictReader(io.StringIO(read("report", "--format", "csv", str(val_db)))))
+    trainer = [p for p in val["processes"] if p["role"] == "trainer"]
+    assert len(trainer) == 1
+    mine = {r["phase"]: r for r in rows if r["kind"] == "phase"
+            and int(r["tid"]) == trainer[0]["pid"]}
+    assert list(mine) == [e["phase"] for e in val["phases"]["list"]]
+    for e in val["phases"]["list"]:
+        for cat, s in e["critical_path_s"].items():
+            assert abs(float(mine[e["phase"]][cat + "_s"]) - s) < 1e-6, (e["phase"], cat)
+    main = [t for t in trainer[0]["threads"] if t["tid"] == trainer[0]["pid"]][0]
+    assert abs(sum(float(r["time_s"]) for r in mine.values()) -
+               sum(main["critical_path_s"].values())) < 1e-6
+    diff = read("diff", str(fork_db), str(val_db))
+    table = diff[diff.index("Phases ("):].split("\n\n")[0].splitlines()
+    for e_a, e_b in zip(fork["phases"]["list"], val["phases"]["list"]):
+        line = [l for l in table if l.split()[0] == e_a["phase"]][0].split()
+        assert float(line[1].rstrip("%")) == pytest.approx(100 * e_a["share"], abs=0.06)
+        assert float(line[2].rstrip("%")) == pytest.approx(100 * e_b["share"], abs=0.06)
+    ms = [l for l in table if l.split()[0] == "ms/step"][0].split()
+    assert float(ms[1]) == pytest.approx(fork["phases"]["step_ms"], abs=0.06)
+    assert float(ms[2]) == pytest.approx(val["phases"]["step_ms"], abs=0.06)
+
+
+def test_live_phase_lines(tmp_path):
+    """The live table's phase line: the steps of its intervals add up to the
+    run's, and the validation passes show up in them."""
+    out = tmp_path / "report.json"
+    r = subprocess.run([TRAINBPF, "-i", "1", "--format", "json", "-o", str(out), "--",
+                        *TORCH26_PYTHON, JOB, "--variant", "validation", "--truth",
+                        str(tmp_path / "truth.json")], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [l for l in r.stderr.splitlines() if l.startswith("phases:")]
+    assert lines, r.stderr[-2000:]
+    steps = sum(int(l.split("; ")[1].split()[0]) for l in lines if "; " in l)
+    assert steps <= json.loads(out.read_text())["phases"]["steps"]
+    assert any(" val " in l for l in lines)
+
+
+def test_trace_phase_spans(tmp_path):
+    """The trace's phase track of the trainer: spans that tile its time from
+    the first bracket to its end, each phase's sum the JSON table's wall
+    time (the table stops at the last bracket: the span after it is the
+    trace's own), and the validation batches on it."""
+    db, live = record("validation", tmp_path, "val")
+    out = tmp_path / "t.json"
+    read("trace", str(db), "-o", str(out))
+    trace = json.loads(out.read_text())
+    trainer = [p for p in live["processes"] if p["role"] == "trainer"][0]
+    track = trainer["pid"] | 0x40000000
+    spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "phase"
+                    and e["tid"] == track), key=lambda e: e["ts"])
+    assert spans and trace["otherData"]["phase_events_dropped"] == 0
+    names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["tid"] == track]
+    assert names and names[0]["args"]["name"].endswith(" phases")
+    for a, b in zip(spans, spans[1:]):
+        assert abs(a["ts"] + a["dur"] - b["ts"]) < 0.002, (a, b)   # µs, 3 decimals
+    sums = {}
+    for e in spans[:-1]:
+        sums[e["name"]] = sums.get(e["name"], 0.0) + e["dur"] / 1e6
+    for e in live["phases"]["list"]:
+        assert sums.get(e["phase"], 0.0) == pytest.approx(e["wall_s"], abs=1e-5), e["phase"]
+    assert sums["validation"] > 0.1

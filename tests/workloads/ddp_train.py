@@ -269,6 +269,9 @@ def main(argv=None):
     torch.set_num_threads(args.threads)  # no big intra-op thread pool in the parent either
     # SIGTERM -> SystemExit, so the finally blocks below still stop the ranks and clean up.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # torch >= 2.4 asks TCPStore for libuv by default, and Debian 13's 2.6
+    # is built without it; the spawned ranks inherit this. 1.13 ignores it.
+    os.environ.setdefault("USE_LIBUV", "0")
     own_dir = args.data_dir is None
     data_dir = tempfile.mkdtemp(prefix="trainbpf-data-", dir="/var/tmp") if own_dir else args.data_dir
     try:

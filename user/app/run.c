@@ -156,6 +156,8 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		break;
 	case TR_EV_PHASE:
 		phases_on_event(&r->phases, ev->phase);
+		if (r->recording)
+			record_on_phase(&r->rec, ev->phase);
 		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);

@@ -7,26 +7,8 @@
 #include "job.h"
 #include "phases.h"
 
-const char *const ph_names[PH_NSHOWN] = {
-	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "other",
-};
-
 const char *const ph_source_names[PH_NSOURCES] = {
 	"none", "unnamed", "backward", "brackets",
-};
-
-const char *const tb_phase_names[TB_NPHASE] = {
-	"other", "data", "forward", "backward", "optimizer", "checkpoint", "validation",
-	"pend_data", "pend_fwd", "pend_lone",
-};
-
-/* Where each BPF phase shows; what is still pending, as it most often turns out. */
-static const int shown_of[TB_NPHASE] = {
-	[TB_PH_OTHER] = PH_OTHER, [TB_PH_DATA] = PH_DATA, [TB_PH_FORWARD] = PH_FORWARD,
-	[TB_PH_BACKWARD] = PH_BACKWARD, [TB_PH_OPTIMIZER] = PH_OPTIMIZER,
-	[TB_PH_CHECKPOINT] = PH_CHECKPOINT, [TB_PH_VALIDATION] = PH_VALIDATION,
-	[TB_PH_PEND_DATA] = PH_DATA, [TB_PH_PEND_FWD] = PH_FORWARD,
-	[TB_PH_PEND_LONE] = PH_OTHER,
 };
 
 void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT])
@@ -34,7 +16,7 @@ void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
 	for (int p = 0; p < TB_NPHASE; p++)
 		for (int c = 0; c < TB_NCAT; c++)
-			out[shown_of[p]][c] += ph[p][c];
+			out[ph_shown_of(p)][c] += ph[p][c];
 }
 
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
@@ -64,48 +46,15 @@ const struct ph_thread *phases_thread(const struct phases *p, pid_t tid)
 	return NULL;
 }
 
-static void add(struct ph_thread *t, int shown, uint64_t ns)
+/* A settled span: the thread's time in its phase, and its step's if it is in it. */
+static void on_span(void *arg, const struct ph_span *sp)
 {
-	t->tot[shown] += ns;
-	t->ns[shown] += ns;
-}
+	struct ph_thread *t = arg;
+	uint64_t d = sp->end - sp->start;
 
-/* The wall time since the last event, into the phase it ran in. */
-static void add_time(struct ph_thread *t, uint64_t ts)
-{
-	uint64_t d = t->since && ts > t->since ? ts - t->since : 0;
-
-	if (t->phase == TB_PH_PEND_DATA)
-		t->pend[0] += d;
-	else if (t->phase == TB_PH_PEND_FWD)
-		t->pend[1] += d;
-	else if (t->phase < TB_NPHASE)
-		add(t, shown_of[t->phase], d);
-	t->since = ts;
-}
-
-/* The pending time, as BPF resolved its rows (bpf/torch.bpf.h, resolve_step). */
-static void resolve(struct ph_thread *t, unsigned int resolved)
-{
-	unsigned int how = resolved & TB_RS_HOW;
-	uint64_t pend = t->pend[0] + t->pend[1];
-
-	if (resolved & TB_RS_HELD_OTHER) {
-		t->tot[PH_OTHER] += t->held;
-		t->held = 0;
-	}
-	if (how == TB_RS_TRAINED) {
-		add(t, PH_DATA, t->pend[0]);
-		add(t, PH_FORWARD, t->pend[1]);
-		t->trained = true;
-	} else if (how == TB_RS_LONE) {
-		t->held += pend;
-	} else if (how == TB_RS_VALIDATION) {
-		t->tot[PH_VALIDATION] += t->held + pend;
-		t->held = 0;
-	}
-	if (how != TB_RS_NONE)
-		t->pend[0] = t->pend[1] = 0;
+	t->tot[sp->phase] += d;
+	if (t->start && sp->start >= t->start)
+		t->ns[sp->phase] += d;
 }
 
 /* A training step ends at the next fetch: its phases' times. */
@@ -147,8 +96,12 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 		p->named++;
 	if (!t)
 		return;
-	add_time(t, e->ts);
-	resolve(t, e->resolved);
+	ph_spans_event(&t->sp, e, on_span, t);
+	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
+		t->trained = true;
+	t->pend[0] = t->sp.pend_ns[PH_PEND_DATA];
+	t->pend[1] = t->sp.pend_ns[PH_PEND_FWD];
+	t->held = t->sp.pend_ns[PH_PEND_HELD];
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
 		t->fetches++;
@@ -156,7 +109,6 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	} else if (e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD && !t->fetches) {
 		next_step(t, e->ts, true);	/* no DataLoader: backward to backward */
 	}
-	t->phase = e->phase;
 }
 
 void phases_finish(struct phases *p, const struct gpu *g)

@@ -15,16 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "gpu_api.h"
+#include "phase_spans.h"
 #include "trainbpf.h"
-
-enum ph_shown {
-	PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
-	PH_OTHER, PH_NSHOWN,
-};
-
-extern const char *const ph_names[PH_NSHOWN];
-/* BPF's phases, pending ones included (the recording's phase_times rows). */
-extern const char *const tb_phase_names[TB_NPHASE];
 
 /* A thread's rows as shown: pending folded into data and forward. */
 void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT]);
@@ -52,8 +44,7 @@ struct ph_sum {
 /* One thread that ran phases: its steps so far. */
 struct ph_thread {
 	pid_t pid, tid;
-	unsigned int phase;		/* enum tb_phase from since on */
-	uint64_t since;
+	struct ph_spans sp;		/* its events as spans (live only) */
 	uint64_t start;			/* the step under way began (0: none yet) */
 	uint64_t ns[PH_NSHOWN];		/* the step under way, resolved part */
 	uint64_t pend[2];		/* its pending fetch and what followed */

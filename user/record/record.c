@@ -102,6 +102,7 @@ void record_close(struct recorder *r)
 	free(r->procs);
 	free(r->ev);
 	free(r->steps);
+	free(r->ph);
 	memset(r, 0, sizeof(*r));
 }
 

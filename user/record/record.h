@@ -72,10 +72,17 @@ struct rec_step {
 	pid_t pid;
 };
 
+/* A phase change, for the trace's phase spans (docs/recording.md). */
+struct rec_phase {
+	uint64_t ts;
+	pid_t pid, tid;
+	unsigned char phase, resolved;
+};
+
 enum rec_stmt {
 	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
 	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_GPU_LIB, RS_SYNC, RS_GEN,
-	RS_EPOCH_PROC, RS_GPU_PROC, RS_COMM, RS_PHASE_TIME, RS_PHASE_STEP,
+	RS_EPOCH_PROC, RS_GPU_PROC, RS_COMM, RS_PHASE_TIME, RS_PHASE_STEP, RS_PHASE_EVENT,
 	RS_N,
 };
 
@@ -93,6 +100,9 @@ struct recorder {
 	int nev, capev;
 	struct rec_step *steps;
 	int nsteps, capsteps;
+	struct rec_phase *ph;
+	int nph, capph;
+	uint64_t ph_rows, ph_dropped;	/* phase_events written; past the cap */
 	long marker_steps;	/* epochs->nsteps_seen already queued */
 	long epochs_written[EP_NSRC];	/* ep_stream.closed as last written */
 	uint64_t next_flush;
@@ -101,6 +111,14 @@ struct recorder {
 	uint64_t flushes, rows, flush_ns_max, flush_ns_sum;
 	uint64_t states_rows, states_dropped;	/* record_states.c */
 };
+
+/*
+ * Phase changes kept for the trace (~20 bytes a row: ~40 MB): 14 a step,
+ * so 40 hours at one step a second, 2 at 20 a second. The phase table
+ * does not need them (phase_times, phase_steps); the trace's phase
+ * tracks stop at the cap, and the counters say how many were dropped.
+ */
+#define REC_PHASE_MAX_ROWS 2000000ull
 
 /* States rows kept (~40 bytes each with the index-free table: ~0.1 GB). */
 #define REC_STATES_MAX_ROWS 2500000ull
@@ -134,6 +152,7 @@ int record_finish(struct recorder *r, const struct job *job,
 
 /* From the ring buffer (tracer.c): queued for the next flush. */
 void record_on_lifecycle(struct recorder *r, const struct tb_event *e);
+void record_on_phase(struct recorder *r, const struct tb_phase_event *e);
 void record_on_text(struct recorder *r, const struct epochs *ep,
 		    const struct tb_text_event *e);
 

@@ -66,6 +66,44 @@ void record_on_lifecycle(struct recorder *r, const struct tb_event *e)
 		snprintf(ev->text, sizeof(ev->text), "%.*s", TB_PATH_LEN, e->path);
 }
 
+void record_on_phase(struct recorder *r, const struct tb_phase_event *e)
+{
+	if (!r)
+		return;
+	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS) {
+		r->ph_dropped++;
+		return;
+	}
+	if (r->nph == r->capph) {
+		int cap = r->capph ? r->capph * 2 : 256;
+		struct rec_phase *n = realloc(r->ph, cap * sizeof(*n));
+
+		if (!n) {
+			r->ph_dropped++;
+			return;
+		}
+		r->ph = n;
+		r->capph = cap;
+	}
+	r->ph[r->nph++] = (struct rec_phase){ e->ts, e->pid, e->tid, e->phase, e->resolved };
+}
+
+static void write_phases(struct recorder *r)
+{
+	for (int i = 0; i < r->nph && !r->failed; i++) {
+		const struct rec_phase *p = &r->ph[i];
+
+		rec_bind_int(r, RS_PHASE_EVENT, 1, p->tid);
+		rec_bind_int(r, RS_PHASE_EVENT, 2, p->pid);
+		rec_bind_int(r, RS_PHASE_EVENT, 3, p->ts);
+		rec_bind_int(r, RS_PHASE_EVENT, 4, p->phase);
+		rec_bind_int(r, RS_PHASE_EVENT, 5, p->resolved);
+		rec_step(r, RS_PHASE_EVENT);
+	}
+	r->ph_rows += r->nph;
+	r->nph = 0;
+}
+
 /* The lines of a write that match the epoch regex, "\n"-joined. */
 static bool matched_lines(const struct epochs *ep, char *buf, char *out, size_t len)
 {
@@ -216,6 +254,7 @@ bool record_epoch_closed(const struct recorder *r, const struct job *job)
 int record_events(struct recorder *r, const struct job *job)
 {
 	write_events(r);
+	write_phases(r);
 	write_marker_steps(r);
 	for (int s = 0; job->epochs && s < EP_NSRC && !r->failed; s++) {
 		const struct ep_stream *st = &job->epochs->src[s];

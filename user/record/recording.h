@@ -10,8 +10,10 @@
 /*
  * user_version: a reader reads up to its own. 2 added what the reports
  * cannot recompute from the flushes (epoch_procs, nccl_comms, gpu_procs,
- * the epochs' steps); a version-1 file is read the old way.
+ * the epochs' steps); a version-1 file is read the old way. 3 added the
+ * training phases (phase_times, phase_steps, phase_events); a version-2
+ * file has none of them, or the first two only.
  */
-#define REC_SCHEMA_VERSION 2
+#define REC_SCHEMA_VERSION 3
 
 #endif

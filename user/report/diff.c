@@ -86,6 +86,43 @@ static void steps_line(FILE *f, const struct recording *a, const struct recordin
 	fprintf(f, "\n\n");
 }
 
+/* A run's phase shares (of the phases' wall time) and ms per step; false if none. */
+static bool run_phases(const struct recording *r, double pct[PH_NSHOWN], double *ms)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum s;
+	double wall = 0;
+
+	if (!r->job.phases || r->job.phases->source == PH_SRC_NONE)
+		return false;
+	phases_job(&r->job, rows, &s);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		wall += s.wall_ms[p];
+	for (int p = 0; p < PH_NSHOWN; p++)
+		pct[p] = wall > 0 ? 100.0 * s.wall_ms[p] / wall : 0.0;
+	*ms = s.steps.steps ? s.steps.step_ms / s.steps.steps : 0.0;
+	return wall > 0;
+}
+
+/* Training phases side by side, when either run has them. */
+static void phases_table(FILE *f, const struct recording *a, const struct recording *b)
+{
+	double pa[PH_NSHOWN] = { 0 }, pb[PH_NSHOWN] = { 0 }, ma = 0, mb = 0;
+	bool ha = run_phases(a, pa, &ma), hb = run_phases(b, pb, &mb);
+
+	if (!ha && !hb)
+		return;
+	fprintf(f, "Phases (trainers' main threads, %% of their wall time)\n");
+	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
+	for (int p = 0; p < PH_NSHOWN; p++)
+		fprintf(f, "  %-16s %6.1f%% %6.1f%% %+9.1f\n", ph_names[p], pa[p], pb[p], pb[p] - pa[p]);
+	fprintf(f, "  %-16s %7.1f %7.1f", "ms/step", ma, mb);
+	if (ma > 0 && mb > 0)
+		fprintf(f, " %+8.1f%%", rel_pct(ma, mb));
+	fprintf(f, "\n%s\n", !ha || !hb ? "  (one run has no phases: no libtorch, or recorded "
+		"by an older trainbpf)\n" : "");
+}
+
 static const struct ep_stream *stream(const struct recording *r)
 {
 	enum ep_source s = epochs_source(&r->ep);
@@ -207,6 +244,7 @@ void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 	headline(f, a, b);
 	fputc('\n', f);
 	steps_line(f, a, b);
+	phases_table(f, a, b);
 	epochs_table(f, a, b);
 	diagnosis(f, a, b);
 }

@@ -128,6 +128,41 @@ static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t
 	fputc('\n', f);
 }
 
+/*
+ * "phases: data 9% fwd 44% ...; 36 steps, 26.7 ms/step": the trainers'
+ * main threads since the last table, the phases they ran in (80 columns);
+ * nothing without libtorch or progress.
+ */
+static void phases_line(FILE *f, struct live *lv, const struct job *job)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	double d[PH_NSHOWN], wall = 0;
+	struct ph_sum s;
+	int steps;
+
+	if (!job->phases || !job->gpu || !gpu_has_torch(job->gpu))
+		return;
+	phases_job(job, rows, &s);
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		d[p] = s.wall_ms[p] - lv->ph.wall_ms[p];
+		wall += d[p] > 0 ? d[p] : 0;
+		lv->ph.wall_ms[p] = s.wall_ms[p];
+	}
+	steps = s.steps.steps - lv->ph.steps;
+	if (wall > 0) {
+		fprintf(f, "phases:");
+		for (int p = 0; p < PH_NSHOWN; p++)
+			if (d[p] > 0)
+				fprintf(f, " %s %.0f%%", ph_short[p], 100.0 * d[p] / wall);
+		if (steps > 0)
+			fprintf(f, "; %d steps, %.1f ms/step", steps,
+				(s.steps.step_ms - lv->ph.step_ms) / steps);
+		fputc('\n', f);
+	}
+	lv->ph.steps = s.steps.steps;
+	lv->ph.step_ms = s.steps.step_ms;
+}
+
 void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 {
 	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
@@ -154,6 +189,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 	delta(hl, lv->headline, d);
 	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
 	rollup_line(f, d);
+	phases_line(f, lv, job);
 	gpu_line(f, lv, job->gpu, now);
 	steps_line(f, lv, job, now);
 	fputc('\n', f);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include "epochs.h"
 #include "job.h"
+#include "phases.h"
 
 struct live {
 	uint64_t (*shown)[TB_NCAT];	/* per job->procs[i]: totals at the last table */
@@ -22,6 +23,11 @@ struct live {
 	struct {
 		uint64_t ns, syncs, ops, bytes, launches;
 	} gpu;				/* CUDA/NCCL totals at the last table */
+	struct {
+		double wall_ms[PH_NSHOWN];
+		int steps;
+		double step_ms;
+	} ph;				/* the trainers' phases at the last table */
 	struct {
 		uint64_t from, ts;	/* its first step's start; the tick it began */
 		int64_t hl[TB_NCAT];	/* the headline then */

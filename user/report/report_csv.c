@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * --format csv: one row per process (its threads summed), then one per
- * thread, seconds per category: what a spreadsheet or pandas wants.
+ * thread, seconds per category: what a spreadsheet or pandas wants. Then,
+ * for each thread that ran training phases, one row per phase: its
+ * critical path while in the phase (the phase table's "made of").
  */
+#include "phases.h"
 #include "report.h"
 #include "sections.h"
 
@@ -25,12 +28,31 @@ static void csv_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT])
+/* The times, and the phase column (empty but on phase rows). */
+static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT], const char *phase)
 {
 	fprintf(f, ",%.9f", total / 1e9);
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, ",%.9f", c[i] / 1e9);
-	fputc('\n', f);
+	fprintf(f, ",%s\n", phase);
+}
+
+/* A thread's phase rows, if it ran any phase (not all its time is other). */
+static void phase_rows(FILE *f, const struct proc_rec *p, const struct thread_rec *t)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT], in_phases = 0;
+
+	phases_fold(t->ph, rows);
+	for (int ph = 0; ph < PH_NSHOWN; ph++)
+		in_phases += ph == PH_OTHER ? 0 : sum_cats(rows[ph]);
+	if (!in_phases)
+		return;
+	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+		fprintf(f, "phase,%d,%d,", p->pid, t->tid);
+		csv_str(f, t->comm);
+		fprintf(f, ",%s", role_name(p->role));
+		csv_times(f, sum_cats(rows[ph]), rows[ph], ph_names[ph]);
+	}
 }
 
 void report_csv(FILE *f, const struct job *job)
@@ -41,7 +63,7 @@ void report_csv(FILE *f, const struct job *job)
 	fprintf(f, "kind,pid,tid,comm,role,time_s");
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, ",%s_s", tb_cat_names[i]);
-	fputc('\n', f);
+	fprintf(f, ",phase\n");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
@@ -52,7 +74,7 @@ void report_csv(FILE *f, const struct job *job)
 		fprintf(f, "process,%d,,", p->pid);
 		csv_str(f, name);
 		fprintf(f, ",%s", role_name(p->role));
-		csv_times(f, sum_cats(tot), tot);
+		csv_times(f, sum_cats(tot), tot, "");
 	}
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
@@ -70,7 +92,10 @@ void report_csv(FILE *f, const struct job *job)
 			fprintf(f, "thread,%d,%d,", p->pid, t->tid);
 			csv_str(f, name);
 			fprintf(f, ",%s", role_name(p->role));
-			csv_times(f, sum_cats(t->own), t->own);
+			csv_times(f, sum_cats(t->own), t->own, "");
 		}
 	}
+	for (int i = 0; job->phases && i < job->nprocs; i++)
+		for (int j = 0; j < job->procs[i].nthreads; j++)
+			phase_rows(f, &job->procs[i], &job->procs[i].threads[j]);
 }

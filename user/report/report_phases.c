@@ -77,6 +77,34 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct p
 	}
 }
 
+/*
+ * With more than one trainer: each one's ms per step in each phase, side
+ * by side, so that a rank slow in one phase (its data, its backward) shows
+ * which. Ranks that ran no training step are left out.
+ */
+static void rank_rows(FILE *f, const struct job *job)
+{
+	fprintf(f, "  by trainer (ms/step):\n  %7s %6s", "PID", "STEPS");
+	for (int p = 0; p < PH_NSHOWN; p++)
+		fprintf(f, " %8s", ph_short[p]);
+	fputc('\n', f);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *pr = &job->procs[i];
+		const struct thread_rec *t = job_main_thread(pr);
+		const struct ph_thread *pt;
+		struct ph_sum s = { 0 };
+
+		if (pr->role != TB_ROLE_TRAINER || pr->folded || !t ||
+		    !(pt = phases_thread(job->phases, t->tid)) || !pt->steps.steps)
+			continue;
+		phases_thread_sum(pt, &s);
+		fprintf(f, "  %7d %6d", pr->pid, s.steps.steps);
+		for (int p = 0; p < PH_NSHOWN; p++)
+			fprintf(f, " %8.1f", s.wall_ms[p] / s.steps.steps);
+		fputc('\n', f);
+	}
+}
+
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
@@ -105,6 +133,8 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 	text_rows(f, rows, &sum);
 	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
 		"and epoch ends spread over them; min/max/std: within training steps)\n");
+	if (n > 1)
+		rank_rows(f, job);
 	if (c->bpf.brackets_deep)
 		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
 			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,

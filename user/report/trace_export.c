@@ -4,8 +4,10 @@
  * and chrome://tracing open): a track per thread with its states as
  * complete events named by category, the epochs and steps on a track of
  * their own (process 0, which no traced process can be), and a counter
- * track per process: its category shares at each flush. Times are
- * microseconds from the recording's start.
+ * track per process: its category shares at each flush, and a phase
+ * track beside each thread that ran PyTorch's phases: its spans as the
+ * phase table resolved them (phase_spans.h). Times are microseconds from
+ * the recording's start.
  */
 #include <sqlite3.h>
 #include <string.h>
@@ -15,11 +17,24 @@
 #define MARK_PID 0
 #define EPOCH_TID 1
 #define STEP_TID 2
+/* A thread's phase track: beside its own, a tid no thread has. */
+#define PHASE_TID(tid) ((int)((unsigned int)(tid) | 0x40000000u))
+
+/* The thread whose phase events are being replayed. */
+struct tw_phases {
+	pid_t pid, tid;
+	struct ph_spans sp;
+	long spans;
+	uint64_t dropped;	/* counters.phase_events_dropped */
+	bool has;		/* the recording has phase_events */
+};
 
 struct tw {
 	struct jw j;
 	uint64_t t0;
 	long states;
+	const struct recording *r;
+	struct tw_phases ph;
 };
 
 static double us(const struct tw *w, uint64_t ns)
@@ -143,6 +158,90 @@ static void epoch_events(struct tw *w, const struct epochs *ep)
 	}
 }
 
+static void phase_span(void *arg, const struct ph_span *s)
+{
+	struct tw *w = arg;
+
+	event(w, "X", NULL, ph_names[s->phase], "phase", w->ph.pid, PHASE_TID(w->ph.tid));
+	jw_float_field(&w->j, "ts", us(w, s->start), 3);
+	jw_float_field(&w->j, "dur", (s->end - s->start) / 1e3, 3);
+	jw_end_object(&w->j);
+	w->ph.spans++;
+}
+
+/* When the thread's phase track ends: the thread's end, else the recording's. */
+static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
+{
+	const struct proc_rec *p = job_proc_const(&r->job, pid);
+
+	for (int j = 0; p && j < p->nthreads; j++)
+		if (p->threads[j].tid == tid && p->threads[j].end_ns)
+			return p->threads[j].end_ns;
+	return r->end_ns;
+}
+
+/* The thread replayed so far: its open span and what is pending, out. */
+static void phase_thread_end(struct tw *w)
+{
+	if (w->ph.tid)
+		ph_spans_end(&w->ph.sp, thread_end(w->r, w->ph.pid, w->ph.tid), phase_span, w);
+}
+
+static void phase_thread_start(struct tw *w, pid_t pid, pid_t tid)
+{
+	const struct proc_rec *p = job_proc_const(&w->r->job, pid);
+	char buf[TB_COMM_LEN + 16] = "phases";
+
+	memset(&w->ph.sp, 0, sizeof(w->ph.sp));
+	w->ph.pid = pid;
+	w->ph.tid = tid;
+	for (int j = 0; p && j < p->nthreads; j++)
+		if (p->threads[j].tid == tid)
+			snprintf(buf, sizeof(buf), "%s phases", p->threads[j].comm);
+	meta_name(w, "thread_name", pid, PHASE_TID(tid), buf);
+}
+
+static void phase_row(sqlite3_stmt *st, void *arg)
+{
+	struct tw *w = arg;
+	struct tb_phase_event e = {
+		.tid = sqlite3_column_int(st, 0), .pid = sqlite3_column_int(st, 1),
+		.ts = (uint64_t)sqlite3_column_int64(st, 2),
+		.phase = sqlite3_column_int(st, 3), .resolved = sqlite3_column_int(st, 4),
+	};
+
+	if ((pid_t)e.tid != w->ph.tid || (pid_t)e.pid != w->ph.pid) {
+		phase_thread_end(w);
+		phase_thread_start(w, e.pid, e.tid);
+	}
+	ph_spans_event(&w->ph.sp, &e, phase_span, w);
+}
+
+static void count_row(sqlite3_stmt *st, void *arg)
+{
+	*(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
+}
+
+/* Phase spans, a thread at a time, if the recording has them. */
+static int phase_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
+{
+	uint64_t n = 0;
+
+	if (rec_query(r, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+		      "name = 'phase_events'", count_row, &n, err, errlen))
+		return -1;
+	if (!n)
+		return 0;
+	w->ph.has = true;
+	if (rec_query(r, "SELECT value FROM counters WHERE key = 'phase_events_dropped'",
+		      count_row, &w->ph.dropped, err, errlen) ||
+	    rec_query(r, "SELECT tid, pid, ts_ns, phase, resolved FROM phase_events "
+		      "ORDER BY pid, tid, ts_ns, rowid", phase_row, w, err, errlen))
+		return -1;
+	phase_thread_end(w);
+	return 0;
+}
+
 static void step_row(sqlite3_stmt *st, void *arg)
 {
 	struct tw *w = arg;
@@ -162,7 +261,7 @@ static void step_row(sqlite3_stmt *st, void *arg)
 int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 {
 	static const struct rec_filter all;
-	struct tw w = { .t0 = 0 };
+	struct tw w = { .t0 = 0, .r = r };
 
 	if (rec_load(r, &all, err, errlen))
 		return -1;
@@ -180,7 +279,8 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		      "sum(data_wait), sum(io), sum(runqueue), sum(lock), sum(idle) FROM samples "
 		      "GROUP BY pid, ts_ns ORDER BY pid, ts_ns", counter_row, &w, err, errlen) ||
 	    rec_query(r, "SELECT tid, pid, start_ns, end_ns, cat, cp_cat FROM states",
-		      state_row, &w, err, errlen))
+		      state_row, &w, err, errlen) ||
+	    phase_tracks(&w, r, err, errlen))
 		return -1;
 	jw_end_array(&w.j);
 	jw_name(&w.j, "otherData");
@@ -189,6 +289,10 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	jw_string_field(&w.j, "version", TB_VERSION);
 	jw_int_field(&w.j, "states", w.states);
 	jw_uint_field(&w.j, "states_lost", r->states_lost);
+	if (w.ph.has) {
+		jw_int_field(&w.j, "phase_spans", w.ph.spans);
+		jw_uint_field(&w.j, "phase_events_dropped", w.ph.dropped);
+	}
 	jw_end_object(&w.j);
 	jw_end_object(&w.j);
 	fputc('\n', f);

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * Phases without BPF: event sequences as bpf/torch.bpf.h sends them for
+ * training steps, a validation pass, the fetch that ends an epoch and a
+ * queue-fed loop, turned into spans (phase_spans.c) and into the table's
+ * wall times and steps (phases.c).
+ */
+#include <check.h>
+#include <string.h>
+#include "phases.h"
+
+#define MS 1000000ull
+/* Times in the tests are ms after BASE: a clock never reads 0. */
+#define BASE 1000ull
+#define AT(ms) (((ms) + BASE) * MS)
+
+struct got {
+	struct ph_span s[64];
+	int n;
+};
+
+static void collect(void *arg, const struct ph_span *sp)
+{
+	struct got *g = arg;
+
+	ck_assert_int_lt(g->n, 64);
+	g->s[g->n++] = *sp;
+}
+
+static struct tb_phase_event ev(uint64_t ms, unsigned int phase, unsigned int cls,
+				unsigned int resolved)
+{
+	return (struct tb_phase_event){ .type = TB_EV_PHASE, .pid = 7, .tid = 7,
+					.phase = phase, .cls = cls, .resolved = resolved,
+					.ts = AT(ms) };
+}
+
+/* Time of phase in the spans, in ms; and that they tile [from, to) in ms. */
+static uint64_t phase_ms(const struct got *g, int phase)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < g->n; i++)
+		if (g->s[i].phase == phase)
+			ns += g->s[i].end - g->s[i].start;
+	return ns / MS;
+}
+
+static void tiles(const struct got *g, uint64_t from, uint64_t to)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < g->n; i++) {
+		ck_assert_uint_ge(g->s[i].start, AT(from));
+		ck_assert_uint_le(g->s[i].end, AT(to));
+		ns += g->s[i].end - g->s[i].start;
+	}
+	ck_assert_uint_eq(ns, (to - from) * MS);
+}
+
+/* A training step at t (ms): fetch 2, forward 3, backward 4, optimizer 1. */
+static void step(struct ph_spans *s, struct got *g, uint64_t t, unsigned int first)
+{
+	struct tb_phase_event e[] = {
+		ev(t, TB_PH_PEND_DATA, TB_BC_DATA, first),
+		ev(t + 2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(t + 5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(t + 9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(t + 9, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(t + 10, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(s, &e[i], collect, g);
+}
+
+START_TEST(training_steps)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+
+	step(&s, &g, 0, TB_RS_NONE);
+	step(&s, &g, 10, TB_RS_NONE);
+	ph_spans_end(&s, AT(20), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 6);
+	ck_assert_uint_eq(phase_ms(&g, PH_BACKWARD), 8);
+	ck_assert_uint_eq(phase_ms(&g, PH_OPTIMIZER), 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 0);
+	tiles(&g, 0, 20);
+	ck_assert_int_eq(s.npend, 0);
+}
+END_TEST
+
+/*
+ * A pass with no backward: the first fetch holds the step before, the
+ * second makes both validation, and so on until a training step, whose
+ * fetch settles the last validation batch. BPF says how at each fetch.
+ */
+START_TEST(validation_pass)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* val 1 */
+		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE),	/* val 2: 1 held */
+		ev(16, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(20, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_VALIDATION),	/* val 3 */
+		ev(21, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 2);
+	for (size_t i = 0; i < 4; i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	/* Batch 1 is held: nothing of it out yet. */
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 0);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_HELD], 5 * MS);
+	ph_spans_event(&s, &e[4], collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 10);
+	ph_spans_event(&s, &e[5], collect, &g);
+	step(&s, &g, 25, TB_RS_VALIDATION);	/* the pass ends: batch 3 was validation */
+	ph_spans_end(&s, AT(35), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 15);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	tiles(&g, 0, 35);
+}
+END_TEST
+
+/* The fetch that ends an epoch: held, then other when a training step comes. */
+START_TEST(epoch_end_fetch)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* StopIteration */
+		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(13, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE),	/* next epoch */
+		ev(15, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(18, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED | TB_RS_HELD_OTHER),
+		ev(20, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ph_spans_end(&s, AT(20), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 3);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 6);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 0);
+	tiles(&g, 0, 20);
+}
+END_TEST
+
+/* A step still pending at the end folds: fetch as data, the rest as forward. */
+START_TEST(pending_at_the_end)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(3, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+	};
+
+	for (size_t i = 0; i < 2; i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_DATA], 3 * MS);
+	ph_spans_end(&s, AT(10), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 3);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 7);
+	ck_assert_int_eq(s.npend, 0);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_DATA] + s.pend_ns[PH_PEND_FWD], 0);
+}
+END_TEST
+
+/* More pending spans than kept: the oldest go out folded, none is lost. */
+START_TEST(pending_bounded)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+
+	for (uint64_t t = 0; t < 2 * PH_MAX_PENDING; t++) {
+		struct tb_phase_event e = ev(t, t % 2 ? TB_PH_PEND_FWD : TB_PH_PEND_DATA,
+					     TB_BC_DATA, TB_RS_NONE);
+
+		ph_spans_event(&s, &e, collect, &g);
+		ck_assert_int_le(s.npend, PH_MAX_PENDING);
+	}
+	ph_spans_end(&s, AT(2 * PH_MAX_PENDING), collect, &g);
+	tiles(&g, 0, 2 * PH_MAX_PENDING);
+}
+END_TEST
+
+/* The table's side: steps, their phase times, the wall time per phase. */
+START_TEST(steps_and_wall)
+{
+	struct phases p = { 0 };
+	struct ph_sum sum = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(14, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(21, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(22, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+	};
+	const struct ph_thread *t;
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		phases_on_event(&p, &e[i]);
+	t = phases_thread(&p, 7);
+	ck_assert_ptr_nonnull(t);
+	phases_thread_sum(t, &sum);
+	ck_assert_int_eq(sum.steps.steps, 2);
+	ck_assert_double_eq_tol(sum.steps.step_ms, 22.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.min_ms[PH_DATA], 2.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.max_ms[PH_DATA], 4.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.max_ms[PH_BACKWARD], 6.0, 1e-9);
+	ck_assert_double_eq_tol(ph_stat_avg(&sum.steps, PH_FORWARD), 2.0, 1e-9);
+	ck_assert_double_eq_tol(sum.wall_ms[PH_OTHER], 2.0, 1e-9);
+	ck_assert_int_eq(sum.step_source, PH_STEPS_FETCH);
+	phases_free(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("phases");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, training_steps);
+	tcase_add_test(tc, validation_pass);
+	tcase_add_test(tc, epoch_end_fetch);
+	tcase_add_test(tc, pending_at_the_end);
+	tcase_add_test(tc, pending_bounded);
+	tcase_add_test(tc, steps_and_wall);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <string.h>
+#include "phase_spans.h"
+
+const char *const ph_names[PH_NSHOWN] = {
+	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "other",
+};
+
+const char *const ph_short[PH_NSHOWN] = {
+	"data", "fwd", "bwd", "opt", "ckpt", "val", "other",
+};
+
+const char *const tb_phase_names[TB_NPHASE] = {
+	"other", "data", "forward", "backward", "optimizer", "checkpoint", "validation",
+	"pend_data", "pend_fwd", "pend_lone",
+};
+
+int ph_shown_of(unsigned int tb_phase)
+{
+	static const int shown[TB_NPHASE] = {
+		[TB_PH_OTHER] = PH_OTHER, [TB_PH_DATA] = PH_DATA,
+		[TB_PH_FORWARD] = PH_FORWARD, [TB_PH_BACKWARD] = PH_BACKWARD,
+		[TB_PH_OPTIMIZER] = PH_OPTIMIZER, [TB_PH_CHECKPOINT] = PH_CHECKPOINT,
+		[TB_PH_VALIDATION] = PH_VALIDATION, [TB_PH_PEND_DATA] = PH_DATA,
+		[TB_PH_PEND_FWD] = PH_FORWARD, [TB_PH_PEND_LONE] = PH_OTHER,
+	};
+
+	return tb_phase < TB_NPHASE ? shown[tb_phase] : PH_OTHER;
+}
+
+static int pend_kind(unsigned int tb_phase)
+{
+	return tb_phase == TB_PH_PEND_DATA ? PH_PEND_DATA :
+	       tb_phase == TB_PH_PEND_FWD ? PH_PEND_FWD : PH_PEND_HELD;
+}
+
+static bool is_pending(unsigned int tb_phase)
+{
+	return tb_phase == TB_PH_PEND_DATA || tb_phase == TB_PH_PEND_FWD ||
+	       tb_phase == TB_PH_PEND_LONE;
+}
+
+static void emit(uint64_t start, uint64_t end, int phase, ph_span_fn fn, void *arg)
+{
+	struct ph_span sp = { start, end, phase };
+
+	if (end > start)
+		fn(arg, &sp);
+}
+
+/* Pending span i goes out as phase (-1: as it folds); the list closes up. */
+static void settle(struct ph_spans *s, int i, int phase, ph_span_fn fn, void *arg)
+{
+	s->pend_ns[pend_kind(s->pend[i].phase)] -= s->pend[i].end - s->pend[i].start;
+	emit(s->pend[i].start, s->pend[i].end,
+	     phase >= 0 ? phase : ph_shown_of(s->pend[i].phase), fn, arg);
+	memmove(&s->pend[i], &s->pend[i + 1], (s->npend - i - 1) * sizeof(s->pend[0]));
+	s->npend--;
+}
+
+/* Every pending span of kind `of` (-1: any) settles as phase. */
+static void settle_all(struct ph_spans *s, int of, int phase, ph_span_fn fn, void *arg)
+{
+	for (int i = 0; i < s->npend;)
+		if (of < 0 || pend_kind(s->pend[i].phase) == of)
+			settle(s, i, phase, fn, arg);
+		else
+			i++;
+}
+
+static void hold(struct ph_spans *s, uint64_t start, uint64_t end, unsigned int phase,
+		 ph_span_fn fn, void *arg)
+{
+	if (end <= start)
+		return;
+	if (s->npend == PH_MAX_PENDING)
+		settle(s, 0, -1, fn, arg);	/* a step this long: the oldest goes as folded */
+	s->pend[s->npend].start = start;
+	s->pend[s->npend].end = end;
+	s->pend[s->npend++].phase = phase;
+	s->pend_ns[pend_kind(phase)] += end - start;
+}
+
+/* As bpf/torch.bpf.h's resolve_step did, told by the event. */
+static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, void *arg)
+{
+	unsigned int how = resolved & TB_RS_HOW;
+
+	if (resolved & TB_RS_HELD_OTHER)
+		settle_all(s, PH_PEND_HELD, PH_OTHER, fn, arg);
+	if (how == TB_RS_TRAINED) {
+		settle_all(s, PH_PEND_DATA, PH_DATA, fn, arg);
+		settle_all(s, PH_PEND_FWD, PH_FORWARD, fn, arg);
+	} else if (how == TB_RS_VALIDATION) {
+		settle_all(s, -1, PH_VALIDATION, fn, arg);
+	} else if (how == TB_RS_LONE) {
+		for (int i = 0; i < s->npend; i++) {
+			s->pend_ns[pend_kind(s->pend[i].phase)] -= s->pend[i].end - s->pend[i].start;
+			s->pend[i].phase = TB_PH_PEND_LONE;
+			s->pend_ns[PH_PEND_HELD] += s->pend[i].end - s->pend[i].start;
+		}
+	}
+}
+
+void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
+		    void *arg)
+{
+	if (s->since && e->ts > s->since) {
+		if (is_pending(s->phase))
+			hold(s, s->since, e->ts, s->phase, fn, arg);
+		else
+			emit(s->since, e->ts, ph_shown_of(s->phase), fn, arg);
+	}
+	resolve(s, e->resolved, fn, arg);
+	s->phase = e->phase;
+	s->since = e->ts > s->since ? e->ts : s->since;
+}
+
+void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg)
+{
+	if (s->since && end > s->since)
+		emit(s->since, end, ph_shown_of(s->phase), fn, arg);
+	s->since = end > s->since ? end : s->since;
+	settle_all(s, -1, -1, fn, arg);
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A thread's phase events (TB_EV_PHASE) as spans of the phases shown,
+ * each pending span resolved as its step turned out (docs/phases.md): a
+ * backward makes a step's pending fetch and forward data and forward; the
+ * next fetch with none in between holds them, or makes them validation; a
+ * backward after a held step makes it other. The one place user space
+ * follows BPF's resolution: the phase table (phases.c) and the trace
+ * (trace_export.c) both take their spans from here.
+ */
+#ifndef TB_PHASE_SPANS_H
+#define TB_PHASE_SPANS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gpu_api.h"
+#include "trainbpf.h"
+
+enum ph_shown {
+	PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
+	PH_OTHER, PH_NSHOWN,
+};
+
+extern const char *const ph_names[PH_NSHOWN];
+/* The same, short, for narrow tables: data fwd bwd opt ckpt val other. */
+extern const char *const ph_short[PH_NSHOWN];
+/* BPF's phases, pending ones included (the recording's phase_times rows). */
+extern const char *const tb_phase_names[TB_NPHASE];
+/* Where a BPF phase shows; a pending one, as it most often turns out. */
+int ph_shown_of(unsigned int tb_phase);
+
+struct ph_span {
+	uint64_t start, end;
+	int phase;			/* enum ph_shown */
+};
+
+typedef void (*ph_span_fn)(void *arg, const struct ph_span *s);
+
+/* Spans waiting for their step to say what they were; older ones go as folded. */
+#define PH_MAX_PENDING 32
+
+enum { PH_PEND_DATA, PH_PEND_FWD, PH_PEND_HELD, PH_NPEND };
+
+struct ph_spans {
+	unsigned int phase;		/* enum tb_phase from since on */
+	uint64_t since;			/* 0: no event yet */
+	struct {
+		uint64_t start, end;
+		unsigned int phase;	/* TB_PH_PEND_* */
+	} pend[PH_MAX_PENDING];
+	int npend;
+	uint64_t pend_ns[PH_NPEND];	/* the pending spans' time, by kind */
+};
+
+/* The span the event ends, and those its resolution settles, to fn. */
+void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
+		    void *arg);
+/* The end of the thread's trace: its open span, then what is pending, folded. */
+void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg);
+
+#endif
