@@ -10,6 +10,11 @@ comparison:
 - iter(loader) (the workers' start): the job's data, in no bracket:
   trainbpf's other. The job records it as the data interval right before
   an epoch's first next(): moved to other in the truth.
+- the fetch that ends a pass (next() raising StopIteration; with workers
+  that do not persist it also shuts them down): the job's data. trainbpf
+  holds a fetch with no backward after it until the next step tells
+  (docs/phases.md): it is validation when a validation pass follows, else
+  other. Moved so in the truth: a data interval that no forward follows.
 - log and subprocess time, setup after the first bracket: trainbpf's other.
 - checkpoint: the job's includes its flush and fsync after torch.save;
   trainbpf's is torch.save (PyTorchStreamWriter's life), the fsync is io in
@@ -54,6 +59,11 @@ def truth_phases(rank):
         if phase == "data" and nxt and PHASES[nxt[0]] == "data" and \
                 abs(start + dur - nxt[1]) < 1e-6 and k and PHASES[iv[k - 1][0]] != "data":
             phase = "other"
+        # the fetch that ends a pass: what follows it before the next forward
+        elif phase == "data" and (not nxt or PHASES[nxt[0]] not in ("forward", "data")):
+            rest = [PHASES[j[0]] for j in iv[k + 1:]]
+            upto = rest[:rest.index("forward")] if "forward" in rest else rest
+            phase = "validation" if "validation" in upto else "other"
         tot[phase] = tot.get(phase, 0.0) + dur
     return tot
 

@@ -128,6 +128,33 @@ START_TEST(validation_pass)
 }
 END_TEST
 
+/* A job that ends in a validation pass: its last batch and end are validation. */
+START_TEST(pending_after_validation)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* val 1 */
+		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE),	/* val 2 */
+		ev(16, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(20, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_VALIDATION),	/* the pass's end */
+		ev(23, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert(s.in_val);
+	ph_spans_end(&s, AT(30), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 20);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3);
+	tiles(&g, 0, 30);
+	ck_assert_int_eq(s.npend, 0);
+}
+END_TEST
+
 /* The fetch that ends an epoch: held, then other when a training step comes. */
 START_TEST(epoch_end_fetch)
 {
@@ -238,6 +265,7 @@ int main(void)
 	tcase_add_test(tc, training_steps);
 	tcase_add_test(tc, validation_pass);
 	tcase_add_test(tc, epoch_end_fetch);
+	tcase_add_test(tc, pending_after_validation);
 	tcase_add_test(tc, pending_at_the_end);
 	tcase_add_test(tc, pending_bounded);
 	tcase_add_test(tc, steps_and_wall);

@@ -88,6 +88,8 @@ static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, vo
 
 	if (resolved & TB_RS_HELD_OTHER)
 		settle_all(s, PH_PEND_HELD, PH_OTHER, fn, arg);
+	if (how == TB_RS_TRAINED || how == TB_RS_VALIDATION)
+		s->in_val = how == TB_RS_VALIDATION;
 	if (how == TB_RS_TRAINED) {
 		settle_all(s, PH_PEND_DATA, PH_DATA, fn, arg);
 		settle_all(s, PH_PEND_FWD, PH_FORWARD, fn, arg);
@@ -118,8 +120,10 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg)
 {
+	int open = s->in_val && is_pending(s->phase) ? PH_VALIDATION : ph_shown_of(s->phase);
+
 	if (s->since && end > s->since)
-		emit(s->since, end, ph_shown_of(s->phase), fn, arg);
+		emit(s->since, end, open, fn, arg);
 	s->since = end > s->since ? end : s->since;
-	settle_all(s, -1, -1, fn, arg);
+	settle_all(s, -1, s->in_val ? PH_VALIDATION : -1, fn, arg);
 }

@@ -50,12 +50,17 @@ struct ph_spans {
 	} pend[PH_MAX_PENDING];
 	int npend;
 	uint64_t pend_ns[PH_NPEND];	/* the pending spans' time, by kind */
+	bool in_val;			/* the last step resolved was validation */
 };
 
 /* The span the event ends, and those its resolution settles, to fn. */
 void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
 		    void *arg);
-/* The end of the thread's trace: its open span, then what is pending, folded. */
+/*
+ * The end of the thread's trace: its open span, then what is pending,
+ * folded: as validation after a validation batch (a pass's last batch and
+ * its end), else as data and forward.
+ */
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg);
 
 #endif

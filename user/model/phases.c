@@ -11,12 +11,17 @@ const char *const ph_source_names[PH_NSOURCES] = {
 	"none", "unnamed", "backward", "brackets",
 };
 
-void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT])
+void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
+		 uint64_t out[PH_NSHOWN][TB_NCAT])
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
-	for (int p = 0; p < TB_NPHASE; p++)
+	for (int p = 0; p < TB_NPHASE; p++) {
+		bool pending = p == TB_PH_PEND_DATA || p == TB_PH_PEND_FWD || p == TB_PH_PEND_LONE;
+		int to = in_val && pending ? PH_VALIDATION : ph_shown_of(p);
+
 		for (int c = 0; c < TB_NCAT; c++)
-			out[ph_shown_of(p)][c] += ph[p][c];
+			out[to][c] += ph[p][c];
+	}
 }
 
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
@@ -102,6 +107,7 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	t->pend[0] = t->sp.pend_ns[PH_PEND_DATA];
 	t->pend[1] = t->sp.pend_ns[PH_PEND_FWD];
 	t->held = t->sp.pend_ns[PH_PEND_HELD];
+	t->in_val = t->sp.in_val;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
 		t->fetches++;
@@ -171,6 +177,10 @@ static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
 {
 	for (int p = 0; p < PH_NSHOWN; p++)
 		ms[p] += t->tot[p] / 1e6;
+	if (t->in_val) {
+		ms[PH_VALIDATION] += (t->pend[0] + t->pend[1] + t->held) / 1e6;
+		return;
+	}
 	ms[PH_DATA] += t->pend[0] / 1e6;
 	ms[PH_FORWARD] += t->pend[1] / 1e6;
 	ms[PH_OTHER] += t->held / 1e6;
@@ -200,11 +210,11 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 
 		if (job->procs[i].role != TB_ROLE_TRAINER || !t)
 			continue;
-		phases_fold(t->ph, one);
+		pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
+		phases_fold(t->ph, pt && pt->in_val, one);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
 				rows[p][c] += one[p][c];
-		pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
 		if (pt) {
 			phases_thread_sum(pt, sum);
 			n++;

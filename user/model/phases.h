@@ -18,8 +18,13 @@
 #include "phase_spans.h"
 #include "trainbpf.h"
 
-/* A thread's rows as shown: pending folded into data and forward. */
-void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], uint64_t out[PH_NSHOWN][TB_NCAT]);
+/*
+ * A thread's rows as shown: pending folded into data and forward, or all
+ * into validation when its last step resolved was one (in_val: a pass's
+ * last batch and its end are pending at the end of a job).
+ */
+void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
+		 uint64_t out[PH_NSHOWN][TB_NCAT]);
 
 /*
  * Training steps: from a fetch to the next, with a backward between. A
@@ -49,6 +54,7 @@ struct ph_thread {
 	uint64_t ns[PH_NSHOWN];		/* the step under way, resolved part */
 	uint64_t pend[2];		/* its pending fetch and what followed */
 	uint64_t held;			/* a step with no backward, until the next tells */
+	bool in_val;			/* its last step resolved was validation */
 	bool trained;			/* a backward made it a training step */
 	uint64_t fetches;		/* DataLoader fetches: 0, steps start at backwards */
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */

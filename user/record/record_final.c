@@ -162,6 +162,7 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_double(r, RS_PHASE_STEP, 12, t->steps.max_ms[p]);
 			rec_bind_double(r, RS_PHASE_STEP, 13, t->steps.sum_sq[p]);
 			rec_bind_int(r, RS_PHASE_STEP, 14, t->fetches);
+			rec_bind_int(r, RS_PHASE_STEP, 15, t->in_val);
 			rec_step(r, RS_PHASE_STEP);
 		}
 	}

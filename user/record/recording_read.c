@@ -1148,6 +1148,7 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 	t->pend[1] = col_ns(q, 5);
 	t->held = col_ns(q, 6);
 	t->fetches = col_ns(q, 13);
+	t->in_val = col_i64(q, 14) != 0;	/* NULL (older files): 0 */
 	if (p < 0)
 		return;
 	t->tot[p] = col_ns(q, 8);
@@ -1160,11 +1161,15 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 static int load_phase_steps(struct recording *r, const struct rec_filter *flt,
 			    char *err, size_t errlen)
 {
+	/* in_val came later than the table: a file without it has 0 */
+	const char *sql = has_column(r, "phase_steps", "in_val") ?
+		"SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, phase, wall_ns, "
+		"total_ms, min_ms, max_ms, sum_sq, fetches, in_val FROM phase_steps ORDER BY rowid" :
+		"SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, phase, wall_ns, "
+		"total_ms, min_ms, max_ms, sum_sq, fetches, 0 FROM phase_steps ORDER BY rowid";
 	struct q q;
 
-	if (q_open(r, &q, "SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, "
-		   "phase, wall_ns, total_ms, min_ms, max_ms, sum_sq, fetches FROM phase_steps "
-		   "ORDER BY rowid", err, errlen))
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);

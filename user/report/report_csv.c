@@ -38,11 +38,13 @@ static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT], const 
 }
 
 /* A thread's phase rows, if it ran any phase (not all its time is other). */
-static void phase_rows(FILE *f, const struct proc_rec *p, const struct thread_rec *t)
+static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
+		       const struct thread_rec *t)
 {
+	const struct ph_thread *pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT], in_phases = 0;
 
-	phases_fold(t->ph, rows);
+	phases_fold(t->ph, pt && pt->in_val, rows);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
 		in_phases += ph == PH_OTHER ? 0 : sum_cats(rows[ph]);
 	if (!in_phases)
@@ -97,5 +99,5 @@ void report_csv(FILE *f, const struct job *job)
 	}
 	for (int i = 0; job->phases && i < job->nprocs; i++)
 		for (int j = 0; j < job->procs[i].nthreads; j++)
-			phase_rows(f, &job->procs[i], &job->procs[i].threads[j]);
+			phase_rows(f, job, &job->procs[i], &job->procs[i].threads[j]);
 }
