@@ -326,27 +326,12 @@ static void step_times(const uint64_t *t, int n, uint64_t end, struct ep_steps *
 	}
 }
 
-/* Index of the first of l[0..n) at or after ts. */
-static int first_at(const uint64_t *l, int n, uint64_t ts)
-{
-	int lo = 0, hi = n;
-
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-
-		if (l[mid] < ts)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* Marker steps in [a, b); *next the first marker at or after b, 0 if none. */
 static const uint64_t *marker_bounds(const struct epochs *ep, uint64_t a, uint64_t b,
 				     int *n, uint64_t *next)
 {
-	int from = first_at(ep->steps, ep->nsteps, a), to = first_at(ep->steps, ep->nsteps, b);
+	int from = st_lower_bound(ep->steps, ep->nsteps, a);
+	int to = st_lower_bound(ep->steps, ep->nsteps, b);
 
 	if (to < from)
 		to = from;

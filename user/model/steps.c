@@ -395,8 +395,7 @@ void steps_tick(struct steps *st)
 	prune(st);
 }
 
-/* Index of the first element >= ts in l[0..n). */
-static int lower_bound(const uint64_t *l, int n, uint64_t ts)
+int st_lower_bound(const uint64_t *l, int n, uint64_t ts)
 {
 	int lo = 0, hi = n;
 
@@ -420,8 +419,8 @@ const uint64_t *steps_bounds(const struct steps *st, uint64_t a, uint64_t b,
 
 	for (int i = 0; st && i < st->nth; i++) {
 		const struct st_thread *t = &st->th[i];
-		int from = lower_bound(t->bounds, t->nbounds, a);
-		int cnt = lower_bound(t->bounds, t->nbounds, b) - from;
+		int from = st_lower_bound(t->bounds, t->nbounds, a);
+		int cnt = st_lower_bound(t->bounds, t->nbounds, b) - from;
 		bool is_main = t->tid == t->pid;
 
 		if (!cnt || (best_main && !is_main))
@@ -449,8 +448,8 @@ int steps_syncs(const struct steps *st, pid_t pid, uint64_t a, uint64_t b)
 		const struct st_proc *p = &st->pr[i];
 
 		if (p->pid == pid)
-			return lower_bound(p->syncs, p->nsyncs, b) -
-			       lower_bound(p->syncs, p->nsyncs, a) +
+			return st_lower_bound(p->syncs, p->nsyncs, b) -
+			       st_lower_bound(p->syncs, p->nsyncs, a) +
 			       (p->folded.count && a <= p->folded.first && p->folded.end < b ?
 				p->folded.count : 0);
 	}

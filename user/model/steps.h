@@ -61,6 +61,8 @@ struct st_sum {
  * kept one).
  */
 void st_sum_fold(struct st_sum *sum, uint64_t *t, int *n, int keep);
+/* Index of the first of l[0..n) (ascending) at or after ts. */
+int st_lower_bound(const uint64_t *l, int n, uint64_t ts);
 /* Whether [a, b) holds every folded step. */
 bool st_sum_inside(const struct st_sum *sum, uint64_t a, uint64_t b);
 
