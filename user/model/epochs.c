@@ -621,6 +621,42 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
  * before is alive: PyTorch shuts an iterator's workers down before the
  * next epoch's iterator forks new ones.
  */
+/* A batch came at ts, or a fetch began: for a fork (generation) before it. */
+static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
+			unsigned int phase, uint64_t ts)
+{
+	bool data = phase == TB_PH_DATA || phase == TB_PH_PEND_DATA;
+
+	if (*batch_ts || ts < fork_ts)
+		return;
+	if (data)
+		*in_data = true;
+	else if (*in_data || phase == TB_PH_BACKWARD)
+		*batch_ts = ts;	/* the fetch ended; or, unnamed, the first backward */
+}
+
+void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts)
+{
+	if (pid != tid)
+		return;		/* the training loop is a main thread's */
+	ep->phase_seen = true;
+	for (int i = 0; i < ep->nforks; i++)
+		if (ep->forks[i].parent == pid)
+			first_batch(ep->forks[i].ts, &ep->forks[i].batch_ts,
+				    &ep->forks[i].in_data, phase, ts);
+	for (int g = ep->ngens - 1; g >= 0; g--) {
+		struct ep_worker_gen *w = &ep->gens[g];
+
+		if (w->parent != pid || w->merged > 1)
+			continue;
+		first_batch(w->fork_ts, &w->batch_ts, &w->in_data, phase, ts);
+		if (w->batch_ts && w->stall_s < 0) {
+			w->stall_s = (w->batch_ts - w->fork_ts) / NS_PER_S;
+			w->stall_err_s = 0;
+		}
+	}
+}
+
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 {
 	struct ep_fork *f = tb_grow(ep->forks, &ep->capforks, ep->nforks + 1, sizeof(*f));
@@ -636,7 +672,7 @@ void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 	/* Forks on two CPUs can reach the ring buffer out of order. */
 	for (i = ep->nforks; i > 0 && f[i - 1].ts > ts; i--)
 		f[i] = f[i - 1];
-	f[i] = (struct ep_fork){ pid, parent, ts };
+	f[i] = (struct ep_fork){ pid, parent, ts, 0, false };
 	ep->nforks++;
 	ep->fork_seen = true;
 }
@@ -749,9 +785,13 @@ static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep
 	}
 	g[ep->ngens] = (struct ep_worker_gen){
 		.parent = f->parent, .fork_ts = f->ts, .nworkers = 1, .stall_s = -1,
-		.epoch = ep->gen_epochs,
+		.epoch = ep->gen_epochs, .batch_ts = f->batch_ts, .in_data = f->in_data,
 	};
 	g[ep->ngens].dw_fork = data_wait_at(ep, cur, f->parent, f->ts, &g[ep->ngens].stall_err_s);
+	if (f->batch_ts) {
+		g[ep->ngens].stall_s = (f->batch_ts - f->ts) / NS_PER_S;
+		g[ep->ngens].stall_err_s = 0;
+	}
 	return ep->ngens++;
 }
 
@@ -818,7 +858,12 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 	ep->nforks -= i;
 }
 
-/* At the end of tracing, a window cut short: over what there was. */
+/*
+ * With no batch to measure to (no training phases, or none came within
+ * EP_GEN_BATCH_WAIT_NS), the parent's data wait in the first
+ * EP_GEN_STALL_S after the fork. At the end of tracing, a window cut
+ * short: over what there was.
+ */
 static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 			  uint64_t now, bool final)
 {
@@ -830,6 +875,8 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 
 		if (g->stall_s >= 0 || (now < end && !final))
 			continue;
+		if (ep->phase_seen && !final && now < g->fork_ts + EP_GEN_BATCH_WAIT_NS)
+			continue;	/* its first batch will say */
 		if (end > now)
 			end = now;
 		g->stall_s = (data_wait_at(ep, cur, g->parent, end, &g->stall_err_s) -
@@ -881,9 +928,12 @@ uint64_t epochs_wake_at(const struct epochs *ep)
 	/* Totals soon after a fork: the generation's start splits them. */
 	if (ep->fork_seen)
 		at = ep->prev.ts + EP_FORK_REFRESH_NS;
-	for (int i = 0; i < ep->ngens; i++)
-		if (ep->gens[i].stall_s < 0 && ep->gens[i].fork_ts + win < at)
-			at = ep->gens[i].fork_ts + win;
+	for (int i = 0; i < ep->ngens; i++) {
+		uint64_t end = ep->gens[i].fork_ts + (ep->phase_seen ? EP_GEN_BATCH_WAIT_NS : win);
+
+		if (ep->gens[i].stall_s < 0 && end < at)
+			at = end;
+	}
 	return at;
 }
 
