@@ -141,6 +141,8 @@ int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 	return -1;
 }
 
+static bool phases_known(const struct job *job);
+
 static int view_alloc(struct dg_view *v, const struct job *job, int n)
 {
 	memset(v, 0, sizeof(*v));
@@ -149,6 +151,7 @@ static int view_alloc(struct dg_view *v, const struct job *job, int n)
 		return -1;
 	v->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	v->gpu = job->gpu && gpu_any_library(job->gpu);
+	v->phases = phases_known(job);
 	if (job->epochs) {
 		v->gens = job->epochs->gens;
 		v->ngens = job->epochs->ngens;

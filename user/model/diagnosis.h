@@ -101,6 +101,7 @@ struct dg_view {
 	 * brackets), ckpt_phase when they ran torch.save.
 	 */
 	bool data_phase, ckpt_phase;
+	bool phases;		/* training phase events came: a PyTorch loop */
 	int64_t ph[PH_NSHOWN][TB_NCAT];
 	uint64_t rbytes, wbytes;	/* the trainers' main threads' storage I/O */
 	const struct ep_worker_gen *gens;	/* the run's, all of them */

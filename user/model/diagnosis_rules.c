@@ -156,7 +156,11 @@ static int64_t fed_wait(const struct dg_view *v)
 {
 	int64_t idle = v->hl[TB_IDLE] - v->hl_own[TB_IDLE];
 
-	if (idle <= 0 || v->hl_own[TB_LOCK] <= 0)
+	/*
+	 * A PyTorch training loop only (phase events came): elsewhere a
+	 * thread that sleeps holding a lock the loop wants looks the same.
+	 */
+	if (!v->phases || idle <= 0 || v->hl_own[TB_LOCK] <= 0)
 		return 0;
 	return idle < v->hl_own[TB_LOCK] ? idle : v->hl_own[TB_LOCK];
 }
