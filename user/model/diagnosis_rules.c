@@ -145,24 +145,35 @@ static double read_frac(const struct dg_view *v)
 	return all ? (double)v->rbytes / all : 1.0;
 }
 
+/* What the trainers' main threads' critical path took over from others. */
+static int64_t inherited(const struct dg_view *v, int cat)
+{
+	int64_t d = v->hl[cat] - v->hl_own[cat];
+
+	return d > 0 ? d : 0;
+}
+
 /*
  * Lock waits of the trainers' main threads on threads that were
  * themselves waiting (sleeping, reading, waiting for data): on the
- * critical path such a wait became the holder's idle time. That is a
- * thread feeding the loop (a producer behind a queue.Queue), not
- * contention for a lock held by running threads (the GIL).
+ * critical path a lock wait becomes what its holder did meanwhile. Waits
+ * on holders that mostly waited are a thread feeding the loop (a
+ * producer behind a queue.Queue), not contention for a lock held by
+ * running threads (the GIL): their share of the lock waits, by what the
+ * holders did (their waits for a CPU say neither).
  */
 static int64_t fed_wait(const struct dg_view *v)
 {
-	int64_t idle = v->hl[TB_IDLE] - v->hl_own[TB_IDLE];
+	int64_t waited = inherited(v, TB_IDLE) + inherited(v, TB_IO) +
+			 inherited(v, TB_DATA_WAIT), ran = inherited(v, TB_CPU);
 
 	/*
 	 * A PyTorch training loop only (phase events came): elsewhere a
 	 * thread that sleeps holding a lock the loop wants looks the same.
 	 */
-	if (!v->phases || idle <= 0 || v->hl_own[TB_LOCK] <= 0)
+	if (!v->phases || waited <= 0 || v->hl_own[TB_LOCK] <= 0)
 		return 0;
-	return idle < v->hl_own[TB_LOCK] ? idle : v->hl_own[TB_LOCK];
+	return (int64_t)((double)v->hl_own[TB_LOCK] * waited / (waited + ran));
 }
 
 static double pct(int64_t part, int64_t whole)
