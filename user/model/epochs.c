@@ -621,6 +621,7 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
  * before is alive: PyTorch shuts an iterator's workers down before the
  * next epoch's iterator forks new ones.
  */
+
 /* A batch came at ts, or a fetch began: for a fork (generation) before it. */
 static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
 			unsigned int phase, uint64_t ts)
