@@ -638,23 +638,37 @@ static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
 
 void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts)
 {
+	bool pending = false;
+
 	if (pid != tid)
 		return;		/* the training loop is a main thread's */
 	ep->phase_seen = true;
 	for (int i = 0; i < ep->nforks; i++)
-		if (ep->forks[i].parent == pid)
+		if (ep->forks[i].parent == pid) {
+			pending = true;
 			first_batch(ep->forks[i].ts, &ep->forks[i].batch_ts,
 				    &ep->forks[i].in_data, phase, ts);
+		}
+	/*
+	 * The batch is a fork's not yet judged (its generation takes it):
+	 * an older generation that has not served one by then (a validation
+	 * loader's, with no backward to tell) is measured by its window.
+	 * Else the newest generation's.
+	 */
+	if (pending)
+		return;
 	for (int g = ep->ngens - 1; g >= 0; g--) {
 		struct ep_worker_gen *w = &ep->gens[g];
 
-		if (w->parent != pid || w->merged > 1)
+		if (w->parent != pid)
 			continue;
-		first_batch(w->fork_ts, &w->batch_ts, &w->in_data, phase, ts);
+		if (w->merged <= 1)
+			first_batch(w->fork_ts, &w->batch_ts, &w->in_data, phase, ts);
 		if (w->batch_ts && w->stall_s < 0) {
 			w->stall_s = (w->batch_ts - w->fork_ts) / NS_PER_S;
 			w->stall_err_s = 0;
 		}
+		break;
 	}
 }
 
@@ -810,6 +824,12 @@ static void add_worker(struct epochs *ep, const struct job *job,
 		if (g < 0)
 			return;		/* joins workers forked before tracing */
 		ep->gens[g].nworkers++;
+		/* A batch that came while this fork waited to be judged. */
+		if (!ep->gens[g].batch_ts && f->batch_ts && ep->gens[g].stall_s < 0) {
+			ep->gens[g].batch_ts = f->batch_ts;
+			ep->gens[g].stall_s = (f->batch_ts - ep->gens[g].fork_ts) / NS_PER_S;
+			ep->gens[g].stall_err_s = 0;
+		}
 	} else {
 		g = new_gen(ep, cur, f);
 		if (g < 0)
@@ -859,11 +879,20 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 	ep->nforks -= i;
 }
 
+/* The fork of the parent's next generation after gens[g]; 0 if none yet. */
+static uint64_t next_gen_fork(const struct epochs *ep, int g)
+{
+	for (int i = g + 1; i < ep->ngens; i++)
+		if (ep->gens[i].parent == ep->gens[g].parent)
+			return ep->gens[i].fork_ts;
+	return 0;
+}
+
 /*
  * With no batch to measure to (no training phases, or none came within
  * EP_GEN_BATCH_WAIT_NS), the parent's data wait in the first
- * EP_GEN_STALL_S after the fork. At the end of tracing, a window cut
- * short: over what there was.
+ * EP_GEN_STALL_S after the fork, or until its next generation's fork.
+ * At the end of tracing, a window cut short: over what there was.
  */
 static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 			  uint64_t now, bool final)
@@ -872,12 +901,15 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 
 	for (int i = 0; i < ep->ngens; i++) {
 		struct ep_worker_gen *g = &ep->gens[i];
-		uint64_t end = g->fork_ts + win;
+		uint64_t end = g->fork_ts + win, next = next_gen_fork(ep, i);
 
 		if (g->stall_s >= 0 || (now < end && !final))
 			continue;
-		if (ep->phase_seen && !final && now < g->fork_ts + EP_GEN_BATCH_WAIT_NS)
-			continue;	/* its first batch will say */
+		/* Its first batch will say, unless the parent forked again first. */
+		if (ep->phase_seen && !final && !next && now < g->fork_ts + EP_GEN_BATCH_WAIT_NS)
+			continue;
+		if (next && next < end)
+			end = next;	/* the next generation's stall is its own */
 		if (end > now)
 			end = now;
 		g->stall_s = (data_wait_at(ep, cur, g->parent, end, &g->stall_err_s) -
