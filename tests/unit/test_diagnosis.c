@@ -103,7 +103,70 @@ START_TEST(folded_workers_count_one_by_one)
 	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
 	ck_assert_ptr_nonnull(f);
 	ck_assert_ptr_nonnull(strstr(f->evidence, "4 workers: 2 I/O-bound, 2 CPU-bound (decoding), "
-				     "0 mostly waiting; busiest PID 20 (cpu 25%, io 75%)"));
+				     "0 mostly waiting (by their busiest thread); busiest PID 20 "
+				     "(cpu 25%, io 75%)"));
+}
+END_TEST
+
+/* A worker whose main thread decodes is CPU-bound, whatever its idle threads. */
+START_TEST(workers_judged_by_their_busiest_thread)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p[2];
+	struct dg_view v;
+	const struct dg_finding *f;
+
+	one_trainer(&v, &p[0], 10, 90, 0);
+	memset(&p[1], 0, sizeof(p[1]));
+	p[1].pid = 20;
+	p[1].role = TB_ROLE_WORKER;
+	p[1].own[TB_CPU] = 19 * S / 20;		/* one thread at 95% */
+	p[1].own[TB_IDLE] = 3 * S;		/* three idle helpers */
+	p[1].work[TB_CPU] = 19 * S / 20;
+	p[1].work[TB_IDLE] = S / 20;
+	v.n = 2;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "1 worker: 0 I/O-bound, 1 CPU-bound"));
+}
+END_TEST
+
+/*
+ * With phases: the data phase is data loading whatever it was made of
+ * (here on-CPU decoding in the loop); torch.save and the writes after it
+ * are checkpointing, not data.
+ */
+START_TEST(data_and_checkpoint_phases)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p;
+	struct dg_view v;
+	const struct dg_finding *f;
+
+	one_trainer(&v, &p, 100, 0, 0);
+	v.phases = v.data_phase = v.ckpt_phase = true;
+	v.ph[PH_DATA][TB_CPU] = 40 * S;		/* decoding in the loop */
+	v.ph[PH_FORWARD][TB_CPU] = 20 * S;
+	v.ph[PH_CHECKPOINT][TB_CPU] = 20 * S;
+	v.ph[PH_OTHER][TB_IO] = 20 * S;		/* fsync after torch.save */
+	v.hl[TB_IO] = 20 * S;
+	v.hl[TB_CPU] = 80 * S;
+	v.rbytes = 0;
+	v.wbytes = 100 << 20;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.40, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->advice, "num_workers > 0"));
+	f = find(fs, diag_run(&v, fs, 16), DG_CHECKPOINT);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.40, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "wrote 100.0 MiB"));
+	/* No phases: the storage waits were writes, not data loading. */
+	v.phases = v.data_phase = v.ckpt_phase = false;
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING));
+	f = find(fs, diag_run(&v, fs, 16), DG_CHECKPOINT);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(strstr(f->summary, "storage writes"));
 }
 END_TEST
 
@@ -164,6 +227,7 @@ START_TEST(slow_rank_is_the_one_least_in_comm)
 		p[i].pid = 100 + i;
 		p[i].rank = i;
 		p[i].role = TB_ROLE_TRAINER;
+		p[i].trained = true;
 		p[i].main_own[TB_COMM] = p[i].main_cp[TB_COMM] = comm[i] * 10 * S;
 		p[i].main_own[TB_CPU] = p[i].main_cp[TB_CPU] = (1 - comm[i]) * 10 * S;
 		for (int c = 0; c < TB_NCAT; c++)
@@ -175,6 +239,10 @@ START_TEST(slow_rank_is_the_one_least_in_comm)
 	ck_assert_int_eq(f->pid, 101);
 	ck_assert_double_eq_tol(f->value, 0.37, 1e-9);
 	ck_assert_ptr_nonnull(strstr(f->summary, "rank 1 (PID 101)"));
+	/* A trainer that ran no training phase (a helper) is no rank. */
+	p[1].trained = false;
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_SLOW_RANK));
+	p[1].trained = true;
 	/* Even ranks: nobody is waited for. */
 	p[1].main_own[TB_COMM] = 0.38 * 10 * S;
 	p[1].main_own[TB_CPU] = 0.62 * 10 * S;
@@ -290,6 +358,8 @@ int main(void)
 	tcase_add_test(tc, memory_pressure_from_meminfo);
 	tcase_add_test(tc, meminfo_parse);
 	tcase_add_test(tc, folded_workers_count_one_by_one);
+	tcase_add_test(tc, workers_judged_by_their_busiest_thread);
+	tcase_add_test(tc, data_and_checkpoint_phases);
 	tcase_add_test(tc, gone_processes_forgotten_past_a_bound);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -156,6 +156,8 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		break;
 	case TR_EV_PHASE:
 		phases_on_event(&r->phases, ev->phase);
+		epochs_on_phase(&r->ep, ev->phase->pid, ev->phase->tid, ev->phase->phase,
+				ev->phase->ts);
 		if (r->recording)
 			record_on_phase(&r->rec, ev->phase);
 		break;

@@ -12,6 +12,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
+#include "phases.h"
 
 #define BOUNDARY_LAG_NS 250000000ull	/* a tick, and some */
 #define RSS_MAX_SAMPLES 4096	/* 1 s apart: an hour; then halved */
@@ -140,6 +141,8 @@ int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 	return -1;
 }
 
+static bool phases_known(const struct job *job);
+
 static int view_alloc(struct dg_view *v, const struct job *job, int n)
 {
 	memset(v, 0, sizeof(*v));
@@ -148,11 +151,74 @@ static int view_alloc(struct dg_view *v, const struct job *job, int n)
 		return -1;
 	v->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	v->gpu = job->gpu && gpu_any_library(job->gpu);
+	v->phases = phases_known(job);
 	if (job->epochs) {
 		v->gens = job->epochs->gens;
 		v->ngens = job->epochs->ngens;
 	}
 	return 0;
+}
+
+/*
+ * Whether a thread ran training phases: steps, or backward time in its
+ * rows. With no phase event in the job, nothing says: every one did.
+ */
+/* Phase events came (live), or a recording says where its rows came from. */
+static bool phases_known(const struct job *job)
+{
+	return job->phases && (job->phases->events || job->phases->source > PH_SRC_NONE);
+}
+
+static bool trained(const struct job *job, const struct thread_rec *t)
+{
+	const struct ph_thread *pt;
+
+	if (!phases_known(job))
+		return true;
+	if (!t)
+		return false;
+	pt = phases_thread(job->phases, t->tid);
+	if (pt && (pt->steps.steps > 0 || pt->trained))
+		return true;
+	for (int c = 0; c < TB_NCAT; c++)
+		if (t->ph[TB_PH_BACKWARD][c])
+			return true;
+	return false;
+}
+
+/*
+ * The main thread's storage bytes (the process's life: an epoch splits
+ * reads from writes by their ratio) and whether it trained.
+ */
+static void io_and_phases(const struct job *job, struct dg_proc *p)
+{
+	const struct proc_rec *pr = job_proc_const(job, p->pid);
+	const struct thread_rec *mt = pr ? job_main_thread(pr) : NULL;
+
+	p->rbytes = mt ? mt->io_rbytes : 0;
+	p->wbytes = mt ? mt->io_wbytes : 0;
+	p->trained = trained(job, mt);
+}
+
+/* A worker's busiest thread (most time not idle): the one doing its work. */
+static void busiest_thread(const struct proc_rec *pr, int64_t out[TB_NCAT])
+{
+	int64_t best = -1;
+
+	for (int i = 0; i < pr->nthreads; i++) {
+		const struct thread_rec *t = &pr->threads[i];
+		int64_t busy = 0;
+
+		if (t->folded)
+			continue;	/* many threads summed: no one thread */
+		for (int c = 0; c < TB_NCAT; c++)
+			busy += c == TB_IDLE ? 0 : (int64_t)t->own[c];
+		if (busy <= best)
+			continue;
+		best = busy;
+		for (int c = 0; c < TB_NCAT; c++)
+			out[c] = t->own[c];
+	}
 }
 
 /* A process, or folded ones (pid 0), with its times in the window. */
@@ -167,11 +233,16 @@ static void view_proc(struct dg_view *v, const struct job *job, const struct dia
 	memcpy(p->own, own, sizeof(p->own));
 	memcpy(p->main_cp, main_cp, sizeof(p->main_cp));
 	memcpy(p->main_own, main_own, sizeof(p->main_own));
-	if (p->role == TB_ROLE_TRAINER)
+	if (!who->folded)
+		io_and_phases(job, p);
+	if (p->role == TB_ROLE_TRAINER) {
 		for (int c = 0; c < TB_NCAT; c++) {
 			v->hl[c] += main_cp[c];
 			v->hl_own[c] += main_own[c];
 		}
+		v->rbytes += p->rbytes;
+		v->wbytes += p->wbytes;
+	}
 }
 
 /* The selected source's epochs (NULL, 0 when none). */
@@ -220,6 +291,31 @@ static void view_rss(struct dg_view *v, const struct diag *d, const struct job *
 	}
 }
 
+/*
+ * The trainers' main threads by phase: the data phase counts when they
+ * fetched from a DataLoader by name (torch >= 2.0), the checkpoint phase
+ * whenever torch.save ran (every version).
+ */
+static void view_phases(struct dg_view *v, const struct job *job)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	int64_t data = 0, ckpt = 0;
+
+	if (!phases_known(job))
+		return;
+	phases_job(job, rows, &sum);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		for (int c = 0; c < TB_NCAT; c++)
+			v->ph[p][c] = (int64_t)rows[p][c];
+	for (int c = 0; c < TB_NCAT; c++) {
+		data += v->ph[PH_DATA][c];
+		ckpt += v->ph[PH_CHECKPOINT][c];
+	}
+	v->data_phase = (job->phases->named || job->phases->source == PH_SRC_BRACKETS) && data > 0;
+	v->ckpt_phase = ckpt > 0;
+}
+
 int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
 		  uint64_t now)
 {
@@ -245,7 +341,10 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 			mown[c] = mt ? mt->own[c] : 0;
 		}
 		view_proc(v, job, d, &who, own, cp, mown);
+		if (pr->role == TB_ROLE_WORKER && !pr->folded)
+			busiest_thread(pr, v->p[v->n - 1].work);
 	}
+	view_phases(v, job);
 	for (int i = 0; st && i < st->n; i++) {
 		v->steps += st->list[i].steps.count;
 		v->syncs += st->list[i].steps.syncs;
@@ -275,6 +374,7 @@ int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag 
 				       .tally = r->tally };
 
 		view_proc(v, job, d, &who, r->own, r->main_cp, r->main_own);
+		memcpy(v->p[v->n - 1].work, r->main_own, sizeof(r->main_own));
 	}
 	v->steps = e->steps.count;
 	v->syncs = e->steps.syncs;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "categories.h"
+#include "phases.h"
 #include "trainbpf.h"
 
 struct job;
@@ -36,6 +37,7 @@ enum dg_id {
 	DG_SLOW_RANK,
 	DG_MEMORY,
 	DG_RSS_GROWTH,
+	DG_CHECKPOINT,
 	DG_NIDS,
 };
 
@@ -45,7 +47,7 @@ struct dg_finding {
 	double value, threshold;	/* what fired, and where it fires */
 	pid_t pid;		/* the process it names; 0: the job */
 	char summary[96];	/* one line: "data loading 21.4% of ... (> 15%)" */
-	char evidence[384];
+	char evidence[512];
 	char advice[384];
 };
 
@@ -63,6 +65,15 @@ struct dg_proc {
 	int64_t own[TB_NCAT];
 	int64_t main_cp[TB_NCAT];
 	int64_t main_own[TB_NCAT];	/* the main thread's own states */
+	/*
+	 * A worker's busiest thread's own states: the one that decodes (idle
+	 * helper threads would dilute the process's totals). The run: its
+	 * busiest thread; an epoch: its main thread (DataLoader workers run
+	 * __getitem__ there).
+	 */
+	int64_t work[TB_NCAT];
+	uint64_t rbytes, wbytes;	/* the main thread's storage reads, writes */
+	bool trained;		/* ran training phases, or no phase is known */
 };
 
 /* A window's memory: the run's samples, or nothing for an epoch. */
@@ -84,6 +95,15 @@ struct dg_view {
 	bool gpu;		/* a CUDA library is mapped in the job */
 	int steps;		/* steps in the window; 0: none known */
 	int syncs;		/* outermost CUDA syncs and blocking copies in them */
+	/*
+	 * The trainers' main threads by training phase (phases.h), the run
+	 * only: data_phase when they fetched from a DataLoader (named
+	 * brackets), ckpt_phase when they ran torch.save.
+	 */
+	bool data_phase, ckpt_phase;
+	bool phases;		/* training phase events came: a PyTorch loop */
+	int64_t ph[PH_NSHOWN][TB_NCAT];
+	uint64_t rbytes, wbytes;	/* the trainers' main threads' storage I/O */
 	const struct ep_worker_gen *gens;	/* the run's, all of them */
 	int ngens;
 	uint64_t start, end;	/* the window: re-forks inside it count */

@@ -19,7 +19,7 @@
 static const char *const id_names[DG_NIDS] = {
 	"data_loading", "host_bound", "syncs_per_step", "worker_restarts",
 	"cpu_contention", "lock_contention", "io_bound_workers", "comm_bound",
-	"slow_rank", "memory_pressure", "rss_growth",
+	"slow_rank", "memory_pressure", "rss_growth", "checkpointing",
 };
 
 const char *diag_id_name(enum dg_id id)
@@ -125,8 +125,8 @@ static void sum_workers(const struct dg_view *v, struct worker_sum *w)
 			w->all[c] += p->own[c];
 		if (p->folded)
 			worker_tally_merge(&t, &p->tally);
-		else
-			worker_tally_add(&t, p->pid, p->own);
+		else	/* judged by the thread that works, not diluted by idle ones */
+			worker_tally_add(&t, p->pid, total(p->work) > 0 ? p->work : p->own);
 	}
 	w->io_bound = t.n[TB_WK_IO_BOUND];
 	w->cpu_bound = t.n[TB_WK_CPU_BOUND];
@@ -137,37 +137,189 @@ static void sum_workers(const struct dg_view *v, struct worker_sum *w)
 	w->slowest_io = t.io;
 }
 
-static void rule_data(const struct dg_view *v, struct findings *fs)
+/* The share of the trainers' storage bytes that were reads (1: no bytes). */
+static double read_frac(const struct dg_view *v)
 {
-	double data = share(v->hl, TB_DATA_WAIT), io = share(v->hl, TB_IO);
-	struct dg_finding *f;
-	struct worker_sum w;
+	uint64_t all = v->rbytes + v->wbytes;
 
-	if (data + io <= 0.15 || !(f = add(fs, DG_DATA_LOADING, data + io, 0.15,
-					    ramp(data + io, 0.15, 0.50))))
-		return;
-	sum_workers(v, &w);
-	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * (data + io));
-	CAT(f, evidence, "trainers wait for DataLoader workers %.1f%% and for storage %.1f%% of their time",
-	    100 * data, 100 * io);
-	if (w.n)
-		CAT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly waiting; "
-		    "busiest PID %d (cpu %.0f%%, io %.0f%%)", w.n, w.n == 1 ? "" : "s",
-		    w.io_bound, w.cpu_bound, w.waiting, (int)w.slowest,
-		    100 * w.slowest_cpu, 100 * w.slowest_io);
-	if (io > data)
-		CAT(f, advice, "the training loop reads storage itself: load in DataLoader workers "
-		    "(num_workers > 0); ");
-	if (w.cpu_bound)
+	return all ? (double)v->rbytes / all : 1.0;
+}
+
+/* What the trainers' main threads' critical path took over from others. */
+static int64_t inherited(const struct dg_view *v, int cat)
+{
+	int64_t d = v->hl[cat] - v->hl_own[cat];
+
+	return d > 0 ? d : 0;
+}
+
+/*
+ * Lock waits of the trainers' main threads on threads that were
+ * themselves waiting (sleeping, reading, waiting for data): on the
+ * critical path a lock wait becomes what its holder did meanwhile. Waits
+ * on holders that mostly waited are a thread feeding the loop (a
+ * producer behind a queue.Queue), not contention for a lock held by
+ * running threads (the GIL): their share of the lock waits, by what the
+ * holders did (their waits for a CPU say neither).
+ */
+static int64_t fed_wait(const struct dg_view *v)
+{
+	int64_t waited = inherited(v, TB_IDLE) + inherited(v, TB_IO) +
+			 inherited(v, TB_DATA_WAIT), ran = inherited(v, TB_CPU);
+
+	/*
+	 * A PyTorch training loop only (phase events came): elsewhere a
+	 * thread that sleeps holding a lock the loop wants looks the same.
+	 */
+	if (!v->phases || waited <= 0 || v->hl_own[TB_LOCK] <= 0)
+		return 0;
+	return (int64_t)((double)v->hl_own[TB_LOCK] * waited / (waited + ran));
+}
+
+static double pct(int64_t part, int64_t whole)
+{
+	return whole > 0 && part > 0 ? 100.0 * part / whole : 0.0;
+}
+
+static void data_workers(struct dg_finding *f, const struct worker_sum *w)
+{
+	if (w->n)
+		CAT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly "
+		    "waiting (by their busiest thread); busiest PID %d (cpu %.0f%%, io %.0f%%)",
+		    w->n, w->n == 1 ? "" : "s", w->io_bound, w->cpu_bound, w->waiting,
+		    (int)w->slowest, 100 * w->slowest_cpu, 100 * w->slowest_io);
+}
+
+static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool main_cpu,
+			bool reads, bool fed)
+{
+	if (fed)
+		CAT(f, advice, "the loop waits for a thread that feeds it batches: more producers "
+		    "(DataLoader workers, num_workers > 0, instead of one Python thread), a deeper "
+		    "queue, cheaper production; ");
+	if (main_cpu && !w->n)
+		CAT(f, advice, "the training loop decodes on its own thread: load in DataLoader "
+		    "workers (num_workers > 0) so that decoding overlaps the step; ");
+	if (w->cpu_bound)
 		CAT(f, advice, "more workers (num_workers) if cores are free, cheaper decoding and "
 		    "augmentation (pre-decoded or smaller samples, GPU decoding with DALI); ");
-	if (w.io_bound || io > data)
-		CAT(f, advice, "faster or local storage (copy the dataset to local NVMe or RAM), "
-		    "fewer larger reads (sharded formats), deeper prefetch (prefetch_factor); ");
-	if (w.waiting)
+	if (w->io_bound || reads)
+		CAT(f, advice, "faster or local storage for the dataset reads (copy it to local "
+		    "NVMe or RAM), fewer larger reads (sharded formats), deeper prefetch "
+		    "(prefetch_factor); ");
+	if (w->waiting && !w->cpu_bound && !w->io_bound)
 		CAT(f, advice, "workers mostly wait on something outside the job (sleeps, remote "
 		    "storage, a rate limit): find what they block on; ");
 	CAT(f, advice, "pin_memory=True with non_blocking copies");
+}
+
+/*
+ * With phases: the trainers' time inside DataLoader fetches, whatever it
+ * was made of (waiting for workers, reading storage, decoding on the main
+ * thread, waiting for a CPU).
+ */
+static void rule_data_phase(const struct dg_view *v, struct findings *fs)
+{
+	const int64_t *d = v->ph[PH_DATA];
+	int64_t all = 0, in = total(d), fed = fed_wait(v), outside;
+	double s;
+	struct dg_finding *f;
+	struct worker_sum w;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		all += total(v->ph[p]);
+	/* A queue feeding the loop outside DataLoader fetches is data too. */
+	outside = fed - d[TB_LOCK] - d[TB_IDLE];
+	in += outside > 0 ? outside : 0;
+	s = all > 0 ? (double)in / all : 0;
+	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
+		return;
+	sum_workers(v, &w);
+	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
+	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in DataLoader "
+	    "fetches (the data phase): waiting for workers %.1f%%, reading storage %.1f%%, on the "
+	    "CPU in the loop (decoding) %.1f%%, waiting for a CPU %.1f%%, for other threads "
+	    "%.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s, pct(d[TB_DATA_WAIT], all),
+	    pct(d[TB_IO], all), pct(d[TB_CPU], all), pct(d[TB_RUNQUEUE], all),
+	    pct(d[TB_LOCK] + d[TB_IDLE], all), v->rbytes / 1048576.0, v->wbytes / 1048576.0);
+	data_workers(f, &w);
+	data_advice(f, &w, d[TB_CPU] > d[TB_DATA_WAIT] && d[TB_CPU] > d[TB_IO],
+		    d[TB_IO] > 0.05 * in, outside > 0.05 * in);
+}
+
+/*
+ * Without phases, by evidence: waits for DataLoader workers, storage
+ * reads (the trainers' storage waits in the ratio of the bytes they read
+ * to all they moved: writes are checkpointing's), and waits for a thread
+ * that feeds the loop.
+ */
+static void rule_data(const struct dg_view *v, struct findings *fs)
+{
+	int64_t tot = total(v->hl), fed = fed_wait(v);
+	double data = share(v->hl, TB_DATA_WAIT), io = share(v->hl, TB_IO) * read_frac(v);
+	double feed = tot > 0 ? (double)fed / tot : 0, s = data + io + feed;
+	struct dg_finding *f;
+	struct worker_sum w;
+
+	if (v->data_phase) {
+		rule_data_phase(v, fs);
+		return;
+	}
+	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
+		return;
+	sum_workers(v, &w);
+	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
+	CAT(f, evidence, "trainers wait for DataLoader workers %.1f%%, for storage reads %.1f%% "
+	    "and for a thread that feeds them %.1f%% of their time; storage read %.1f MiB, "
+	    "written %.1f MiB", 100 * data, 100 * io, 100 * feed, v->rbytes / 1048576.0,
+	    v->wbytes / 1048576.0);
+	data_workers(f, &w);
+	data_advice(f, &w, false, io > data, feed > 0.05);
+}
+
+/*
+ * Checkpoints: the time in torch.save (the checkpoint phase) and the
+ * trainers' storage writes around it (flush, fsync: their waits outside
+ * any phase, in the ratio of bytes written). Without phases, the
+ * trainers' storage waits in that ratio.
+ */
+static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
+{
+	double wf = 1.0 - read_frac(v), s, save = 0, writes;
+	int64_t all = 0;
+	struct dg_finding *f;
+
+	if (v->ckpt_phase) {
+		for (int p = 0; p < PH_NSHOWN; p++)
+			all += total(v->ph[p]);
+		save = all > 0 ? (double)total(v->ph[PH_CHECKPOINT]) / all : 0;
+		writes = all > 0 ? v->ph[PH_OTHER][TB_IO] * wf / all : 0;
+	} else {
+		writes = share(v->hl, TB_IO) * wf;
+	}
+	s = save + writes;
+	if (s <= 0.10 || !(f = add(fs, DG_CHECKPOINT, s, 0.10, ramp(s, 0.10, 0.50))))
+		return;
+	if (v->ckpt_phase) {
+		const int64_t *c = v->ph[PH_CHECKPOINT];
+
+		CAT(f, summary, "checkpointing %.1f%% of the trainers' time (> 10%%)", 100 * s);
+		CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in torch.save "
+		    "(on the CPU %.1f%%, writing to storage %.1f%%) and %.1f%% waiting for storage "
+		    "writes outside it (flush, fsync); they wrote %.1f MiB and read %.1f MiB",
+		    100 * save, pct(c[TB_CPU] + c[TB_RUNQUEUE], all), pct(c[TB_IO], all),
+		    100 * writes, v->wbytes / 1048576.0, v->rbytes / 1048576.0);
+	} else {
+		CAT(f, summary, "storage writes %.1f%% of the trainers' time (> 10%%)", 100 * s);
+		CAT(f, evidence, "the trainers' main threads waited for storage %.1f%% of their "
+		    "time and wrote %.1f MiB (read %.1f MiB): checkpoints, logs or outputs, not "
+		    "data loading", 100 * share(v->hl, TB_IO), v->wbytes / 1048576.0,
+		    v->rbytes / 1048576.0);
+	}
+	CAT(f, advice, "checkpoint less often (every N epochs or steps), save asynchronously "
+	    "(a background thread or process, torch.distributed.checkpoint.async_save), save "
+	    "less (model weights without optimizer state between full checkpoints), write to "
+	    "fast local storage and copy it away after; one fsync per checkpoint");
 }
 
 static void rule_host_bound(const struct dg_view *v, struct findings *fs)
@@ -217,6 +369,13 @@ static int earlier_gens(const struct dg_view *v, int g)
 	return 0;
 }
 
+/*
+ * The persistent-workers advice pays when the restarts cost a meaningful
+ * share of the window: below it, keeping the workers (and their memory)
+ * across epochs buys little and may slow the job.
+ */
+#define RESTART_SHARE 0.05
+
 static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
 {
 	double stall = 0, frac;
@@ -235,14 +394,14 @@ static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
 		stall += w->stall_s > 0 ? w->stall_s : 0;
 	}
 	frac = v->wall_s > 0 ? stall / v->wall_s : 0;
-	if (!refork || frac < 0.01 ||
-	    !(f = add(fs, DG_WORKER_RESTARTS, frac, 0.01, ramp(frac, 0.01, 0.10))))
+	if (!refork || frac < RESTART_SHARE ||
+	    !(f = add(fs, DG_WORKER_RESTARTS, frac, RESTART_SHARE, ramp(frac, RESTART_SHARE, 0.25))))
 		return;
 	f->pid = parent;
 	CAT(f, summary, "DataLoader workers restarted %d time%s, %.2f s of stalls (%.1f%% of wall time)",
 	    refork, refork == 1 ? "" : "s", stall, 100 * frac);
-	CAT(f, evidence, "%d re-fork%s of %d workers in all (e.g. by PID %d); after each the "
-	    "trainer waited %.2f s on average for its first batches", refork,
+	CAT(f, evidence, "%d re-fork%s of %d workers in all (e.g. by PID %d); from each fork "
+	    "to the trainer's first batch after it: %.2f s on average", refork,
 	    refork == 1 ? "" : "s", workers, parent, stall / refork);
 	CAT(f, advice, "DataLoader(persistent_workers=True) keeps the workers across epochs; "
 	    "lighter worker start-up (imports, dataset state copied into each worker)");
@@ -257,6 +416,17 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 {
 	double s = share(id == DG_LOCK_CONTENTION ? v->hl_own : v->hl, cat);
 	struct dg_finding *f;
+
+	/*
+	 * Waits for a thread that feeds the loop are data loading's, and so
+	 * is any wait inside a DataLoader fetch: at most the data phase's
+	 * wall time of the lock waits was there.
+	 */
+	if (id == DG_LOCK_CONTENTION && total(v->hl_own) > 0) {
+		int64_t in_data = v->data_phase ? total(v->ph[PH_DATA]) : 0;
+
+		s -= (double)(fed_wait(v) + in_data) / total(v->hl_own);
+	}
 
 	if (s <= thr || !(f = add(fs, id, s, thr, ramp(s, thr, severe))))
 		return;
@@ -312,6 +482,13 @@ static void rule_io_workers(const struct dg_view *v, struct findings *fs)
  * Own states: a main thread that runs on right after a socket call shows
  * that run as communication on its critical path until it switches out.
  */
+/* A rank: a trainer whose main thread ran training phases (when known). */
+static bool rank_like(const struct dg_proc *p)
+{
+	return p->role == TB_ROLE_TRAINER && !p->folded && p->trained &&
+	       total(p->main_own) > 0;
+}
+
 static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 {
 	const struct dg_proc *lo = NULL;
@@ -324,7 +501,7 @@ static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 		const struct dg_proc *p = &v->p[i];
 		double s = share(p->main_own, TB_COMM);
 
-		if (p->role != TB_ROLE_TRAINER || total(p->main_own) <= 0)
+		if (!rank_like(p))
 			continue;
 		n++;
 		others += s;
@@ -343,8 +520,7 @@ static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 		int m = 0;
 
 		for (int i = 0; i < v->n; i++)
-			if (v->p[i].role == TB_ROLE_TRAINER && &v->p[i] != lo &&
-			    total(v->p[i].main_own) > 0) {
+			if (rank_like(&v->p[i]) && &v->p[i] != lo) {
 				more -= share(v->p[i].main_own, c) / (n - 1);
 				m++;
 			}
@@ -423,6 +599,7 @@ int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
 
 	if (total(v->hl) > 0) {
 		rule_data(v, &fs);
+		rule_checkpoint(v, &fs);
 		rule_host_bound(v, &fs);
 		rule_syncs(v, &fs);
 		rule_worker_restarts(v, &fs);

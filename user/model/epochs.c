@@ -606,6 +606,57 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
  * before is alive: PyTorch shuts an iterator's workers down before the
  * next epoch's iterator forks new ones.
  */
+
+/* A batch came at ts, or a fetch began: for a fork (generation) before it. */
+static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
+			unsigned int phase, uint64_t ts)
+{
+	bool data = phase == TB_PH_DATA || phase == TB_PH_PEND_DATA;
+
+	if (*batch_ts || ts < fork_ts)
+		return;
+	if (data)
+		*in_data = true;
+	else if (*in_data || phase == TB_PH_BACKWARD)
+		*batch_ts = ts;	/* the fetch ended; or, unnamed, the first backward */
+}
+
+void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts)
+{
+	bool pending = false;
+
+	if (pid != tid)
+		return;		/* the training loop is a main thread's */
+	ep->phase_seen = true;
+	for (int i = 0; i < ep->nforks; i++)
+		if (ep->forks[i].parent == pid) {
+			pending = true;
+			first_batch(ep->forks[i].ts, &ep->forks[i].batch_ts,
+				    &ep->forks[i].in_data, phase, ts);
+		}
+	/*
+	 * The batch is a fork's not yet judged (its generation takes it):
+	 * an older generation that has not served one by then (a validation
+	 * loader's, with no backward to tell) is measured by its window.
+	 * Else the newest generation's.
+	 */
+	if (pending)
+		return;
+	for (int g = ep->ngens - 1; g >= 0; g--) {
+		struct ep_worker_gen *w = &ep->gens[g];
+
+		if (w->parent != pid)
+			continue;
+		if (w->merged <= 1)
+			first_batch(w->fork_ts, &w->batch_ts, &w->in_data, phase, ts);
+		if (w->batch_ts && w->stall_s < 0) {
+			w->stall_s = (w->batch_ts - w->fork_ts) / NS_PER_S;
+			w->stall_err_s = 0;
+		}
+		break;
+	}
+}
+
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 {
 	struct ep_fork *f = tb_grow(ep->forks, &ep->capforks, ep->nforks + 1, sizeof(*f));
@@ -621,7 +672,7 @@ void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
 	/* Forks on two CPUs can reach the ring buffer out of order. */
 	for (i = ep->nforks; i > 0 && f[i - 1].ts > ts; i--)
 		f[i] = f[i - 1];
-	f[i] = (struct ep_fork){ pid, parent, ts };
+	f[i] = (struct ep_fork){ pid, parent, ts, 0, false };
 	ep->nforks++;
 	ep->fork_seen = true;
 }
@@ -734,9 +785,13 @@ static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep
 	}
 	g[ep->ngens] = (struct ep_worker_gen){
 		.parent = f->parent, .fork_ts = f->ts, .nworkers = 1, .stall_s = -1,
-		.epoch = ep->gen_epochs,
+		.epoch = ep->gen_epochs, .batch_ts = f->batch_ts, .in_data = f->in_data,
 	};
 	g[ep->ngens].dw_fork = data_wait_at(ep, cur, f->parent, f->ts, &g[ep->ngens].stall_err_s);
+	if (f->batch_ts) {
+		g[ep->ngens].stall_s = (f->batch_ts - f->ts) / NS_PER_S;
+		g[ep->ngens].stall_err_s = 0;
+	}
 	return ep->ngens++;
 }
 
@@ -754,6 +809,12 @@ static void add_worker(struct epochs *ep, const struct job *job,
 		if (g < 0)
 			return;		/* joins workers forked before tracing */
 		ep->gens[g].nworkers++;
+		/* A batch that came while this fork waited to be judged. */
+		if (!ep->gens[g].batch_ts && f->batch_ts && ep->gens[g].stall_s < 0) {
+			ep->gens[g].batch_ts = f->batch_ts;
+			ep->gens[g].stall_s = (f->batch_ts - ep->gens[g].fork_ts) / NS_PER_S;
+			ep->gens[g].stall_err_s = 0;
+		}
 	} else {
 		g = new_gen(ep, cur, f);
 		if (g < 0)
@@ -803,7 +864,21 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 	ep->nforks -= i;
 }
 
-/* At the end of tracing, a window cut short: over what there was. */
+/* The fork of the parent's next generation after gens[g]; 0 if none yet. */
+static uint64_t next_gen_fork(const struct epochs *ep, int g)
+{
+	for (int i = g + 1; i < ep->ngens; i++)
+		if (ep->gens[i].parent == ep->gens[g].parent)
+			return ep->gens[i].fork_ts;
+	return 0;
+}
+
+/*
+ * With no batch to measure to (no training phases, or none came within
+ * EP_GEN_BATCH_WAIT_NS), the parent's data wait in the first
+ * EP_GEN_STALL_S after the fork, or until its next generation's fork.
+ * At the end of tracing, a window cut short: over what there was.
+ */
 static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 			  uint64_t now, bool final)
 {
@@ -811,10 +886,15 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 
 	for (int i = 0; i < ep->ngens; i++) {
 		struct ep_worker_gen *g = &ep->gens[i];
-		uint64_t end = g->fork_ts + win;
+		uint64_t end = g->fork_ts + win, next = next_gen_fork(ep, i);
 
 		if (g->stall_s >= 0 || (now < end && !final))
 			continue;
+		/* Its first batch will say, unless the parent forked again first. */
+		if (ep->phase_seen && !final && !next && now < g->fork_ts + EP_GEN_BATCH_WAIT_NS)
+			continue;
+		if (next && next < end)
+			end = next;	/* the next generation's stall is its own */
 		if (end > now)
 			end = now;
 		g->stall_s = (data_wait_at(ep, cur, g->parent, end, &g->stall_err_s) -
@@ -866,9 +946,12 @@ uint64_t epochs_wake_at(const struct epochs *ep)
 	/* Totals soon after a fork: the generation's start splits them. */
 	if (ep->fork_seen)
 		at = ep->prev.ts + EP_FORK_REFRESH_NS;
-	for (int i = 0; i < ep->ngens; i++)
-		if (ep->gens[i].stall_s < 0 && ep->gens[i].fork_ts + win < at)
-			at = ep->gens[i].fork_ts + win;
+	for (int i = 0; i < ep->ngens; i++) {
+		uint64_t end = ep->gens[i].fork_ts + (ep->phase_seen ? EP_GEN_BATCH_WAIT_NS : win);
+
+		if (ep->gens[i].stall_s < 0 && end < at)
+			at = end;
+	}
 	return at;
 }
 

@@ -109,6 +109,13 @@ struct ep_worker_gen {
 				 * end of the window to the refresh after it */
 	int merged;		/* generations summed into this one (past
 				 * EP_MAX_GENS), 1 for one; 0 reads as 1 */
+	/*
+	 * With training phases, stall_s is the gap from fork_ts to the
+	 * parent's first batch after it: the main thread's first exit from a
+	 * DataLoader fetch (or, with unnamed brackets, its first backward).
+	 */
+	uint64_t batch_ts;	/* that batch; 0 until it came */
+	bool in_data;		/* a fetch began after fork_ts */
 };
 
 #define EP_GEN_STALL_S 2.0
@@ -144,7 +151,12 @@ struct ep_worker_gen {
 struct ep_fork {
 	pid_t pid, parent;
 	uint64_t ts;
+	uint64_t batch_ts;	/* as in ep_worker_gen, until a generation takes it */
+	bool in_data;
 };
+
+/* Waiting this long for a generation's first batch, then the window's measure. */
+#define EP_GEN_BATCH_WAIT_NS 60000000000ull
 
 /* A worker of one of the generations. */
 struct ep_worker {
@@ -217,6 +229,7 @@ struct epochs {
 	struct ep_worker *workers;
 	int nworkers, capworkers;
 	bool fork_seen;		/* since the last refresh */
+	bool phase_seen;	/* a main thread's training phase changed */
 	uint64_t next_prune;	/* workers of older generations go, once a second */
 	struct ep_snap pool[EP_POOL];
 	int npool;
@@ -230,6 +243,11 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 void epochs_free(struct epochs *ep);
 /* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
+/*
+ * A thread's training phase from ts on (TB_EV_PHASE): a main thread's
+ * first batch after its workers' fork measures their start-up stall.
+ */
+void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts);
 /* A traced process forked a new process (TB_EV_FORK). */
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
 /* A traced process exited (TB_EV_EXIT). */

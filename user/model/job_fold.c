@@ -346,12 +346,21 @@ static void add_proc(struct proc_rec *a, const struct proc_rec *p)
 	if (p->folded) {
 		worker_tally_merge(&a->tally, &p->tally);
 	} else if (p->role == TB_ROLE_WORKER) {
-		uint64_t tot[TB_NCAT];
-		int64_t own[TB_NCAT];
+		int64_t own[TB_NCAT] = { 0 }, best = -1;
 
-		proc_totals(p, tot);
-		for (int c = 0; c < TB_NCAT; c++)
-			own[c] = (int64_t)tot[c];
+		/* Judged by its busiest thread, as the diagnosis judges live ones. */
+		for (int j = 0; j < p->nthreads; j++) {
+			const struct thread_rec *t = &p->threads[j];
+			int64_t busy = 0;
+
+			for (int c = 0; c < TB_NCAT; c++)
+				busy += c == TB_IDLE ? 0 : (int64_t)t->own[c];
+			if (t->folded || busy <= best)
+				continue;
+			best = busy;
+			for (int c = 0; c < TB_NCAT; c++)
+				own[c] = (int64_t)t->own[c];
+		}
 		worker_tally_add(&a->tally, p->pid, own);
 	}
 	a->folded += proc_count(p);
