@@ -131,6 +131,53 @@ START_TEST(markers_and_source_choice)
 }
 END_TEST
 
+/*
+ * A wait still open at a refresh counts under its no-waker category (idle)
+ * until it closes; then its waker makes it data_wait, and idle's total
+ * shrinks. An epoch boundary between must not give the next epoch negative
+ * idle: the open wait is left out of the totals the epochs split.
+ */
+START_TEST(open_wait_gives_no_negative_share)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	const struct epoch *e;
+
+	init(&ep, EP_MARKER, NULL);
+	job_at(&job, &p, &t, 100 * MS);
+	epochs_tick(&ep, &job, 100 * MS);
+	feed(&ep, TB_EV_MARK, 100 * MS, "TRAINBPF epoch 1\n");
+	/* 200 ms: 100 ms cpu, then a wait open for 100 ms, idle for now */
+	job_at(&job, &p, &t, 100 * MS);
+	t.own[TB_IDLE] = t.cp[TB_IDLE] = 100 * MS;
+	t.open_ns = 100 * MS;
+	t.open_cat = TB_IDLE;
+	epochs_tick(&ep, &job, 200 * MS);
+	feed(&ep, TB_EV_MARK, 200 * MS, "TRAINBPF epoch 2\n");
+	/* 300 ms: the wait closed at 250 as data_wait (150 ms), 50 ms cpu since */
+	job_at(&job, &p, &t, 150 * MS);
+	t.own[TB_DATA_WAIT] = t.cp[TB_DATA_WAIT] = 150 * MS;
+	epochs_tick(&ep, &job, 300 * MS);
+	feed(&ep, TB_EV_MARK, 300 * MS, "TRAINBPF epoch 3\n");
+	job_at(&job, &p, &t, 150 * MS);
+	t.own[TB_DATA_WAIT] = t.cp[TB_DATA_WAIT] = 150 * MS;
+	epochs_tick(&ep, &job, 400 * MS);
+	ck_assert_int_eq(ep.src[EP_MARKER].n, 2);
+	e = &ep.src[EP_MARKER].list[1];
+	for (int c = 0; c < TB_NCAT; c++) {
+		ck_assert_int_ge(e->d[0].main_cp[c], 0);
+		ck_assert_int_ge(e->d[0].own[c], 0);
+		ck_assert_int_ge(e->d[0].main_own[c], 0);
+	}
+	/* The whole wait in the epoch where it closed, as what it turned out to be. */
+	ck_assert_int_eq(e->d[0].main_cp[TB_DATA_WAIT], 150 * MS);
+	ck_assert_int_eq(ep.src[EP_MARKER].list[0].d[0].main_cp[TB_IDLE], 0);
+	epochs_free(&ep);
+}
+END_TEST
+
 START_TEST(boundary_interpolated_between_refreshes)
 {
 	struct epochs ep;
@@ -539,6 +586,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, default_regex_forms);
+	tcase_add_test(tc, open_wait_gives_no_negative_share);
 	tcase_add_test(tc, repeated_lines_are_one_boundary);
 	tcase_add_test(tc, regex_without_number_counts);
 	tcase_add_test(tc, markers_and_source_choice);

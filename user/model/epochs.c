@@ -177,15 +177,16 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 		on_text(ep, buf, e->ts);
 }
 
+/* Totals at now: less the open waits, but at the end (nothing follows to close them). */
 static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job,
-		     uint64_t now)
+		     uint64_t now, bool final)
 {
 	s->ts = now;
 	if (ep_snap_alloc(ep, s, job->nprocs))
 		return -1;
 	s->n = job->nprocs;
 	for (int i = 0; i < s->n; i++)
-		ep_tot_of(&s->p[i], &job->procs[i]);
+		ep_tot_of(&s->p[i], &job->procs[i], !final);
 	return 0;
 }
 
@@ -920,7 +921,7 @@ static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool fi
 			ep->next_window += step;
 		}
 	}
-	if (take_snap(ep, &cur, job, now))
+	if (take_snap(ep, &cur, job, now, final))
 		return;
 	judge_forks(ep, job, &cur, now, final);
 	update_stalls(ep, &cur, now, final);
