@@ -50,6 +50,7 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 	ep->interval_s = want == EP_INTERVAL ? interval_s : EP_AUTO_INTERVAL_S;
 	ep->next_window = window_start;	/* the first window opens at once */
 	ep->prev.ts = window_start;
+	ep->window_start = window_start;
 	rc = regcomp(&ep->re, re ? re : EP_DEFAULT_REGEX, REG_EXTENDED | REG_ICASE);
 	if (rc) {
 		regerror(rc, &ep->re, err, errlen);
@@ -125,21 +126,76 @@ static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
 		epochs_add_step(ep, ts, pid);
 }
 
-/* The epoch number in a matching line: its first all-digit group. */
-static bool match_label(const char *line, const regmatch_t *m, long *label)
+/*
+ * The epoch number in a matching line: its first all-digit group. A
+ * fraction after it (HF's 'epoch': 1.33, epochs done so far) names the
+ * epoch under way, 2 (1.0 is the end of epoch 1, 0.0 the start of 1).
+ */
+static bool match_label(const char *line, const regmatch_t *m, long *label, bool *frac,
+			bool *whole)
 {
 	for (int g = 1; g < MAX_GROUPS && m[g].rm_so >= 0; g++) {
 		int len = m[g].rm_eo - m[g].rm_so;
 		bool digits = len > 0 && len < 10;
+		const char *end = line + m[g].rm_eo;
 
 		for (int i = 0; digits && i < len; i++)
 			digits = isdigit((unsigned char)line[m[g].rm_so + i]);
-		if (digits) {
-			*label = strtol(line + m[g].rm_so, NULL, 10);
-			return true;
-		}
+		if (!digits)
+			continue;
+		*label = strtol(line + m[g].rm_so, NULL, 10);
+		*frac = end[0] == '.' && isdigit((unsigned char)end[1]);
+		*whole = *frac;
+		for (end++; *frac && isdigit((unsigned char)*end); end++)
+			*whole &= *end == '0';
+		return true;
 	}
 	return false;
+}
+
+/* Words of a line that sums up an epoch that has ended. */
+static bool summary_words(const char *line)
+{
+	static const char *const words[] = {
+		"done", "finish", "complete", "ended", "end of", "summary", "eval_",
+		"val_loss", "100%",
+	};
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcasestr(line, words[i]))
+			return true;
+	return false;
+}
+
+/*
+ * A line names the epoch under way ("Epoch 2/3", a step line "Epoch [2/3],
+ * Step [8/24]", HF's 'epoch': 1.33 for epoch 2): the first line naming a
+ * new one starts it. A summary names the epoch that has just ended ("Epoch
+ * 1 done", "Epoch [1/3] finished", Lightning's "Epoch 0: 100%", HF's
+ * 'epoch': 1.0): the next one starts there, under the next number, until a
+ * line names it (inferred); a second summary of the same epoch (HF's eval
+ * line after its last step line) changes nothing. A summary with nothing open before it: its epoch ran from the
+ * window's start.
+ */
+static void on_line(struct epochs *ep, struct ep_stream *st, long label, bool end,
+		    uint64_t ts)
+{
+	if (!end) {
+		if (!st->has_label || label != st->last_label)
+			add_pending(st, ts, label);
+		st->last_label = label;
+		st->has_label = true;
+		st->inferred = false;
+		return;
+	}
+	if (st->has_label && st->last_label == label + 1)
+		return;		/* a second summary, or the next epoch is named already */
+	if (!st->has_label)
+		add_pending(st, ep->window_start, label);
+	add_pending(st, ts, label + 1);
+	st->last_label = label + 1;
+	st->has_label = true;
+	st->inferred = true;
 }
 
 /* tqdm redraws with \r: every piece between \n and \r is a line. */
@@ -151,16 +207,19 @@ static void on_text(struct epochs *ep, char *buf, uint64_t ts)
 
 	for (char *line = strtok_r(buf, "\r\n", &save); line;
 	     line = strtok_r(NULL, "\r\n", &save)) {
+		bool frac = false, whole = false, end;
 		long label;
 
 		if (regexec(&ep->re, line, MAX_GROUPS, m, 0))
 			continue;
-		if (!match_label(line, m, &label))
+		if (!match_label(line, m, &label, &frac, &whole))
 			label = st->has_label ? st->last_label + 1 : 1;
-		if (!st->has_label || label != st->last_label)
-			add_pending(st, ts, label);
-		st->last_label = label;
-		st->has_label = true;
+		if (frac && !whole)
+			label++;			/* 1.33: epoch 2 under way */
+		end = frac ? whole && label > 0 : summary_words(line);
+		if (frac && whole && !label)
+			label = 1;			/* 0.0: epoch 1 begins */
+		on_line(ep, st, label, end, ts);
 	}
 }
 
@@ -600,9 +659,14 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 		const struct ep_snap *a, *b;
 		struct ep_snap at;
 
-		bracket(ep, cur, st->pend[i].ts, &a, &b);
-		if (interp(ep, &at, a, b, st->pend[i].ts))
-			break;
+		if (st->pend[i].ts <= ep->window_start && !st->is_open) {
+			/* An epoch from the window's start: nothing counted before. */
+			at = (struct ep_snap){ .ts = ep->window_start };
+		} else {
+			bracket(ep, cur, st->pend[i].ts, &a, &b);
+			if (interp(ep, &at, a, b, st->pend[i].ts))
+				break;
+		}
 		if (st->is_open) {
 			close_epoch(ep, st, &at, true);
 			ep_snap_release(ep, &st->open);
@@ -938,14 +1002,30 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 	tick(ep, job, now, false);
 }
 
+/*
+ * What runs after the last epoch ended, no epoch of its own: the time after
+ * a summary of the last epoch that no line has named since (the job's
+ * teardown), or an open epoch shorter than EP_TAIL_S after a complete one
+ * (but one the job marked itself). The reports show it as a tail line (the
+ * window's end minus the last epoch's).
+ */
+static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_t now)
+{
+	if (!st->n || !st->list[st->n - 1].complete)
+		return false;
+	if (st->inferred)
+		return true;
+	return st != &ep->src[EP_MARKER] && now - st->open.ts < EP_TAIL_S * NS_PER_S;
+}
+
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
 	tick(ep, job, now, true);
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
 
-		/* A window that has just begun is no epoch. */
-		if (st->is_open && ep->prev.ts > st->open.ts)
+		/* A window that has just begun is no epoch, nor a tail (below). */
+		if (st->is_open && ep->prev.ts > st->open.ts && !is_tail(ep, st, ep->prev.ts))
 			close_epoch(ep, st, &ep->prev, false);
 		ep_snap_release(ep, &st->open);
 		st->is_open = false;

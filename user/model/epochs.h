@@ -112,6 +112,8 @@ struct ep_worker_gen {
 };
 
 #define EP_GEN_STALL_S 2.0
+/* An epoch still open at the end and shorter than this is a tail (epochs_finish). */
+#define EP_TAIL_S 1.0
 #define EP_MAX_STEP_PIDS 64
 /*
  * Bounds (docs/model.md, "What trainbpf keeps"). An epoch keeps a row per
@@ -189,10 +191,13 @@ struct ep_stream {
 	int npend, cappend;
 	long last_label;	/* regex: the epoch number seen last */
 	bool has_label;
+	bool inferred;		/* regex: last_label followed a summary, and
+				 * no line has named it since */
 };
 
 struct epochs {
 	enum ep_source want;	/* EP_AUTO or one source */
+	uint64_t window_start;
 	double interval_s;
 	regex_t re;
 	bool re_ok;
