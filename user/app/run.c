@@ -156,6 +156,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		break;
 	case TR_EV_PHASE:
 		phases_on_event(&r->phases, ev->phase);
+		epochs_on_phase(&r->ep, ev->phase);
 		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);
@@ -195,6 +196,7 @@ static int start_epochs(struct epochs *ep, const struct env *env, struct job *jo
 		fprintf(stderr, "trainbpf: invalid epoch regex: %s\n", why);
 		return -1;
 	}
+	ep->attached = !env->command;
 	return 0;
 }
 

@@ -14,7 +14,7 @@
 #define MAX_GROUPS 10
 
 static const char *const source_names[EP_NSRC + 1] = {
-	"marker", "regex", "workers", "interval", "auto",
+	"marker", "passes", "regex", "workers", "interval", "auto",
 };
 
 const char *epochs_source_name(enum ep_source s)
@@ -221,6 +221,53 @@ static void on_text(struct epochs *ep, char *buf, uint64_t ts)
 			label = 1;			/* 0.0: epoch 1 begins */
 		on_line(ep, st, label, end, ts);
 	}
+}
+
+static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
+{
+	for (int i = 0; i < ep->npth; i++)
+		if (ep->pth[i].tid == tid)
+			return &ep->pth[i];
+	if (ep->npth >= EP_PASS_THREADS)
+		return NULL;
+	ep->pth[ep->npth] = (struct ep_pass_thread){ .tid = tid };
+	return &ep->pth[ep->npth++];
+}
+
+/*
+ * A pass over a DataLoader ends with the fetch that raises StopIteration:
+ * a step with no backward (BPF resolves it lone at the next fetch, or
+ * validation after an eval loop). The first training step after one, or a
+ * thread's first when it was traced from its start, begins a pass: the
+ * boundary is its fetch's start. One thread counts, the first to begin a
+ * pass (the ranks of a DDP job begin theirs together).
+ */
+void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e)
+{
+	unsigned int how = e->resolved & TB_RS_HOW;
+	struct ep_pass_thread *t;
+	bool starts;
+
+	if (!tracks(ep, EP_PASSES) || (ep->pass_tid && (pid_t)e->tid != ep->pass_tid))
+		return;
+	t = pass_thread(ep, e->tid);
+	if (!t)
+		return;
+	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
+		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
+			t->untrained = true;
+		t->fetch = e->ts;
+		return;
+	}
+	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD || how != TB_RS_TRAINED)
+		return;
+	starts = t->untrained || (!t->trained && !ep->attached);
+	t->untrained = false;
+	t->trained = true;
+	if (!starts || !t->fetch)
+		return;
+	ep->pass_tid = e->tid;
+	add_pending(&ep->src[EP_PASSES], t->fetch, ++ep->passes);
 }
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)

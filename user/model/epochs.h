@@ -23,14 +23,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "categories.h"
+#include "gpu_api.h"
 #include "steps.h"
 #include "trainbpf.h"
 
 struct job;
 struct job_fold;
 
-/* In the order auto prefers them. */
-enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
+/*
+ * In the order auto prefers them: the job's own markers; the first batch
+ * of each DataLoader pass of a trainer (phase events, torch >= 2.0); lines
+ * it prints; worker generations; windows.
+ */
+enum ep_source {
+	EP_MARKER, EP_PASSES, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC
+};
 
 #define EP_AUTO_INTERVAL_S 60.0
 #define EP_DEFAULT_REGEX \
@@ -195,6 +202,20 @@ struct ep_stream {
 				 * no line has named it since */
 };
 
+/*
+ * A thread's DataLoader passes (phase events): the last fetch's start, and
+ * whether a step with no backward (the fetch that raised StopIteration, a
+ * validation loop) came since its last training step.
+ */
+struct ep_pass_thread {
+	pid_t tid;
+	uint64_t fetch;
+	bool untrained;
+	bool trained;		/* a training step seen */
+};
+
+#define EP_PASS_THREADS 64
+
 struct epochs {
 	enum ep_source want;	/* EP_AUTO or one source */
 	uint64_t window_start;
@@ -225,6 +246,12 @@ struct epochs {
 	uint64_t next_prune;	/* workers of older generations go, once a second */
 	struct ep_snap pool[EP_POOL];
 	int npool;
+	/* passes: candidates (the first EP_PASS_THREADS), the one that counts */
+	struct ep_pass_thread pth[EP_PASS_THREADS];
+	int npth;
+	pid_t pass_tid;
+	long passes;
+	bool attached;		/* -p: a first training step seen is no pass's first */
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
@@ -235,6 +262,8 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 void epochs_free(struct epochs *ep);
 /* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
+/* A thread's training phase changed (TB_EV_PHASE): DataLoader passes. */
+void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e);
 /* A traced process forked a new process (TB_EV_FORK). */
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
 /* A traced process exited (TB_EV_EXIT). */
