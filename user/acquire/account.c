@@ -101,13 +101,6 @@ static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
 	} else {
 		account_open_interval(s, now, t->own, t->cp);
 	}
-	/* Counted as a wait with no waker for now (account_open_interval). */
-	t->open_ns = 0;
-	if (s->state == TB_ST_BLOCKED && !s->depth && now > s->since) {
-		t->open_ns = now - s->since;
-		t->open_cat = tb_wait_category(s->wait, TB_WK_NONE,
-					       &(struct tb_waker_info){ 0 });
-	}
 	fill_phases(t, s);
 }
 

@@ -283,16 +283,15 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 		on_text(ep, buf, e->ts);
 }
 
-/* Totals at now: less the open waits, but at the end (nothing follows to close them). */
 static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job,
-		     uint64_t now, bool final)
+		     uint64_t now)
 {
 	s->ts = now;
 	if (ep_snap_alloc(ep, s, job->nprocs))
 		return -1;
 	s->n = job->nprocs;
 	for (int i = 0; i < s->n; i++)
-		ep_tot_of(&s->p[i], &job->procs[i], !final);
+		ep_tot_of(&s->p[i], &job->procs[i]);
 	return 0;
 }
 
@@ -544,12 +543,55 @@ static struct epoch *append(struct ep_stream *st)
 	return &list[st->n];
 }
 
+/*
+ * A wait still open at a refresh is counted under the category it has with
+ * no waker (idle, lock: account_open_interval); when it closes, its waker
+ * names it (data_wait, comm) and that total shrinks. Across a boundary
+ * between the two, the epoch after it gets the first category below zero
+ * ("other -8.6%") and the second with the wait's part before the boundary
+ * too. That part is moved back: the epoch before counted it already, as it
+ * was known then. It comes from the wait it turned into, the blocked
+ * category that grew most (cpu and runqueue only if none did). The sum,
+ * the epoch's time, stays as it was.
+ */
+static void settle_waits(int64_t v[TB_NCAT])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		while (v[c] < 0) {
+			int from = -1;
+			int64_t take;
+
+			for (int k = 0; k < TB_NCAT; k++) {
+				bool ran = k == TB_CPU || k == TB_RUNQUEUE;
+
+				if (k == c || v[k] <= 0)
+					continue;
+				if (from < 0 || (!ran && (from == TB_CPU || from == TB_RUNQUEUE)) ||
+				    (ran == (from == TB_CPU || from == TB_RUNQUEUE) && v[k] > v[from]))
+					from = k;
+			}
+			if (from < 0)
+				break;	/* nothing positive left: the sum is negative */
+			take = v[from] < -v[c] ? v[from] : -v[c];
+			v[from] -= take;
+			v[c] += take;
+		}
+		if (v[c] < 0)
+			v[c] = 0;
+	}
+}
+
 void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n)
 {
 	struct ep_proc *small;
 
 	e->d = d;
 	e->n = 0;
+	for (int i = 0; i < n; i++) {
+		settle_waits(d[i].own);
+		settle_waits(d[i].main_cp);
+		settle_waits(d[i].main_own);
+	}
 	for (int i = 0; i < n; i++)
 		if (changed(&d[i]))
 			d[e->n++] = d[i];
@@ -1032,7 +1074,7 @@ static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool fi
 			ep->next_window += step;
 		}
 	}
-	if (take_snap(ep, &cur, job, now, final))
+	if (take_snap(ep, &cur, job, now))
 		return;
 	judge_forks(ep, job, &cur, now, final);
 	update_stalls(ep, &cur, now, final);

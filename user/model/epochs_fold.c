@@ -82,7 +82,7 @@ static void tot_identity(struct ep_tot *t, const struct proc_rec *p)
 	t->end = p->end_ns;
 }
 
-void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, bool settled)
+void ep_tot_of(struct ep_tot *t, const struct proc_rec *p)
 {
 	const struct thread_rec *mt = job_main_thread(p);
 	uint64_t own[TB_NCAT];
@@ -93,25 +93,6 @@ void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, bool settled)
 		t->own[c] = own[c];
 		t->main_cp[c] = mt ? mt->cp[c] : 0;
 		t->main_own[c] = mt ? mt->own[c] : 0;
-	}
-	if (!settled)
-		return;
-	/*
-	 * A wait still open is counted under the category it has with no
-	 * waker; when it closes its waker may make it another (idle turns
-	 * data_wait), and that category's total shrinks: an epoch's share of
-	 * it came out negative. It goes to the epoch in which it closes.
-	 */
-	for (int i = 0; i < p->nthreads; i++) {
-		const struct thread_rec *th = &p->threads[i];
-
-		if (!th->open_ns || th->open_cat < 0 || th->open_cat >= TB_NCAT)
-			continue;
-		t->own[th->open_cat] -= th->open_ns;
-		if (th == mt) {
-			t->main_cp[th->open_cat] -= th->open_ns;
-			t->main_own[th->open_cat] -= th->open_ns;
-		}
 	}
 }
 

@@ -29,12 +29,6 @@ struct thread_rec {
 	uint64_t nswitch;
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;
-	/*
-	 * The wait still open at the last refresh, in own and cp under
-	 * open_cat for now: its waker decides its category when it closes.
-	 */
-	uint64_t open_ns;
-	int open_cat;
 	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
 };
 
