@@ -1094,17 +1094,23 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 /*
  * What runs after the last epoch ended, no epoch of its own: the time after
  * a summary of the last epoch that no line has named since (the job's
- * teardown), or an open epoch shorter than EP_TAIL_S after a complete one
- * (but one the job marked itself). The reports show it as a tail line (the
+ * teardown), or an open epoch shorter than EP_TAIL_S and than half the
+ * complete one before (not the job's markers, not the windows asked for). The reports show it as a tail line (the
  * window's end minus the last epoch's).
  */
 static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_t now)
 {
 	if (!st->n || !st->list[st->n - 1].complete)
 		return false;
+	const struct epoch *last = &st->list[st->n - 1];
+	uint64_t len = now - st->open.ts;
+
 	if (st->inferred)
 		return true;
-	return st != &ep->src[EP_MARKER] && now - st->open.ts < EP_TAIL_S * NS_PER_S;
+	/* The job's own marks and the windows asked for are epochs, however short. */
+	if (st == &ep->src[EP_MARKER] || st == &ep->src[EP_INTERVAL])
+		return false;
+	return len < EP_TAIL_S * NS_PER_S && len < (last->end - last->start) / 2;
 }
 
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
