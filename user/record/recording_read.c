@@ -555,9 +555,21 @@ static void ep_read_proc(struct ep_read *x, struct q *q)
 	}
 }
 
-/* Its deltas into the epoch (before the next epochs_add moves the list). */
-static void ep_read_done(struct ep_read *x)
+/*
+ * Its deltas into the epoch (before the next epochs_add moves the list).
+ * epoch_procs has no ppid: a row's is its process's (the reports put
+ * workers under their parent by it).
+ */
+static void ep_read_done(struct recording *r, struct ep_read *x)
 {
+	for (int i = 0; i < x->n; i++) {
+		struct ep_proc *d = &x->d[i];
+		const struct proc_rec *p = d->pid ?
+			job_proc_at(&r->job, d->pid, d->end ? d->end : UINT64_MAX) : NULL;
+
+		if (p)
+			d->ppid = p->ppid;
+	}
 	if (x->e)
 		epoch_set_recorded(x->e, x->d, x->n, &x->steps);
 	else
@@ -577,7 +589,7 @@ static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 	while (q_row(&q)) {
 		if (!open || col_i64(&q, 0) != x.rowid) {
 			if (open)
-				ep_read_done(&x);
+				ep_read_done(r, &x);
 			ep_read_start(r, &x, &q);
 			open = true;
 		}
@@ -585,7 +597,7 @@ static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			ep_read_proc(&x, &q);
 	}
 	if (open)
-		ep_read_done(&x);
+		ep_read_done(r, &x);
 	return q_close(r, &q, err, errlen);
 }
 
