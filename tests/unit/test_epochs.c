@@ -54,7 +54,7 @@ START_TEST(default_regex_forms)
 	static const struct { const char *line; long label; } yes[] = {
 		{ "Epoch 3", 3 }, { "Epoch 4/10", 4 }, { "epoch=5 loss=1.0", 5 },
 		{ "Epoch 6: 45%|####  | 9/20 [00:01<00:02]", 6 },
-		{ "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 7.0}", 7 },
+		{ "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 6.33}", 7 },
 		{ "[rank0] EPOCH [8/10]", 8 },
 	};
 	static const char *const no[] = {
@@ -127,6 +127,119 @@ START_TEST(markers_and_source_choice)
 	ck_assert_int_eq(ep.nsteps, 1);
 	feed(&ep, TB_EV_MARK, 40 * MS, "TRAINBPF bogus\n");
 	ck_assert(!epochs_pending(&ep));
+	epochs_free(&ep);
+}
+END_TEST
+
+/* The labels and times of the boundaries waiting in the regex source. */
+static void pend_is(const struct epochs *ep, int n, const uint64_t *ts, const long *label)
+{
+	const struct ep_stream *st = &ep->src[EP_REGEX];
+
+	ck_assert_int_eq(st->npend, n);
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(st->pend[i].ts, ts[i]);
+		ck_assert_int_eq(st->pend[i].label, label[i]);
+	}
+}
+
+START_TEST(summary_lines_end_their_epoch)
+{
+	struct epochs ep;
+
+	init(&ep, EP_REGEX, NULL);
+	/* Nothing before the first summary: epoch 1 from the window's start. */
+	feed(&ep, TB_EV_TEXT, 10, "Epoch 1 done, loss 0.5\n");
+	pend_is(&ep, 2, (uint64_t[]){ 0, 10 }, (long[]){ 1, 2 });
+	/* HF: the eval line after the last step line ('epoch': 1.0) changes nothing. */
+	feed(&ep, TB_EV_TEXT, 12, "{'eval_loss': 0.3, 'epoch': 1.0}\n");
+	/* A step line of the epoch under way neither. */
+	feed(&ep, TB_EV_TEXT, 20, "Epoch [2/3], Step [8/24], Loss: 0.4\n");
+	pend_is(&ep, 2, (uint64_t[]){ 0, 10 }, (long[]){ 1, 2 });
+	feed(&ep, TB_EV_TEXT, 30, "Epoch [2/3] finished: train loss 0.4\n");
+	/* HF's fraction names the epoch under way: 2.33 is epoch 3. */
+	feed(&ep, TB_EV_TEXT, 40, "{'loss': 0.3, 'epoch': 2.33}\n");
+	/* Lightning counts from 0: 100% ends epoch 2 of its count, 3 is named. */
+	feed(&ep, TB_EV_TEXT, 50, "\rEpoch 2: 100%|##########| 24/24\n");
+	pend_is(&ep, 3, (uint64_t[]){ 0, 10, 30 }, (long[]){ 1, 2, 3 });
+	feed(&ep, TB_EV_TEXT, 60, "{'loss': 0.2, 'epoch': 3.0}\n");
+	pend_is(&ep, 4, (uint64_t[]){ 0, 10, 30, 60 }, (long[]){ 1, 2, 3, 4 });
+	ck_assert(ep.src[EP_REGEX].inferred);
+	epochs_free(&ep);
+}
+END_TEST
+
+/* After the last summary, the teardown is no epoch: a tail. */
+START_TEST(teardown_after_last_summary_is_no_epoch)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+
+	init(&ep, EP_REGEX, NULL);
+	job_at(&job, &p, &t, 100 * MS);
+	epochs_tick(&ep, &job, 100 * MS);
+	feed(&ep, TB_EV_TEXT, 150 * MS, "Epoch 1/2\n");
+	feed(&ep, TB_EV_TEXT, 190 * MS, "Epoch 2/2\n");
+	job_at(&job, &p, &t, 200 * MS);
+	epochs_tick(&ep, &job, 200 * MS);
+	feed(&ep, TB_EV_TEXT, 2500 * MS, "Epoch 2 done\n");
+	job_at(&job, &p, &t, 2600 * MS);
+	epochs_tick(&ep, &job, 2600 * MS);
+	job_at(&job, &p, &t, 8000 * MS);
+	epochs_finish(&ep, &job, 8000 * MS);	/* 5.5 s after the summary, still no epoch */
+	ck_assert_int_eq(ep.src[EP_REGEX].n, 2);
+	ck_assert(ep.src[EP_REGEX].list[1].complete);
+	ck_assert_int_eq(ep.src[EP_REGEX].list[1].end, 2500 * MS);
+	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * A wait still open at a refresh counts under its no-waker category (idle)
+ * until it closes; then its waker makes it data_wait, and idle's total
+ * shrinks. An epoch boundary between must not give the next epoch negative
+ * idle: the wait's part before the boundary stays in the epoch before (as
+ * idle, as it was known then), the rest is the next epoch's data_wait, and
+ * each epoch's time still sums to its length.
+ */
+START_TEST(open_wait_gives_no_negative_share)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	const struct epoch *e;
+
+	init(&ep, EP_MARKER, NULL);
+	job_at(&job, &p, &t, 100 * MS);
+	epochs_tick(&ep, &job, 100 * MS);
+	feed(&ep, TB_EV_MARK, 100 * MS, "TRAINBPF epoch 1\n");
+	/* 200 ms: 100 ms cpu, then a wait open for 100 ms, idle for now */
+	job_at(&job, &p, &t, 100 * MS);
+	t.own[TB_IDLE] = t.cp[TB_IDLE] = 100 * MS;
+	epochs_tick(&ep, &job, 200 * MS);
+	feed(&ep, TB_EV_MARK, 200 * MS, "TRAINBPF epoch 2\n");
+	/* 300 ms: the wait closed at 250 as data_wait (150 ms), 50 ms cpu since */
+	job_at(&job, &p, &t, 150 * MS);
+	t.own[TB_DATA_WAIT] = t.cp[TB_DATA_WAIT] = 150 * MS;
+	epochs_tick(&ep, &job, 300 * MS);
+	feed(&ep, TB_EV_MARK, 300 * MS, "TRAINBPF epoch 3\n");
+	job_at(&job, &p, &t, 150 * MS);
+	t.own[TB_DATA_WAIT] = t.cp[TB_DATA_WAIT] = 150 * MS;
+	epochs_tick(&ep, &job, 400 * MS);
+	ck_assert_int_eq(ep.src[EP_MARKER].n, 2);
+	e = &ep.src[EP_MARKER].list[1];
+	for (int c = 0; c < TB_NCAT; c++) {
+		ck_assert_int_ge(e->d[0].main_cp[c], 0);
+		ck_assert_int_ge(e->d[0].own[c], 0);
+		ck_assert_int_ge(e->d[0].main_own[c], 0);
+	}
+	ck_assert_int_eq(e->d[0].main_cp[TB_CPU], 50 * MS);
+	ck_assert_int_eq(e->d[0].main_cp[TB_DATA_WAIT], 50 * MS);
+	ck_assert_int_eq(e->d[0].main_cp[TB_IDLE], 0);
+	ck_assert_int_eq(ep.src[EP_MARKER].list[0].d[0].main_cp[TB_IDLE], 100 * MS);
 	epochs_free(&ep);
 }
 END_TEST
@@ -539,6 +652,9 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, default_regex_forms);
+	tcase_add_test(tc, open_wait_gives_no_negative_share);
+	tcase_add_test(tc, summary_lines_end_their_epoch);
+	tcase_add_test(tc, teardown_after_last_summary_is_no_epoch);
 	tcase_add_test(tc, repeated_lines_are_one_boundary);
 	tcase_add_test(tc, regex_without_number_counts);
 	tcase_add_test(tc, markers_and_source_choice);

@@ -150,7 +150,8 @@ def parse_args(argv):
     p.add_argument("--checkpoint", action="store_true")
     p.add_argument("--subprocs", type=int, default=0, metavar="N",
                    help="run git --version and ip addr every N steps")
-    p.add_argument("--log", choices=["plain", "steps", "hf", "lightning"], default="plain")
+    p.add_argument("--log", choices=["plain", "steps", "summary", "hf", "lightning"],
+                   default="plain")
     p.add_argument("--log-every", type=int, default=8)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--timeout", type=float, default=300.0)
@@ -375,6 +376,8 @@ class Log:
         if a.log == "lightning":
             sys.stderr.write("\n")
             sys.stderr.flush()
+        elif a.log == "summary":
+            print(f"Epoch {e} done, loss {loss:.4f}, {el:.2f} s", flush=True)
         elif a.log == "steps":
             v = f", val loss {val:.4f}" if val is not None else ""
             print(f"Epoch [{e}/{a.epochs}] finished: train loss {loss:.4f}{v}, {el:.2f} s",

@@ -57,7 +57,7 @@ static const struct argp_option opts[] = {
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
 	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (data, forward, backward, optimizer, checkpoint, validation); they cost " TB_PHASES_COST },
-	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else lines it prints like \"Epoch 3/10\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
+	{ "epochs", OPT_EPOCHS, "auto|marker|passes|regex|workers|interval:SEC", 0, "Where epochs start (default auto: markers if the job writes any, else the first batch of each DataLoader pass (PyTorch >= 2.0), else lines it prints like \"Epoch 3/10\" or \"Epoch 2 done\", else each new generation of DataLoader worker processes (persistent_workers=False), else 60 s windows). Markers: include/trainbpf_mark.h" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
 	{ "step-blocks", OPT_STEP_BLOCKS, "N", 0, "Also print a block (step times, shares, slowest category) every N steps, as they complete" },
@@ -196,7 +196,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		enum ep_source src;
 
 		if (epochs_parse_source(arg, &src, &env->epoch_interval_s))
-			argp_error(state, "invalid epoch source: '%s' (auto, marker, regex, workers or interval:SEC)", arg);
+			argp_error(state, "invalid epoch source: '%s' (auto, marker, passes, regex, workers or interval:SEC)", arg);
 		env->epochs = src;
 		break;
 	}
@@ -287,7 +287,7 @@ static const struct argp_option record_opts[] = {
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (see trainbpf --help)" },
 	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
-	{ "epochs", OPT_EPOCHS, "auto|marker|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
+	{ "epochs", OPT_EPOCHS, "auto|marker|passes|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},

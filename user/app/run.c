@@ -156,8 +156,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		break;
 	case TR_EV_PHASE:
 		phases_on_event(&r->phases, ev->phase);
-		epochs_on_phase(&r->ep, ev->phase->pid, ev->phase->tid, ev->phase->phase,
-				ev->phase->ts);
+		epochs_on_phase(&r->ep, ev->phase);
 		if (r->recording)
 			record_on_phase(&r->rec, ev->phase);
 		break;
@@ -199,6 +198,7 @@ static int start_epochs(struct epochs *ep, const struct env *env, struct job *jo
 		fprintf(stderr, "trainbpf: invalid epoch regex: %s\n", why);
 		return -1;
 	}
+	ep->attached = !env->command;
 	return 0;
 }
 

@@ -14,7 +14,7 @@
 #define MAX_GROUPS 10
 
 static const char *const source_names[EP_NSRC + 1] = {
-	"marker", "regex", "workers", "interval", "auto",
+	"marker", "passes", "regex", "workers", "interval", "auto",
 };
 
 const char *epochs_source_name(enum ep_source s)
@@ -50,6 +50,7 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 	ep->interval_s = want == EP_INTERVAL ? interval_s : EP_AUTO_INTERVAL_S;
 	ep->next_window = window_start;	/* the first window opens at once */
 	ep->prev.ts = window_start;
+	ep->window_start = window_start;
 	rc = regcomp(&ep->re, re ? re : EP_DEFAULT_REGEX, REG_EXTENDED | REG_ICASE);
 	if (rc) {
 		regerror(rc, &ep->re, err, errlen);
@@ -125,21 +126,76 @@ static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
 		epochs_add_step(ep, ts, pid);
 }
 
-/* The epoch number in a matching line: its first all-digit group. */
-static bool match_label(const char *line, const regmatch_t *m, long *label)
+/*
+ * The epoch number in a matching line: its first all-digit group. A
+ * fraction after it (HF's 'epoch': 1.33, epochs done so far) names the
+ * epoch under way, 2 (1.0 is the end of epoch 1, 0.0 the start of 1).
+ */
+static bool match_label(const char *line, const regmatch_t *m, long *label, bool *frac,
+			bool *whole)
 {
 	for (int g = 1; g < MAX_GROUPS && m[g].rm_so >= 0; g++) {
 		int len = m[g].rm_eo - m[g].rm_so;
 		bool digits = len > 0 && len < 10;
+		const char *end = line + m[g].rm_eo;
 
 		for (int i = 0; digits && i < len; i++)
 			digits = isdigit((unsigned char)line[m[g].rm_so + i]);
-		if (digits) {
-			*label = strtol(line + m[g].rm_so, NULL, 10);
-			return true;
-		}
+		if (!digits)
+			continue;
+		*label = strtol(line + m[g].rm_so, NULL, 10);
+		*frac = end[0] == '.' && isdigit((unsigned char)end[1]);
+		*whole = *frac;
+		for (end++; *frac && isdigit((unsigned char)*end); end++)
+			*whole &= *end == '0';
+		return true;
 	}
 	return false;
+}
+
+/* Words of a line that sums up an epoch that has ended. */
+static bool summary_words(const char *line)
+{
+	static const char *const words[] = {
+		"done", "finish", "complete", "ended", "end of", "summary", "eval_",
+		"val_loss", "100%",
+	};
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcasestr(line, words[i]))
+			return true;
+	return false;
+}
+
+/*
+ * A line names the epoch under way ("Epoch 2/3", a step line "Epoch [2/3],
+ * Step [8/24]", HF's 'epoch': 1.33 for epoch 2): the first line naming a
+ * new one starts it. A summary names the epoch that has just ended ("Epoch
+ * 1 done", "Epoch [1/3] finished", Lightning's "Epoch 0: 100%", HF's
+ * 'epoch': 1.0): the next one starts there, under the next number, until a
+ * line names it (inferred); a second summary of the same epoch (HF's eval
+ * line after its last step line) changes nothing. A summary with nothing open before it: its epoch ran from the
+ * window's start.
+ */
+static void on_line(struct epochs *ep, struct ep_stream *st, long label, bool end,
+		    uint64_t ts)
+{
+	if (!end) {
+		if (!st->has_label || label != st->last_label)
+			add_pending(st, ts, label);
+		st->last_label = label;
+		st->has_label = true;
+		st->inferred = false;
+		return;
+	}
+	if (st->has_label && st->last_label == label + 1)
+		return;		/* a second summary, or the next epoch is named already */
+	if (!st->has_label)
+		add_pending(st, ep->window_start, label);
+	add_pending(st, ts, label + 1);
+	st->last_label = label + 1;
+	st->has_label = true;
+	st->inferred = true;
 }
 
 /* tqdm redraws with \r: every piece between \n and \r is a line. */
@@ -151,17 +207,67 @@ static void on_text(struct epochs *ep, char *buf, uint64_t ts)
 
 	for (char *line = strtok_r(buf, "\r\n", &save); line;
 	     line = strtok_r(NULL, "\r\n", &save)) {
+		bool frac = false, whole = false, end;
 		long label;
 
 		if (regexec(&ep->re, line, MAX_GROUPS, m, 0))
 			continue;
-		if (!match_label(line, m, &label))
+		if (!match_label(line, m, &label, &frac, &whole))
 			label = st->has_label ? st->last_label + 1 : 1;
-		if (!st->has_label || label != st->last_label)
-			add_pending(st, ts, label);
-		st->last_label = label;
-		st->has_label = true;
+		if (frac && !whole)
+			label++;			/* 1.33: epoch 2 under way */
+		end = frac ? whole && label > 0 : summary_words(line);
+		if (frac && whole && !label)
+			label = 1;			/* 0.0: epoch 1 begins */
+		on_line(ep, st, label, end, ts);
 	}
+}
+
+static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
+{
+	for (int i = 0; i < ep->npth; i++)
+		if (ep->pth[i].tid == tid)
+			return &ep->pth[i];
+	if (ep->npth >= EP_PASS_THREADS)
+		return NULL;
+	ep->pth[ep->npth] = (struct ep_pass_thread){ .tid = tid };
+	return &ep->pth[ep->npth++];
+}
+
+/*
+ * A pass over a DataLoader ends with the fetch that raises StopIteration:
+ * a step with no backward (BPF resolves it lone at the next fetch, or
+ * validation after an eval loop). The first training step after one, or a
+ * thread's first when it was traced from its start, begins a pass: the
+ * boundary is its fetch's start. One thread counts, the first to begin a
+ * pass (the ranks of a DDP job begin theirs together).
+ */
+static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
+{
+	unsigned int how = e->resolved & TB_RS_HOW;
+	struct ep_pass_thread *t;
+	bool starts;
+
+	if (!tracks(ep, EP_PASSES) || (ep->pass_tid && (pid_t)e->tid != ep->pass_tid))
+		return;
+	t = pass_thread(ep, e->tid);
+	if (!t)
+		return;
+	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
+		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
+			t->untrained = true;
+		t->fetch = e->ts;
+		return;
+	}
+	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD || how != TB_RS_TRAINED)
+		return;
+	starts = t->untrained || (!t->trained && !ep->attached);
+	t->untrained = false;
+	t->trained = true;
+	if (!starts || !t->fetch)
+		return;
+	ep->pass_tid = e->tid;
+	add_pending(&ep->src[EP_PASSES], t->fetch, ++ep->passes);
 }
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
@@ -422,12 +528,55 @@ static struct epoch *append(struct ep_stream *st)
 	return &list[st->n];
 }
 
+/*
+ * A wait still open at a refresh is counted under the category it has with
+ * no waker (idle, lock: account_open_interval); when it closes, its waker
+ * names it (data_wait, comm) and that total shrinks. Across a boundary
+ * between the two, the epoch after it gets the first category below zero
+ * ("other -8.6%") and the second with the wait's part before the boundary
+ * too. That part is moved back: the epoch before counted it already, as it
+ * was known then. It comes from the wait it turned into, the blocked
+ * category that grew most (cpu and runqueue only if none did). The sum,
+ * the epoch's time, stays as it was.
+ */
+static void settle_waits(int64_t v[TB_NCAT])
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		while (v[c] < 0) {
+			int from = -1;
+			int64_t take;
+
+			for (int k = 0; k < TB_NCAT; k++) {
+				bool ran = k == TB_CPU || k == TB_RUNQUEUE;
+
+				if (k == c || v[k] <= 0)
+					continue;
+				if (from < 0 || (!ran && (from == TB_CPU || from == TB_RUNQUEUE)) ||
+				    (ran == (from == TB_CPU || from == TB_RUNQUEUE) && v[k] > v[from]))
+					from = k;
+			}
+			if (from < 0)
+				break;	/* nothing positive left: the sum is negative */
+			take = v[from] < -v[c] ? v[from] : -v[c];
+			v[from] -= take;
+			v[c] += take;
+		}
+		if (v[c] < 0)
+			v[c] = 0;
+	}
+}
+
 void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d, int n)
 {
 	struct ep_proc *small;
 
 	e->d = d;
 	e->n = 0;
+	for (int i = 0; i < n; i++) {
+		settle_waits(d[i].own);
+		settle_waits(d[i].main_cp);
+		settle_waits(d[i].main_own);
+	}
 	for (int i = 0; i < n; i++)
 		if (changed(&d[i]))
 			d[e->n++] = d[i];
@@ -584,9 +733,14 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 		const struct ep_snap *a, *b;
 		struct ep_snap at;
 
-		bracket(ep, cur, st->pend[i].ts, &a, &b);
-		if (interp(ep, &at, a, b, st->pend[i].ts))
-			break;
+		if (st->pend[i].ts <= ep->window_start && !st->is_open) {
+			/* An epoch from the window's start: nothing counted before. */
+			at = (struct ep_snap){ .ts = ep->window_start };
+		} else {
+			bracket(ep, cur, st->pend[i].ts, &a, &b);
+			if (interp(ep, &at, a, b, st->pend[i].ts))
+				break;
+		}
 		if (st->is_open) {
 			close_epoch(ep, st, &at, true);
 			ep_snap_release(ep, &st->open);
@@ -621,7 +775,8 @@ static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
 		*batch_ts = ts;	/* the fetch ended; or, unnamed, the first backward */
 }
 
-void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts)
+static void stall_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase,
+			   uint64_t ts)
 {
 	bool pending = false;
 
@@ -655,6 +810,12 @@ void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase
 		}
 		break;
 	}
+}
+
+void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e)
+{
+	passes_on_phase(ep, e);
+	stall_on_phase(ep, e->pid, e->tid, e->phase, e->ts);
 }
 
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)
@@ -1005,14 +1166,36 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 	tick(ep, job, now, false);
 }
 
+/*
+ * What runs after the last epoch ended, no epoch of its own: the time after
+ * a summary of the last epoch that no line has named since (the job's
+ * teardown), or an open epoch shorter than EP_TAIL_S and than half the
+ * complete one before (not the job's markers, not the windows asked for). The reports show it as a tail line (the
+ * window's end minus the last epoch's).
+ */
+static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_t now)
+{
+	if (!st->n || !st->list[st->n - 1].complete)
+		return false;
+	const struct epoch *last = &st->list[st->n - 1];
+	uint64_t len = now - st->open.ts;
+
+	if (st->inferred)
+		return true;
+	/* The job's own marks and the windows asked for are epochs, however short. */
+	if (st == &ep->src[EP_MARKER] || st == &ep->src[EP_INTERVAL])
+		return false;
+	return len < EP_TAIL_S * NS_PER_S && len < (last->end - last->start) / 2;
+}
+
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
 	tick(ep, job, now, true);
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
 
-		/* A window that has just begun is no epoch. */
-		if (st->is_open && ep->prev.ts > st->open.ts)
+		/* A window that has just begun is no epoch, nor a tail (below). */
+		if (st->is_open && ep->prev.ts > st->open.ts && !is_tail(ep, st, ep->prev.ts))
 			close_epoch(ep, st, &ep->prev, false);
 		ep_snap_release(ep, &st->open);
 		st->is_open = false;

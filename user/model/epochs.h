@@ -23,14 +23,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "categories.h"
+#include "gpu_api.h"
 #include "steps.h"
 #include "trainbpf.h"
 
 struct job;
 struct job_fold;
 
-/* In the order auto prefers them. */
-enum ep_source { EP_MARKER, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC };
+/*
+ * In the order auto prefers them: the job's own markers; the first batch
+ * of each DataLoader pass of a trainer (phase events, torch >= 2.0); lines
+ * it prints; worker generations; windows.
+ */
+enum ep_source {
+	EP_MARKER, EP_PASSES, EP_REGEX, EP_WORKERS, EP_INTERVAL, EP_NSRC, EP_AUTO = EP_NSRC
+};
 
 #define EP_AUTO_INTERVAL_S 60.0
 #define EP_DEFAULT_REGEX \
@@ -119,6 +126,8 @@ struct ep_worker_gen {
 };
 
 #define EP_GEN_STALL_S 2.0
+/* An epoch still open at the end and shorter than this is a tail (epochs_finish). */
+#define EP_TAIL_S 1.0
 #define EP_MAX_STEP_PIDS 64
 /*
  * Bounds (docs/model.md, "What trainbpf keeps"). An epoch keeps a row per
@@ -201,10 +210,27 @@ struct ep_stream {
 	int npend, cappend;
 	long last_label;	/* regex: the epoch number seen last */
 	bool has_label;
+	bool inferred;		/* regex: last_label followed a summary, and
+				 * no line has named it since */
 };
+
+/*
+ * A thread's DataLoader passes (phase events): the last fetch's start, and
+ * whether a step with no backward (the fetch that raised StopIteration, a
+ * validation loop) came since its last training step.
+ */
+struct ep_pass_thread {
+	pid_t tid;
+	uint64_t fetch;
+	bool untrained;
+	bool trained;		/* a training step seen */
+};
+
+#define EP_PASS_THREADS 64
 
 struct epochs {
 	enum ep_source want;	/* EP_AUTO or one source */
+	uint64_t window_start;
 	double interval_s;
 	regex_t re;
 	bool re_ok;
@@ -233,6 +259,12 @@ struct epochs {
 	uint64_t next_prune;	/* workers of older generations go, once a second */
 	struct ep_snap pool[EP_POOL];
 	int npool;
+	/* passes: candidates (the first EP_PASS_THREADS), the one that counts */
+	struct ep_pass_thread pth[EP_PASS_THREADS];
+	int npth;
+	pid_t pass_tid;
+	long passes;
+	bool attached;		/* -p: a first training step seen is no pass's first */
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
@@ -244,10 +276,11 @@ void epochs_free(struct epochs *ep);
 /* A TB_EV_MARK or TB_EV_TEXT event from the ring buffer. */
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
 /*
- * A thread's training phase from ts on (TB_EV_PHASE): a main thread's
- * first batch after its workers' fork measures their start-up stall.
+ * A thread's training phase changed (TB_EV_PHASE): DataLoader passes, and
+ * a main thread's first batch after its workers' fork measures their
+ * start-up stall.
  */
-void epochs_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase, uint64_t ts);
+void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e);
 /* A traced process forked a new process (TB_EV_FORK). */
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
 /* A traced process exited (TB_EV_EXIT). */

@@ -273,6 +273,19 @@ static void gens_line(FILE *f, const struct epochs *ep)
 		ep->ngens, EP_GEN_STALL_S, n ? sum / n : 0.0, max);
 }
 
+/*
+ * The time after the last epoch when it ended before tracing did (a tail:
+ * epochs.c, is_tail); 0 while an epoch is open or the last one was cut.
+ */
+static double tail_s(const struct epochs *ep, const struct ep_stream *st)
+{
+	const struct epoch *last = st->n ? &st->list[st->n - 1] : NULL;
+
+	if (!last || st->is_open || !last->complete || ep->prev.ts <= last->end)
+		return 0.0;
+	return (ep->prev.ts - last->end) / 1e9;
+}
+
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
@@ -292,6 +305,9 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 		st->n, (st->list[0].start - job->window_start_ns) / 1e9);
 	for (int i = 0; i < st->n; i++)
 		report_epoch_block(f, job, &st->list[i], epochs_source_name(s));
+	if (tail_s(ep, st) > 0)
+		fprintf(f, "After the last epoch: %.2f s (the job's teardown: no epoch)\n",
+			tail_s(ep, st));
 	trend(f, st);
 	gens_line(f, ep);
 	fputc('\n', f);
@@ -424,6 +440,7 @@ void report_epochs_json(struct jw *w, const struct job *job, const struct epochs
 	jw_string_field(w, "source", st && st->n ? epochs_source_name(s) : "none");
 	jw_float_field(w, "before_first_s",
 		       first > job->window_start_ns ? (first - job->window_start_ns) / 1e9 : 0.0, 6);
+	jw_float_field(w, "after_last_s", st ? tail_s(ep, st) : 0.0, 6);
 	jw_name(w, "list");
 	jw_array(w);
 	for (int i = 0; st && i < st->n; i++)

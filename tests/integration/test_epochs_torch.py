@@ -1,0 +1,168 @@
+"""Epochs of real PyTorch jobs against the jobs' own epoch times.
+
+tests/workloads/torch_job.py writes, per epoch, where it began and ended
+(perf_counter: CLOCK_MONOTONIC, the clock of the BPF side) and prints the
+log lines of one style: a line at each epoch's start ("Epoch 2/3"), a
+summary at its end ("Epoch 1 done, loss ..."), step lines with a summary
+("Epoch [2/3], Step [8/24]" ... "Epoch [2/3] finished"), HF's dicts with a
+fractional epoch ({'loss': ..., 'epoch': 1.33}) and Lightning's tqdm bar
+("\\rEpoch 1:  33%|..."), counted from 0.
+
+What trainbpf's boundaries can be off by, from the model (docs/model.md,
+"Epochs"): a line's time is the kernel's at its write(2), exact; a pass's
+start is the first DataLoader fetch's bracket, exact. What lies between
+that instant and the job's own boundary is the job's: the StopIteration
+fetch that ends a pass (it shuts the workers down) when the line came
+before it (Lightning's last redraw, HF's last step line), and iter(loader)
+(the workers' start) when the boundary is the next pass's first fetch. The
+bound for each boundary is those of the job's own intervals plus 50 ms of
+scheduling on a loaded 2-core machine. The interpolation of the epoch's
+totals (at most one 200 ms refresh apart) moves shares, not boundaries.
+"""
+import json
+import re
+import subprocess
+
+import pytest
+
+from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF
+
+PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
+          "validation", "checkpoint", "teardown"]
+SLACK_S = 0.05
+
+
+def run(tmp_path, variant, extra=(), epochs="auto", torch26=True):
+    """One job under `trainbpf record`; the report of the recording as text and JSON."""
+    truth, db = tmp_path / "truth.json", tmp_path / "run.db"
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--epochs", epochs, "--",
+                        *job, JOB, "--variant", variant, "--truth", str(truth), *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    rep = json.loads(subprocess.run([TRAINBPF, "report", "--format", "json", str(db)],
+                                    capture_output=True, text=True, timeout=120,
+                                    check=True).stdout)
+    return rep, json.loads(truth.read_text()), text
+
+
+def truth_epochs(truth, rep):
+    """Rank 0's epochs in seconds from trainbpf's window start, with the
+    job's own time next to each start that a boundary may be off by."""
+    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
+    w0 = rep["window"]["start_unix_s"] - off
+    rank = truth["ranks"][0]
+    iv = rank["intervals"]
+    out = []
+    for e in rank["epochs"]:
+        a, b = e["start_mono"], e["end_mono"]
+        inside = [(PHASES[i], s, d) for i, s, d in iv if a - 1e-6 <= s < b]
+        data = [d for ph, s, d in inside if ph == "data"]
+        # iter(loader) and the first fetch; the StopIteration fetch
+        first, last = sum(data[:2]), data[-1] if data else 0.0
+        out.append({"start": a - w0, "end": b - w0, "first": first, "last": last})
+    return out
+
+
+def check_boundaries(rep, truth, n_lost=0):
+    want = truth_epochs(truth, rep)
+    got = rep["epochs"]["list"]
+    labels = [e["epoch"] for e in got]
+    assert len(got) == len(want) - n_lost, \
+        f"{len(got)} epochs {labels} for the job's {len(want)}: " \
+        f"{[(e['start_s'], e['end_s']) for e in got]} vs {want}"
+    for k in range(1 + n_lost, len(want)):
+        g, w = got[k - n_lost], want[k]
+        tol = SLACK_S + want[k - 1]["last"] + w["first"]
+        assert abs(g["start_s"] - w["start"]) <= tol, \
+            f"epoch {g['epoch']} starts {g['start_s']:.3f} s, the job's {k + 1} at " \
+            f"{w['start']:.3f} s (bound {tol:.3f} s)"
+    return got
+
+
+def check_no_negative(rep, text):
+    """No share below zero in the text (the trend is a change, not a share),
+    nor any percent in the JSON."""
+    bad = [l for l in text.splitlines()
+           if not l.startswith("Trend:") and re.search(r"(?<![\w.])-\d+\.\d", l)]
+    assert not bad, bad
+
+    def walk(x, path):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, path + [k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, path + [i])
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            if any(isinstance(p, str) and ("percent" in p or "share" in p) for p in path):
+                assert x >= 0, f"{'.'.join(map(str, path))} = {x}"
+    walk(rep, [])
+
+
+def check_no_tail_block(rep, truth):
+    """No epoch past the job's last one, however short."""
+    want = truth_epochs(truth, rep)
+    for e in rep["epochs"]["list"]:
+        assert e["start_s"] < want[-1]["end"] - 0.3, \
+            f"epoch {e['epoch']} ({e['start_s']:.2f}-{e['end_s']:.2f} s) starts after " \
+            f"the job's last one ended ({want[-1]['end']:.2f} s)"
+
+
+# The line styles, by regex alone: persistent workers (no generations).
+STYLES = {
+    "plain": [],
+    "summary": ["--log", "summary"],
+    "steps": ["--log", "steps"],
+    "hf": ["--log", "hf"],
+    "lightning": ["--log", "lightning"],
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_epoch_lines(tmp_path, style):
+    """Each style's lines, by the regex source: as many epochs as the job's,
+    each starting where the job's did, no epoch 0 from HF's 0.33, no block
+    for the teardown after the last summary, no negative share."""
+    rep, truth, text = run(tmp_path, "dl-fork-persist", STYLES[style], epochs="regex")
+    assert rep["epochs"]["source"] == "regex"
+    # The first epoch starts at its first line: a start line is exact, the
+    # others name it only log-every steps in (summary: only at its end).
+    got = check_boundaries(rep, truth)
+    labels = [e["epoch"] for e in got]
+    if style == "lightning":
+        assert labels == [0, 1, 2]
+    else:
+        assert labels == [1, 2, 3], labels
+    assert "Trend" not in text or "+61" not in text
+    check_no_tail_block(rep, truth)
+    check_no_negative(rep, text)
+
+
+def test_epoch_lines_torch_113(tmp_path):
+    """torch 1.13 names no DataLoader bracket: auto falls to the lines."""
+    rep, truth, text = run(tmp_path, "dl-fork-persist", ["--log", "hf"], torch26=False)
+    assert rep["epochs"]["source"] == "regex"
+    check_boundaries(rep, truth)
+    check_no_tail_block(rep, truth)
+    check_no_negative(rep, text)
+
+
+@pytest.mark.parametrize("variant,extra", [
+    ("dl-fork", ["--log", "steps"]),
+    ("validation", []),
+])
+def test_epochs_from_dataloader_passes(tmp_path, variant, extra):
+    """torch 2.6: auto takes the first fetch of each pass (over the lines and
+    the worker generations); the validation loader's passes are no epochs."""
+    rep, truth, text = run(tmp_path, variant, extra)
+    assert rep["epochs"]["source"] == "passes", rep["epochs"]["source"]
+    got = check_boundaries(rep, truth)
+    assert [e["epoch"] for e in got] == [1, 2, 3]
+    # The first pass's start too: its first fetch, iter(loader) before it.
+    w = truth_epochs(truth, rep)[0]
+    assert abs(got[0]["start_s"] - w["start"]) <= SLACK_S + w["first"]
+    check_no_tail_block(rep, truth)
+    check_no_negative(rep, text)
