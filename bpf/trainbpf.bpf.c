@@ -271,6 +271,13 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			info.is_main = w->tid == w->tgid;
 			info.role = proc_role(w->tgid);
 			info.net = is_net(w);
+			/*
+			 * Who feeds a trainer: its DataLoader workers, however
+			 * started (user/model/job.c, roles). Atomic: w is
+			 * another thread's slot.
+			 */
+			if (!info.same_proc && proc_role(s->tgid) == TB_ROLE_TRAINER)
+				__sync_fetch_and_add(&w->fed, 1);
 		} else {
 			wk = TB_WK_UNTRACED;
 		}
