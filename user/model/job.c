@@ -391,6 +391,40 @@ static uint64_t proc_fed(const struct proc_rec *p)
 	return n;
 }
 
+/* Whether one of process i's ancestors (16 levels at most) is a trainer. */
+static bool run_by_trainer(const struct job *job, const int *par, int i)
+{
+	for (int depth = 0; depth < 16 && par[i] >= 0; depth++) {
+		i = par[i];
+		if (!job->procs[i].folded && job->procs[i].role == TB_ROLE_TRAINER)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A program a trainer runs (git, ip, a shell and what it runs) is its
+ * helper, busy or not: other, not a trainer, and not a reason to call the
+ * trainer above it a launcher. Ranks are run by launchers, which wait.
+ * Decided for all before any changes (pow: trainers by their workers).
+ */
+static void helpers_of_trainers(struct job *job, const int *par, const bool *pow)
+{
+	bool *helper = xcalloc(job->nprocs ? job->nprocs : 1, sizeof(bool));
+	int i;
+
+	for (i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		helper[i] = !p->folded && !pow[i] && p->role == TB_ROLE_TRAINER &&
+			(p->flags & TB_PF_EXECED) && run_by_trainer(job, par, i);
+	}
+	for (i = 0; i < job->nprocs; i++)
+		if (helper[i])
+			job->procs[i].role = TB_ROLE_OTHER;
+	free(helper);
+}
+
 /*
  * Roles from training phases (when some process ran a backward): the
  * processes that train are the trainers, and nothing else is. Above them,
@@ -477,6 +511,7 @@ bool job_classify_roles(struct job *job)
 		if (!job->procs[i].folded && job->procs[i].role == TB_ROLE_OTHER &&
 		    main_thread_busy(&job->procs[i]))
 			job->procs[i].role = TB_ROLE_TRAINER;
+	helpers_of_trainers(job, par, pow);
 	trainers_below(job, par);
 	for (i = 0; i < job->nprocs; i++) {
 		struct proc_rec *p = &job->procs[i];
