@@ -195,9 +195,12 @@ START_TEST(phases_launcher_above_ranks_is_other)
 	proc(10, 1, "python3", 0, 3 * S, 7 * S)->root = true;
 	proc(20, 10, "python3", EXECED, 8 * S, 2 * S);
 	proc(21, 20, "python3", FORKED, 5 * S, 5 * S);
+	proc(30, 10, "logger", EXECED, S, 9 * S);	/* fed, but by no trainer */
 	trains(20);
 	fed(10, 50);
+	fed(30, 50);
 	job_classify_roles(&job);
+	ck_assert_int_eq(role(30), TB_ROLE_OTHER);
 	ck_assert_int_eq(role(10), TB_ROLE_OTHER);
 	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
 	ck_assert_int_eq(role(21), TB_ROLE_WORKER);

@@ -381,7 +381,7 @@ static bool proc_trains(const struct proc_rec *p)
 	return false;
 }
 
-/* Wakes of a trainer's threads by this process's (bpf: slot.fed). */
+/* Wakes of another process's threads, workers' aside (bpf: slot.fed). */
 static uint64_t proc_fed(const struct proc_rec *p)
 {
 	uint64_t n = 0;
@@ -430,11 +430,13 @@ static void helpers_of_trainers(struct job *job, const int *par, const bool *pow
  * processes that train are the trainers, and nothing else is. Above them,
  * their launchers (mp.spawn's parent, torchrun's agent) are other. A
  * worker is named like PyTorch's (>= 2), or forked without exec (fork
- * context, the forkserver's children), or anything else that keeps
- * waking a trainer's threads from another process (spawn context:
- * fork + exec of python, unnamed on torch < 2), unless it starts workers
- * itself (the forkserver). A short helper (git, ip, a shell) wakes its
- * parent once or twice, as it writes its output and exits: other.
+ * context, the forkserver's children), or anything else run by a trainer
+ * that keeps waking threads of other processes (its trainer's: spawn
+ * context, fork + exec of python, unnamed on torch < 2), unless it starts
+ * workers itself (the forkserver). BPF counts wakes of any process but a
+ * worker, as a trainer may not be known yet (attached, or before its
+ * first backward). A short helper (git, ip, a shell) wakes its parent
+ * once or twice, as it writes its output and exits: other.
  */
 static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 			    unsigned int *bits)
@@ -450,7 +452,8 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 
 		if (p->folded || trains[i] || p->trainer_below)
 			continue;
-		if (looks_like_worker(p) || proc_fed(p) >= JOB_FEED_MIN_WAKES)
+		if (looks_like_worker(p) || (proc_fed(p) >= JOB_FEED_MIN_WAKES &&
+					     run_by_trainer(job, par, i)))
 			p->role = TB_ROLE_WORKER;
 	}
 	child_roles(job, par, bits);

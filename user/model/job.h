@@ -27,7 +27,7 @@ struct thread_rec {
 	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
-	uint64_t fed;		/* wakes of a trainer's thread in another process */
+	uint64_t fed;		/* wakes of a non-worker's thread in another process */
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;
 	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
