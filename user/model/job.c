@@ -286,10 +286,10 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p)
 /* ---- roles ---- */
 
 /*
- * Wakes of a trainer that make a worker: a DataLoader worker wakes its
- * trainer for every batch (hundreds); a helper such as git or ip wakes it
- * as it writes its output and exits (1-3), the forkserver once per worker
- * it starts.
+ * Wakes (of other processes' threads, by a process a trainer runs) that
+ * make a worker: a DataLoader worker wakes its trainer for every batch
+ * (hundreds); a helper such as git or ip wakes it as it writes its output
+ * and exits (1-3), the forkserver once per worker it starts.
  */
 #define JOB_FEED_MIN_WAKES 8
 

@@ -167,11 +167,11 @@ void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
 /*
  * Roles. When some process ran PyTorch's backward (thread_rec.ph), the
  * processes that did are the trainers and no other; a worker is then a
- * process below no trainer that is named like a PyTorch data-loader
- * worker, forked without exec, or keeps waking a trainer's threads
- * (thread_rec.fed: spawn and forkserver workers), unless it starts
- * workers itself (the forkserver); everything else (launchers, helper
- * subprocesses) is "other". Without backward (no libtorch, --no-phases),
+ * process with no trainer below it that is named like a PyTorch
+ * data-loader worker, forked without exec, or run by a trainer and keeps
+ * waking other processes' threads (thread_rec.fed: spawn workers), unless
+ * it starts workers itself (the forkserver); everything else (launchers,
+ * helper subprocesses) is "other". Without backward (no libtorch, --no-phases),
  * as follows: a process forked (not exec'd) from a traced process, or named
  * like a PyTorch data-loader worker, is a worker, unless it forks workers
  * itself (then it is a rank started by fork). Other processes are trainers
