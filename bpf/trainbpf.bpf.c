@@ -271,6 +271,14 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			info.is_main = w->tid == w->tgid;
 			info.role = proc_role(w->tgid);
 			info.net = is_net(w);
+			/*
+			 * Who feeds a trainer: its DataLoader workers, however
+			 * started (user/model/job.c, roles). Its role may not be
+			 * known yet (attached, before its first backward): any
+			 * process but a worker. Atomic: w is another's slot.
+			 */
+			if (!info.same_proc && proc_role(s->tgid) != TB_ROLE_WORKER)
+				__sync_fetch_and_add(&w->fed, 1);
 		} else {
 			wk = TB_WK_UNTRACED;
 		}

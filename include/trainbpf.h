@@ -169,7 +169,7 @@ struct tb_slot {
 	__u64 blk_ns;		/* blocked, except idle and waits for the main thread */
 	__u64 net_ns;		/* blocked on communication (see tb_is_net_thread) */
 	__u32 net_waits;	/* waits counted in net_ns */
-	__u32 pad2;
+	__u32 fed;		/* wakes of a non-worker's thread in another process (roles) */
 	__u64 rq_delay0;	/* sched_info.run_delay on becoming RUNNABLE; TB_RQD_UNKNOWN */
 	char comm[TB_COMM_LEN];
 	__u8 phase;		/* enum tb_phase */

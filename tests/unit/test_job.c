@@ -101,7 +101,7 @@ END_TEST
 
 START_TEST(busy_threshold_is_one_fifth)
 {
-	proc(10, 1, "root", 0, 5 * S, 0)->root = true;
+	proc(10, 1, "root", 0, 0, 5 * S)->root = true;
 	proc(20, 10, "at20", EXECED, 20, 80);
 	proc(30, 10, "at19", EXECED, 19, 81);
 	proc(40, 10, "nothreadtime", EXECED, 0, 0);
@@ -128,6 +128,97 @@ START_TEST(classify_reports_changes_once)
 	proc(11, 10, "python", FORKED, S, 0);
 	ck_assert(job_classify_roles(&job));
 	ck_assert(!job_classify_roles(&job));
+}
+END_TEST
+
+/* Backward time on a process's main thread: it ran PyTorch's phases. */
+static void trains(pid_t pid)
+{
+	job_proc(&job, pid)->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = S / 10;
+}
+
+static void fed(pid_t pid, uint64_t wakes)
+{
+	job_proc(&job, pid)->threads[0].fed = wakes;
+}
+
+START_TEST(phases_spawn_ranks_workers_helpers)
+{
+	/* mp.spawn on torch 1.13: every process exec'd, workers unnamed */
+	proc(10, 1, "python3", 0, S / 10, 10 * S)->root = true;
+	proc(20, 10, "python3", EXECED, 8 * S, 2 * S);
+	proc(30, 10, "python3", EXECED, 8 * S, 2 * S);
+	proc(21, 20, "python3", EXECED, 5 * S, 5 * S);	/* spawn worker */
+	proc(22, 10, "python3", EXECED, 0, 10 * S);	/* resource tracker */
+	proc(23, 20, "git", EXECED, S, 0);		/* short helper, busy */
+	proc(24, 30, "python3", EXECED, 5 * S, 5 * S);	/* spawn worker, not yet fed */
+	trains(20);
+	trains(30);
+	fed(21, 300);
+	fed(23, 3);
+	fed(24, 7);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(30), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(21), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(22), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(23), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(24), TB_ROLE_OTHER);
+	fed(24, 8);	/* evidence arrives: the roles follow */
+	ck_assert(job_classify_roles(&job));
+	ck_assert_int_eq(role(24), TB_ROLE_WORKER);
+}
+END_TEST
+
+START_TEST(phases_forkserver_is_other_its_children_workers)
+{
+	proc(10, 1, "python3", 0, 8 * S, 2 * S)->root = true;
+	proc(20, 10, "python3", EXECED, S, 9 * S);	/* the forkserver */
+	proc(21, 20, "python3", FORKED, 5 * S, 5 * S);
+	proc(22, 20, "python3", FORKED, 5 * S, 5 * S);
+	trains(10);
+	fed(20, 12);	/* a pid back for every worker it started */
+	fed(21, 200);
+	fed(22, 200);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(20), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(21), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(22), TB_ROLE_WORKER);
+}
+END_TEST
+
+START_TEST(phases_launcher_above_ranks_is_other)
+{
+	/* torchrun's agent: it may wake its ranks, it never feeds them */
+	proc(10, 1, "python3", 0, 3 * S, 7 * S)->root = true;
+	proc(20, 10, "python3", EXECED, 8 * S, 2 * S);
+	proc(21, 20, "python3", FORKED, 5 * S, 5 * S);
+	proc(30, 10, "logger", EXECED, S, 9 * S);	/* fed, but by no trainer */
+	trains(20);
+	fed(10, 50);
+	fed(30, 50);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(30), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(10), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(21), TB_ROLE_WORKER);
+}
+END_TEST
+
+START_TEST(helpers_of_a_busy_trainer_are_other)
+{
+	/* No phases: a busy main thread trains, but not the git it runs */
+	proc(10, 1, "train", 0, 8 * S, 2 * S)->root = true;
+	proc(20, 10, "git", EXECED, S, 0);
+	proc(30, 10, "sh", EXECED, 0, S);
+	proc(31, 30, "ip", EXECED, S, 0);	/* by way of a shell */
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(20), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(30), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(31), TB_ROLE_OTHER);
 }
 END_TEST
 
@@ -541,6 +632,10 @@ int main(void)
 	tcase_add_test(tc, busy_threshold_is_one_fifth);
 	tcase_add_test(tc, nothing_qualifies_root_is_trainer);
 	tcase_add_test(tc, classify_reports_changes_once);
+	tcase_add_test(tc, phases_spawn_ranks_workers_helpers);
+	tcase_add_test(tc, phases_forkserver_is_other_its_children_workers);
+	tcase_add_test(tc, phases_launcher_above_ranks_is_other);
+	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);
 	tcase_add_test(tc, headline_sums_trainer_main_threads_cp);
 	tcase_add_test(tc, headline_empty_job_is_zero);
 	tcase_add_test(tc, lifetime_of_live_thread_runs_to_now);

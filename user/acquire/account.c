@@ -87,6 +87,7 @@ static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
 	t->io_rbytes = s->io_rbytes;
 	t->io_wbytes = s->io_wbytes;
 	t->nswitch = s->nswitch;
+	t->fed = s->fed;
 	if (s->state == TB_ST_EXITED) {
 		t->end_ns = s->end_ns;
 	} else if (s->state == TB_ST_UNKNOWN) {

@@ -285,6 +285,14 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p)
 
 /* ---- roles ---- */
 
+/*
+ * Wakes (of other processes' threads, by a process a trainer runs) that
+ * make a worker: a DataLoader worker wakes its trainer for every batch
+ * (hundreds); a helper such as git or ip wakes it as it writes its output
+ * and exits (1-3), the forkserver once per worker it starts.
+ */
+#define JOB_FEED_MIN_WAKES 8
+
 /* PyTorch >= 2 names its data-loader worker processes. */
 static bool named_worker(const struct proc_rec *p)
 {
@@ -364,6 +372,100 @@ static void trainers_below(struct job *job, const int *par)
 	}
 }
 
+/* A thread ran PyTorch's backward (Engine::execute): it trains. */
+static bool proc_trains(const struct proc_rec *p)
+{
+	for (int i = 0; i < p->nthreads; i++)
+		if (sum_cats(p->threads[i].ph[TB_PH_BACKWARD]))
+			return true;
+	return false;
+}
+
+/* Wakes of another process's threads, workers' aside (bpf: slot.fed). */
+static uint64_t proc_fed(const struct proc_rec *p)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < p->nthreads; i++)
+		n += p->threads[i].fed;
+	return n;
+}
+
+/* Whether one of process i's ancestors (16 levels at most) is a trainer. */
+static bool run_by_trainer(const struct job *job, const int *par, int i)
+{
+	for (int depth = 0; depth < 16 && par[i] >= 0; depth++) {
+		i = par[i];
+		if (!job->procs[i].folded && job->procs[i].role == TB_ROLE_TRAINER)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A program a trainer runs (git, ip, a shell and what it runs) is its
+ * helper, busy or not: other, not a trainer, and not a reason to call the
+ * trainer above it a launcher. Ranks are run by launchers, which wait.
+ * Decided for all before any changes (pow: trainers by their workers).
+ */
+static void helpers_of_trainers(struct job *job, const int *par, const bool *pow)
+{
+	bool *helper = xcalloc(job->nprocs ? job->nprocs : 1, sizeof(bool));
+	int i;
+
+	for (i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		helper[i] = !p->folded && !pow[i] && p->role == TB_ROLE_TRAINER &&
+			(p->flags & TB_PF_EXECED) && run_by_trainer(job, par, i);
+	}
+	for (i = 0; i < job->nprocs; i++)
+		if (helper[i])
+			job->procs[i].role = TB_ROLE_OTHER;
+	free(helper);
+}
+
+/*
+ * Roles from training phases (when some process ran a backward): the
+ * processes that train are the trainers, and nothing else is. Above them,
+ * their launchers (mp.spawn's parent, torchrun's agent) are other. A
+ * worker is named like PyTorch's (>= 2), or forked without exec (fork
+ * context, the forkserver's children), or anything else run by a trainer
+ * that keeps waking threads of other processes (its trainer's: spawn
+ * context, fork + exec of python, unnamed on torch < 2), unless it starts
+ * workers itself (the forkserver). BPF counts wakes of any process but a
+ * worker, as a trainer may not be known yet (attached, or before its
+ * first backward). A short helper (git, ip, a shell) wakes its parent
+ * once or twice, as it writes its output and exits: other.
+ */
+static void roles_by_phases(struct job *job, const int *par, const bool *trains,
+			    unsigned int *bits)
+{
+	int i;
+
+	for (i = 0; i < job->nprocs; i++)
+		if (!job->procs[i].folded)
+			job->procs[i].role = trains[i] ? TB_ROLE_TRAINER : TB_ROLE_OTHER;
+	trainers_below(job, par);
+	for (i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+
+		if (p->folded || trains[i] || p->trainer_below)
+			continue;
+		if (looks_like_worker(p) || (proc_fed(p) >= JOB_FEED_MIN_WAKES &&
+					     run_by_trainer(job, par, i)))
+			p->role = TB_ROLE_WORKER;
+	}
+	child_roles(job, par, bits);
+	for (i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+
+		if (!p->folded && p->role == TB_ROLE_WORKER && !named_worker(p) &&
+		    (bits[i] & 1u << TB_ROLE_WORKER))
+			p->role = TB_ROLE_OTHER;
+	}
+}
+
 bool job_classify_roles(struct job *job)
 {
 	int n = job->nprocs ? job->nprocs : 1, *par = xcalloc(n, sizeof(int));
@@ -376,6 +478,14 @@ bool job_classify_roles(struct job *job)
 	parents(job, par);
 	for (i = 0; i < job->nprocs; i++) {
 		old[i] = job->procs[i].role;
+		pow[i] = !job->procs[i].folded && proc_trains(&job->procs[i]);
+		any_trainer |= pow[i];
+	}
+	if (any_trainer) {
+		roles_by_phases(job, par, pow, bits);
+		goto done;
+	}
+	for (i = 0; i < job->nprocs; i++) {
 		if (!job->procs[i].folded)	/* an aggregate's role is its key */
 			job->procs[i].role = looks_like_worker(&job->procs[i]) ?
 				TB_ROLE_WORKER : TB_ROLE_OTHER;
@@ -404,6 +514,7 @@ bool job_classify_roles(struct job *job)
 		if (!job->procs[i].folded && job->procs[i].role == TB_ROLE_OTHER &&
 		    main_thread_busy(&job->procs[i]))
 			job->procs[i].role = TB_ROLE_TRAINER;
+	helpers_of_trainers(job, par, pow);
 	trainers_below(job, par);
 	for (i = 0; i < job->nprocs; i++) {
 		struct proc_rec *p = &job->procs[i];
@@ -415,6 +526,7 @@ bool job_classify_roles(struct job *job)
 	for (i = 0; i < job->nprocs && !any_trainer; i++)
 		if (job->procs[i].root && job->procs[i].role == TB_ROLE_OTHER)
 			job->procs[i].role = TB_ROLE_TRAINER;
+done:
 	for (i = 0; i < job->nprocs; i++)
 		changed |= old[i] != job->procs[i].role;
 	free(par);

@@ -27,6 +27,7 @@ struct thread_rec {
 	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
+	uint64_t fed;		/* wakes of a non-worker's thread in another process */
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;
 	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
@@ -164,7 +165,14 @@ uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now);
 void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
 
 /*
- * Roles: a process forked (not exec'd) from a traced process, or named
+ * Roles. When some process ran PyTorch's backward (thread_rec.ph), the
+ * processes that did are the trainers and no other; a worker is then a
+ * process with no trainer below it that is named like a PyTorch
+ * data-loader worker, forked without exec, or run by a trainer and keeps
+ * waking other processes' threads (thread_rec.fed: spawn workers), unless
+ * it starts workers itself (the forkserver); everything else (launchers,
+ * helper subprocesses) is "other". Without backward (no libtorch, --no-phases),
+ * as follows: a process forked (not exec'd) from a traced process, or named
  * like a PyTorch data-loader worker, is a worker, unless it forks workers
  * itself (then it is a rank started by fork). Other processes are trainers
  * when they have workers or their main thread is busy (>= 20% not idle);
