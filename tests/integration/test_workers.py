@@ -82,14 +82,19 @@ def clipped(waits, start, end):
     return lo, hi
 
 
-def stall_truth(truth, gen):
-    """[lo, hi] (s), widened by SKEW_PER_WAKEUP for each wait in the window."""
+def stall_truth(truth, gen, nxt=None):
+    """[lo, hi] (s), widened by SKEW_PER_WAKEUP for each wait in the window:
+    STALL_WINDOW_S after the fork, cut at the next generation's fork (the
+    next generation's stall is its own: epochs.c update_stalls)."""
     win = int(STALL_WINDOW_S * 1e9)
     fb, fa = gen["fork_before_ns"], gen["fork_after_ns"]
-    lo, _ = clipped(truth["waits"], fa, fb + win)
-    _, hi = clipped(truth["waits"], fb, fa + win)
-    _, hi_reaps = clipped(truth["reaps"], fb, fa + win)
-    n = sum(1 for t0, t1, _ in truth["waits"] + truth["reaps"] if t1 > fb and t0 < fa + win)
+    end_lo, end_hi = fb + win, fa + win
+    if nxt:
+        end_lo, end_hi = min(end_lo, nxt["fork_before_ns"]), min(end_hi, nxt["fork_after_ns"])
+    lo, _ = clipped(truth["waits"], fa, end_lo)
+    _, hi = clipped(truth["waits"], fb, end_hi)
+    _, hi_reaps = clipped(truth["reaps"], fb, end_hi)
+    n = sum(1 for t0, t1, _ in truth["waits"] + truth["reaps"] if t1 > fb and t0 < end_hi)
     skew = n * SKEW_PER_WAKEUP
     return lo / 1e9 - skew, (hi + hi_reaps) / 1e9 + skew
 
@@ -105,7 +110,8 @@ def check_gens(report, truth, ngens):
         lo = window_s(report, truth, t["fork_before_ns"]) - CONV_S
         hi = window_s(report, truth, t["fork_after_ns"]) + CONV_S
         assert lo <= g["fork_s"] <= hi, (g["fork_s"], lo, hi)
-        slo, shi = stall_truth(truth, t)
+        nxt = truth["gens"][k + 1] if k + 1 < len(truth["gens"]) else None
+        slo, shi = stall_truth(truth, t, nxt)
         err = g["stall_err_s"]
         print(f"gen {k + 1}: stall_s {g['stall_s']:.4f} (+-{err:.4f}), truth {slo:.4f}..{shi:.4f}, "
               f"first item after {t['first_item_ns'] / 1e9:.4f} s")
