@@ -89,8 +89,10 @@ def _epochs(db, spec, epochs, step_ns, exp):
                    "step_source = 'marker' WHERE label = ?",
                    (seq, count, count * ms, ms, ms, count * ms * ms, count, label))
         for pid, d in sorted(exp["epochs"][label].items()):
-            db.execute("INSERT INTO epoch_procs VALUES (%s)" % ",".join("?" * 29),
-                       ("marker", seq, pid, T0, None, *d["own"], *d["main"], *d["main"]))
+            # ppid, role, folded NULL: read from processes, as in older files
+            db.execute("INSERT INTO epoch_procs VALUES (%s)" % ",".join("?" * 32),
+                       ("marker", seq, pid, T0, None, *d["own"], *d["main"], *d["main"],
+                        None, None, None))
 
 
 def make_recording(path, spec=None, **over):
