@@ -330,6 +330,20 @@ static bool forked_from(pid_t pid, pid_t ppid)
 	return na > 0 && na == nb && !memcmp(a, b, na);
 }
 
+/* Started by multiprocessing's spawn: python -c '...spawn_main(...)' --multiprocessing-fork. */
+static bool mp_spawned(pid_t pid)
+{
+	static const char mark[] = "--multiprocessing-fork";
+	char a[4096];
+	int n = procfs_cmdline(pid, a, sizeof(a) - 1);
+
+	a[n > 0 ? n : 0] = '\0';
+	for (int i = 0; i < n; i += strlen(a + i) + 1)
+		if (!strcmp(a + i, mark))
+			return true;
+	return false;
+}
+
 /* Out of descriptors or memory: to be said, not taken for an exit. */
 static bool out_of(int err)
 {
@@ -357,6 +371,8 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 			bp.flags = TB_PF_FORKED;
 		}
 		p->flags = bp.flags;
+		if (!root && !bp.flags && mp_spawned(pid))
+			p->flags |= JOB_PF_MP_SPAWNED;
 		bpf_map_update_elem(bpf_map__fd(tr->skel->maps.procs), &pid, &bp, BPF_NOEXIST);
 	}
 	pi = p - tr->job->procs;

@@ -293,6 +293,15 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p)
  */
 #define JOB_FEED_MIN_WAKES 8
 
+/*
+ * A spawn child found running at the attach fed before it too: a wake seen
+ * is enough (a helper such as git is no multiprocessing child).
+ */
+static uint64_t feed_min(const struct proc_rec *p)
+{
+	return p->flags & JOB_PF_MP_SPAWNED ? 1 : JOB_FEED_MIN_WAKES;
+}
+
 /* PyTorch >= 2 names its data-loader worker processes. */
 static bool named_worker(const struct proc_rec *p)
 {
@@ -452,7 +461,7 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 
 		if (p->folded || trains[i] || p->trainer_below)
 			continue;
-		if (looks_like_worker(p) || (proc_fed(p) >= JOB_FEED_MIN_WAKES &&
+		if (looks_like_worker(p) || (proc_fed(p) >= feed_min(p) &&
 					     run_by_trainer(job, par, i)))
 			p->role = TB_ROLE_WORKER;
 	}

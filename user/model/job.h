@@ -33,12 +33,19 @@ struct thread_rec {
 	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
 };
 
+/*
+ * User space's own process flag, beside BPF's TB_PF_*: found running at
+ * the attach with a multiprocessing spawn child's command line
+ * (--multiprocessing-fork): its wakes before the attach were not seen.
+ */
+#define JOB_PF_MP_SPAWNED	0x100
+
 struct proc_rec {
 	pid_t pid, ppid;
 	char comm[TB_COMM_LEN];
 	char exe[TB_PATH_LEN];
 	enum tb_role role;
-	unsigned int flags;	/* TB_PF_* */
+	unsigned int flags;	/* TB_PF_*, JOB_PF_* */
 	bool root;		/* named by -p, or the launched command */
 	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
 	int exit_code;
