@@ -10,8 +10,8 @@ Each variant runs launched (`trainbpf --format json -- JOB`); spawn and
 torchrun (and any named with --attach) also run attached (`trainbpf -p
 PID` once every rank has started and, with workers, the first worker too).
 For each run it prints one Markdown row: the truth's phase shares (of the
-ranks' lives inside trainbpf's window) and roles, and trainbpf's headline
-shares, roles, diagnosis and epochs.
+ranks' lives inside trainbpf's window) and roles, and trainbpf's phase
+table on the same base, headline shares, roles, diagnosis and epochs.
 """
 import argparse
 import json
@@ -134,7 +134,7 @@ def roles_line(t, rep):
 
 def row(version, variant, mode, rc, truth, report, log):
     if rc != 0 or not (os.path.exists(truth) and os.path.exists(report)):
-        return f"| {variant} | {version} | {mode} | failed (rc {rc}, see {log}) |||||", None
+        return f"| {variant} | {version} | {mode} | failed (rc {rc}, see {log}) ||||||", None
     with open(truth) as f:
         t = json.load(f)
     with open(report) as f:
@@ -163,13 +163,19 @@ def row(version, variant, mode, rc, truth, report, log):
             for e in ep["list"]]
     if errs:
         eps += " (" + ",".join(f"{x:+.2f}" for x in errs) + ")"
+    # trainbpf's phase table in the same terms: each phase's wall time, of the ranks' lives
+    ph = {e["phase"]: e["wall_s"] for e in rep.get("phases", {}).get("list", [])}
+    ph_s = " ".join(f"{p[:4]} {ph[p] / life * 100:.0f}" for p in SHOWN
+                    if p in ph and ph[p] / life >= 0.005) or "-"
+    if ph:
+        ph_s += f" oth {100 - sum(ph.get(p, 0) for p in SHOWN) / life * 100:.0f}"
     diag = ",".join(d["id"] for d in rep["diagnosis"]) or "-"
     secs = f"{life:.1f} / {hs:.1f}"
-    line = (f"| {variant} | {version} | {mode} | {secs} | {truth_s} | {tb_s} | "
+    line = (f"| {variant} | {version} | {mode} | {secs} | {truth_s} | {ph_s} | {tb_s} | "
             f"{roles_line(t, rep)} | {diag} | {eps} |")
     return line, {"variant": variant, "torch": version, "mode": mode,
                   "truth_seconds": tot, "truth_life_s": life,
-                  "headline": hl, "diagnosis": rep["diagnosis"],
+                  "headline": hl, "diagnosis": rep["diagnosis"], "phases_s": ph,
                   "epochs_source": ep["source"], "epochs": len(ep["list"]),
                   "epoch_start_errors_s": errs,
                   "roles": roles_line(t, rep)}
@@ -196,9 +202,9 @@ def main():
     tmp = a.keep or tempfile.mkdtemp(prefix="torch-jobs.")
     os.makedirs(tmp, exist_ok=True)
     print("| variant | torch | mode | s truth / trainbpf | truth % (ranks' main threads) "
-          "| trainbpf headline % | roles (truth -> trainbpf) | diagnosis "
-          "| epochs: truth / trainbpf complete+cut (start - truth's, s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| trainbpf phases % (same base) | trainbpf headline % | roles (truth -> trainbpf) "
+          "| diagnosis | epochs: truth / trainbpf complete+cut (start - truth's, s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     t0 = time.monotonic()
     for v in names:
