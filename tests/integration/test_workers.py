@@ -174,6 +174,30 @@ def test_exec_children_are_not_workers(tmp_path):
     assert ep["source"] == "interval", ep
 
 
+def test_short_lived_workers_are_workers(tmp_path):
+    """Epochs shorter than the exec grace (250 ms): each generation's
+    workers die young, but they fed their trainer (a wake per item, 8
+    each), so they are workers and each epoch is a generation (before:
+    helpers, generations missing at random as an epoch ran 0.24-0.27 s)."""
+    report, truth = run_workers(tmp_path, "-e", "4", "-w", "2", "-n", "16", "--startup", "20",
+                                "--item", "5", "--consume", "2")
+    lives = [(t["fork_after_ns"], e["end_ns"]) for t, e in zip(truth["gens"], truth["epochs"])]
+    assert all(b - a < 250e6 for a, b in lives), lives
+    gens = report["epochs"]["worker_generations"]
+    assert [g["epoch"] for g in gens] == [1, 2, 3, 4], gens
+    assert [g["nworkers"] for g in gens] == [2] * 4, gens
+    assert [e["epoch"] for e in report["epochs"]["list"]] == [1, 2, 3, 4]
+
+
+def test_children_that_die_young_are_not_workers(tmp_path):
+    # A subshell forks without exec, wakes its parent as it exits, and dies
+    # within ms: a helper, no generation, whatever else the shell runs.
+    report, _ = trace(tmp_path, ["/bin/sh", "-c", "for i in 1 2 3; do (:); (:); sleep 0.3; done"])
+    ep = report["epochs"]
+    assert ep["worker_generations"] == [], ep
+    assert ep["source"] == "interval", ep
+
+
 def test_pytorch_epochs_from_its_workers(tmp_path):
     """Each rank forks its own 2 workers per epoch: 2 generations an epoch,
     merged into one boundary (one generation per parent per epoch), at

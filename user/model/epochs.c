@@ -181,6 +181,8 @@ static void on_line(struct epochs *ep, struct ep_stream *st, long label, bool en
 		    uint64_t ts)
 {
 	if (!end) {
+		if (!st->has_label)
+			st->first_by_line = true;
 		if (!st->has_label || label != st->last_label)
 			add_pending(st, ts, label);
 		st->last_label = label;
@@ -188,6 +190,7 @@ static void on_line(struct epochs *ep, struct ep_stream *st, long label, bool en
 		st->inferred = false;
 		return;
 	}
+	st->summed = true;
 	if (st->has_label && st->last_label == label + 1)
 		return;		/* a second summary, or the next epoch is named already */
 	if (!st->has_label)
@@ -620,6 +623,11 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	e->start = st->open.ts;
 	e->end = end->ts;
 	e->complete = complete;
+	/*
+	 * A job that sums its epochs up names each one's end; its first line
+	 * naming the first one may be a step or progress line well into it.
+	 */
+	e->late_start = !st->closed && st->first_by_line && st->summed;
 	d = calloc(end->n ? end->n : 1, sizeof(*d));
 	if (!d)
 		return;
@@ -997,10 +1005,31 @@ static uint64_t ended(const struct proc_rec *p)
 	return end;
 }
 
+static uint64_t proc_cpu_ns(const struct proc_rec *p)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < p->nthreads; i++)
+		ns += p->threads[i].own[TB_CPU];
+	return ns;
+}
+
+/*
+ * A child that died within the grace without exec'ing: a helper (a
+ * subshell running a builtin, a failed exec) wakes its parent as it exits
+ * and has used a millisecond of CPU; a worker of an epoch shorter than
+ * the grace starts up and makes batches (tens of ms), and wakes its
+ * trainer for those the trainer waited on.
+ */
+static bool helper_died_young(const struct proc_rec *p)
+{
+	return job_proc_fed(p) <= EP_HELPER_WAKES && proc_cpu_ns(p) < EP_HELPER_CPU_NS;
+}
+
 /*
  * In fork order: a parent's workers join generations in the order it
- * forked them. A child that died within the grace without exec'ing was
- * a helper, no worker: a DataLoader worker lives to serve batches.
+ * forked them. A child that lives to serve batches is a worker; one that
+ * died young may have been a helper.
  */
 static void judge_forks(struct epochs *ep, const struct job *job,
 			const struct ep_snap *cur, uint64_t now, bool final)
@@ -1017,8 +1046,8 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 		end = ended(p);
 		if (!final && !end && now < f->ts + EP_EXEC_GRACE_NS)
 			break;
-		if (end && end < f->ts + EP_EXEC_GRACE_NS)
-			continue;	/* died young */
+		if (end && end < f->ts + EP_EXEC_GRACE_NS && helper_died_young(p))
+			continue;
 		add_worker(ep, job, cur, f, end);
 	}
 	memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));

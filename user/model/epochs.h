@@ -151,6 +151,10 @@ struct ep_worker_gen {
  * so the snapshots around a fork are kept a while.
  */
 #define EP_EXEC_GRACE_NS 250000000ull
+/* What a helper that dies young does at most: wake its parent with its
+ * output and its exit; use the CPU to run a builtin or fail an exec. */
+#define EP_HELPER_WAKES 2
+#define EP_HELPER_CPU_NS 5000000ull
 #define EP_HIST_NS 1000000000ull
 #define EP_HIST_MAX 16
 /* A fork asks for a refresh, at most this often (a fork storm). */
@@ -186,6 +190,9 @@ struct epoch {
 	long last;		/* merged epochs: the last one's label; else label */
 	uint64_t start, end;
 	bool complete;		/* ended by the next boundary, not the window */
+	bool late_start;	/* regex: began at the first line naming it, and
+				 * a summary ended it: the job's start may lie
+				 * log-every steps before (HF's 'epoch': 0.33) */
 	int n;
 	struct ep_proc *d;	/* per process: totals at end minus at start */
 	struct ep_steps steps;
@@ -210,6 +217,8 @@ struct ep_stream {
 	int npend, cappend;
 	long last_label;	/* regex: the epoch number seen last */
 	bool has_label;
+	bool first_by_line;	/* regex: the first epoch began at a line naming it */
+	bool summed;		/* regex: a summary line came */
 	bool inferred;		/* regex: last_label followed a summary, and
 				 * no line has named it since */
 };

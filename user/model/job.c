@@ -391,7 +391,7 @@ static bool proc_trains(const struct proc_rec *p)
 }
 
 /* Wakes of another process's threads, workers' aside (bpf: slot.fed). */
-static uint64_t proc_fed(const struct proc_rec *p)
+uint64_t job_proc_fed(const struct proc_rec *p)
 {
 	uint64_t n = 0;
 
@@ -461,7 +461,7 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 
 		if (p->folded || trains[i] || p->trainer_below)
 			continue;
-		if (looks_like_worker(p) || (proc_fed(p) >= feed_min(p) &&
+		if (looks_like_worker(p) || (job_proc_fed(p) >= feed_min(p) &&
 					     run_by_trainer(job, par, i)))
 			p->role = TB_ROLE_WORKER;
 	}

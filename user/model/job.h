@@ -137,6 +137,8 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns);
 bool job_proc_alive(const struct proc_rec *p);
+/* Wakes by its threads of threads of other processes (roles: who feeds). */
+uint64_t job_proc_fed(const struct proc_rec *p);
 /*
  * Lifecycle events. A fork makes the child's record (or updates the one a
  * /proc scan made first); exec and exit return NULL for a pid the job does
