@@ -44,7 +44,8 @@ static const char schema[] =
 "  source TEXT NOT NULL, label INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
 "  end_ns INTEGER, complete INTEGER,"
 "  seq INTEGER, step_count INTEGER, step_total_ms REAL, step_min_ms REAL,"
-"  step_max_ms REAL, step_sum_sq REAL, step_syncs INTEGER, step_source TEXT);"
+"  step_max_ms REAL, step_sum_sq REAL, step_syncs INTEGER, step_source TEXT,"
+"  late_start INTEGER);"
 "CREATE TABLE epoch_procs ("
 "  source TEXT NOT NULL, seq INTEGER NOT NULL,"
 "  pid INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER,"
@@ -102,7 +103,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_THREAD] = "INSERT INTO threads VALUES (?,?,?,?,?) "
 		"ON CONFLICT (tid, start_ns) DO UPDATE SET pid=excluded.pid, "
 		"comm=excluded.comm, end_ns=excluded.end_ns",
-	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_EPOCH_PROC] = "INSERT INTO epoch_procs VALUES (?,?,?,?,?,"
 		"?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?)",
 	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?,?)",

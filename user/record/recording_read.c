@@ -499,11 +499,15 @@ static bool has_column(struct recording *r, const char *table, const char *colum
 	CATS("p.") ", " CATS("p.cp_") ", " CATS("p.main_") ", " who " "	\
 	"FROM epochs e LEFT JOIN epoch_procs p ON p.source = e.source AND p.seq = e.seq " \
 	"ORDER BY e.source, e.seq, e.rowid, p.rowid"
-/* epoch_procs' ppid, role and folded came with the bounds: older files lack them. */
-static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded");
-static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL");
+/*
+ * epoch_procs' ppid, role and folded came with the bounds, epochs'
+ * late_start after them: older files lack them.
+ */
+static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start");
+static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0");
+static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0");
 enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
-       EC_WHO = EC_MAIN + TB_NCAT };
+       EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3 };
 
 /* One epoch being read: its epoch_procs rows follow its own. */
 struct ep_read {
@@ -533,6 +537,7 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 				  col_null(q, 4) ? r->end_ns : col_ns(q, 4), col_i64(q, 5) != 0);
 		if (!x->e)
 			abort();	/* as job.c: out of memory, nothing left to say */
+		x->e->late_start = col_i64(q, EC_LATE) != 0;
 	}
 	x->steps = (struct ep_steps){
 		.count = (int)col_i64(q, 6), .total_ms = col_double(q, 7),
@@ -583,12 +588,13 @@ static void ep_read_done(struct ep_read *x)
 static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
+	const char *sql = has_column(r, "epochs", "late_start") ? epochs_sql :
+		has_column(r, "epoch_procs", "folded") ? epochs_sql_bounds : epochs_sql_old;
 	struct ep_read x = { 0 };
 	bool open = false;
 	struct q q;
 
-	if (q_open(r, &q, has_column(r, "epoch_procs", "folded") ? epochs_sql : epochs_sql_old,
-		   err, errlen))
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		if (!open || col_i64(&q, 0) != x.rowid) {

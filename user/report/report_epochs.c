@@ -13,6 +13,14 @@ static double pct_of(int64_t v, int64_t total)
 	return total > 0 ? 100.0 * v / total : 0.0;
 }
 
+static const char *span_note(const struct epoch *e)
+{
+	if (!e->complete)
+		return e->late_start ? ", from its first line to the end of tracing" :
+			", to the end of tracing";
+	return e->late_start ? ", from its first line" : "";
+}
+
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source)
 {
@@ -21,10 +29,10 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 
 	if (e->last != e->label)	/* merged (epochs.h, EP_MAX_EPOCHS) */
 		fprintf(f, "=== Epochs %ld-%ld (%s) %.1f s%s", e->label, e->last, source,
-			(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
+			(e->end - e->start) / 1e9, span_note(e));
 	else
 		fprintf(f, "=== Epoch %ld (%s) %.1f s%s", e->label, source,
-			(e->end - e->start) / 1e9, e->complete ? "" : ", to the end of tracing");
+			(e->end - e->start) / 1e9, span_note(e));
 	if (e->steps.count) {
 		fprintf(f, ", ");
 		report_text_steps(f, job, &e->steps);
@@ -37,13 +45,14 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 		report_diagnosis_epoch_line(f, job, e);
 }
 
+/* Over the epochs traced whole: not one begun at a line well into it. */
 static void trend(FILE *f, const struct ep_stream *st)
 {
 	const struct epoch *first = NULL, *last = NULL;
 	int n = 0;
 
 	for (int i = 0; i < st->n; i++) {
-		if (!st->list[i].complete)
+		if (!st->list[i].complete || st->list[i].late_start)
 			continue;
 		if (!first)
 			first = &st->list[i];
@@ -368,6 +377,7 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 	jw_float_field(w, "end_s", (e->end - w0) / 1e9, 6);
 	jw_float_field(w, "duration_s", (e->end - e->start) / 1e9, 6);
 	jw_bool_field(w, "complete", e->complete);
+	jw_bool_field(w, "late_start", e->late_start);
 	report_json_times(w, "time_s", hl);
 	jw_name(w, "percent");
 	jw_object(w);

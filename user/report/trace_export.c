@@ -150,6 +150,7 @@ static void epoch_events(struct tw *w, const struct epochs *ep)
 		jw_object(&w->j);
 		jw_string_field(&w->j, "source", epochs_source_name(s));
 		jw_bool_field(&w->j, "complete", e->complete);
+		jw_bool_field(&w->j, "late_start", e->late_start);
 		jw_end_object(&w->j);
 		jw_end_object(&w->j);
 		event(w, "i", "g", name, "epoch", MARK_PID, EPOCH_TID);
