@@ -175,3 +175,70 @@ def test_epochs_from_dataloader_passes(tmp_path, variant, extra):
     assert abs(got[0]["start_s"] - w["start"]) <= SLACK_S + w["first"]
     check_no_tail_block(rep, truth)
     check_no_negative(rep, text)
+
+
+def truth_step_starts(truth, rep):
+    """Rank 0's training steps by the job's clock, in seconds from the
+    window's start: each data interval followed by a backward before the
+    next data interval (not a validation batch, not the StopIteration
+    fetch), per epoch."""
+    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
+    w0 = rep["window"]["start_unix_s"] - off
+    rank = truth["ranks"][0]
+    iv = sorted((s, PHASES[i]) for i, s, d in rank["intervals"])
+    out = []
+    for e in rank["epochs"]:
+        mine = [(s, ph) for s, ph in iv if e["start_mono"] - 1e-6 <= s < e["end_mono"]]
+        starts = []
+        for k, (s, ph) in enumerate(mine):
+            if ph != "data":
+                continue
+            nxt = next((p for _, p in mine[k + 1:] if p in ("data", "backward")), None)
+            if nxt == "backward":
+                starts.append(s - w0)
+        out.append(starts)
+    return out
+
+
+# Each variant's steps: training steps only (a validation batch, the
+# StopIteration fetch are none); with accumulation every micro-batch's
+# fetch is a step, as in the phase table.
+@pytest.mark.parametrize("variant,extra", [
+    ("dl-fork-persist", []),
+    ("validation", []),
+    ("dl-fork", ["--accum", "4", "--item-every-step"]),
+])
+def test_steps_from_dataloader_fetches(tmp_path, variant, extra):
+    """torch 2.6, no step marker: steps begin at the training steps' fetches
+    (before the CUDA/NCCL period finder), per epoch and for the run, in the
+    recording as live. A step lasts until the next begins (the last of an
+    epoch to its end, as with markers): the durations of all steps but the
+    last of each epoch are differences of two fetch starts, each off the
+    job's clock read around next() by the bracket's entry (microseconds;
+    1 ms allowed for the min and max)."""
+    rep, truth, text = run(tmp_path, variant, extra)
+    want = truth_step_starts(truth, rep)
+    assert rep["steps"]["source"] == "fetch", rep["steps"]
+    assert rep["epochs"]["source"] == "passes"
+    got = rep["epochs"]["list"]
+    assert [e["steps"]["count"] for e in got] == [len(w) for w in want], \
+        ([e["steps"] for e in got], [len(w) for w in want])
+    assert rep["steps"]["count"] == sum(len(w) for w in want) - 1   # the last: still open
+    for e, w in zip(got, want):
+        assert e["steps"]["source"] == "fetch"
+        # Not the first: the first record_function of a process looks its
+        # op up (2-3 ms) between next() and the entry the probe sees.
+        durs = [b - a for a, b in zip(w[1:], w[2:])]
+        # trainbpf's min/max include the last step (to the epoch's end):
+        # its min is at most the job's, its median as the job's.
+        assert e["steps"]["min_ms"] <= min(durs) * 1e3 + 1.0, (e["steps"], min(durs))
+        assert abs(e["steps"]["avg_ms"] * e["steps"]["count"] / 1e3 -
+                   (e["end_s"] - w[0])) <= SLACK_S, (e, w[0])
+        assert e["steps"]["max_ms"] >= max(durs) * 1e3 - 1.0, (e["steps"], max(durs))
+    # The run's steps, the open last one aside: from the first fetch to the
+    # last, each end off the job's clock by a wakeup at most (10 ms).
+    first, last = want[0][0], want[-1][-1]
+    job_avg_ms = (last - first) / rep["steps"]["count"] * 1e3
+    assert abs(rep["steps"]["avg_ms"] - job_avg_ms) <= 2 * 10.0 / rep["steps"]["count"], \
+        (rep["steps"], job_avg_ms)
+    assert "steps (fetch)" in text

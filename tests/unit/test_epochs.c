@@ -124,7 +124,7 @@ START_TEST(markers_and_source_choice)
 	feed(&ep, TB_EV_MARK, 25 * MS, "TRAINBPF step 0\n");
 	epochs_tick(&ep, &job, 30 * MS);
 	ck_assert_int_eq(epochs_source(&ep), EP_MARKER);	/* a marker outranks lines */
-	ck_assert_int_eq(ep.nsteps, 1);
+	ck_assert_int_eq(ep.marks.n, 1);
 	feed(&ep, TB_EV_MARK, 40 * MS, "TRAINBPF bogus\n");
 	ck_assert(!epochs_pending(&ep));
 	epochs_free(&ep);
@@ -574,8 +574,8 @@ START_TEST(many_steps_whole_window)
 	init(&ep, EP_MARKER, NULL);
 	for (int i = 0; i < n; i++)
 		epochs_add_step(&ep, (uint64_t)(i + 1) * MS, 0);
-	ck_assert_int_le(ep.nsteps, ST_MAX_BOUNDS);
-	ck_assert_int_eq(ep.nsteps_seen, n);
+	ck_assert_int_le(ep.marks.n, ST_MAX_BOUNDS);
+	ck_assert_int_eq(ep.marks.seen, n);
 	/* The last one has no end yet: n - 1 steps of 1 ms. */
 	ck_assert_int_eq(epochs_step_stats(&ep, 0, UINT64_MAX, false, &s), n);
 	ck_assert_int_eq(s.count, n - 1);
@@ -583,7 +583,7 @@ START_TEST(many_steps_whole_window)
 	ck_assert_double_eq_tol(s.min_ms, 1.0, 1e-9);
 	/* A window that cuts into the folded ones: the kept ones only. */
 	epochs_step_stats(&ep, 2 * MS, UINT64_MAX, false, &s);
-	ck_assert_int_eq(s.count, ep.nsteps - 1);
+	ck_assert_int_eq(s.count, ep.marks.n - 1);
 	epochs_free(&ep);
 }
 END_TEST

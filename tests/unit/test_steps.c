@@ -214,16 +214,25 @@ START_TEST(markers_win)
 	steps_tick(&st);
 	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 10);
 	ck_assert_int_eq(s.source, EP_STEPS_CALLS);
+	/* A training step's fetch every 25 ms: over the call period. */
+	epochs_add_fetch_step(&ep, 0, 100, 101);
+	epochs_add_fetch_step(&ep, 25 * MS, 100, 101);
+	epochs_add_fetch_step(&ep, 5 * MS, 100, 102);	/* another rank: not counted */
+	epochs_add_fetch_step(&ep, 50 * MS, 100, 101);
+	epochs_add_fetch_step(&ep, 75 * MS, 100, 101);
+	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 4);
+	ck_assert_int_eq(s.source, EP_STEPS_FETCH);
+	ck_assert_double_eq_tol(s.max_ms, 25.0, 1e-9);
+	ck_assert_int_eq(s.syncs, 20);
+	ck_assert_uint_eq(epochs_step_start(&ep, 0, end, 1), 25 * MS);
 	/* One marker, every other step: the markers are the steps. */
-	ep.steps = (uint64_t[]){ 0, 20 * MS, 40 * MS, 60 * MS, 80 * MS };
-	ep.nsteps = 5;
-	ep.step_pids[0] = 100;
-	ep.nstep_pids = 1;
+	for (int i = 0; i < 5; i++)
+		epochs_add_step(&ep, i * 20 * MS, 100);
 	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 5);
 	ck_assert_int_eq(s.source, EP_STEPS_MARKER);
 	ck_assert_double_eq_tol(s.max_ms, 20.0, 1e-9);
 	ck_assert_int_eq(s.syncs, 20);
-	ep.steps = NULL;
+	epochs_free(&ep);
 	steps_free(&st);
 }
 END_TEST

@@ -158,7 +158,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		phases_on_event(&r->phases, ev->phase);
 		epochs_on_phase(&r->ep, ev->phase);
 		if (r->recording)
-			record_on_phase(&r->rec, ev->phase);
+			record_on_phase(&r->rec, &r->ep, ev->phase);
 		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);

@@ -89,28 +89,39 @@ static void add_step_pid(struct epochs *ep, pid_t pid)
 		ep->step_pids[ep->nstep_pids++] = pid;
 }
 
-static void add_step(struct epochs *ep, uint64_t ts)
+static void add_step(struct ep_step_list *l, uint64_t ts)
 {
-	uint64_t *s = tb_grow(ep->steps, &ep->capsteps, ep->nsteps + 1, sizeof(*s));
+	uint64_t *s = tb_grow(l->t, &l->cap, l->n + 1, sizeof(*s));
 	int i;
 
 	if (!s)
 		return;
-	ep->steps = s;
-	ep->nsteps_seen++;
-	if (ep->nsteps >= ST_MAX_BOUNDS)
-		st_sum_fold(&ep->steps_folded, s, &ep->nsteps, ST_MAX_BOUNDS / 2);
-	for (i = ep->nsteps; i > 0 && s[i - 1] > ts; i--)
+	l->t = s;
+	l->seen++;
+	l->last = ts;
+	if (l->n >= ST_MAX_BOUNDS)
+		st_sum_fold(&l->folded, s, &l->n, ST_MAX_BOUNDS / 2);
+	/* Marks of two threads can reach the ring buffer out of order. */
+	for (i = l->n; i > 0 && s[i - 1] > ts; i--)
 		s[i] = s[i - 1];
 	s[i] = ts;
-	ep->nsteps++;
+	l->n++;
 }
 
 void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid)
 {
-	add_step(ep, ts);
+	add_step(&ep->marks, ts);
 	if (pid)
 		add_step_pid(ep, pid);
+}
+
+void epochs_add_fetch_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid)
+{
+	if (ep->fetch_tid && tid != ep->fetch_tid)
+		return;
+	ep->fetch_tid = tid;
+	ep->fetch_pid = pid;
+	add_step(&ep->fetches, ts);
 }
 
 static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
@@ -238,6 +249,19 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
 }
 
 /*
+ * A training step begins at its fetch: the fetch a backward resolved as
+ * trained (once, however many backwards it fed). One thread counts, the
+ * first to train (the ranks of a DDP job step together).
+ */
+static void fetch_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
+{
+	if (!t->fetch || t->fetch == t->stepped || (ep->fetch_tid && (pid_t)e->tid != ep->fetch_tid))
+		return;
+	t->stepped = t->fetch;
+	epochs_add_fetch_step(ep, t->fetch, e->pid, e->tid);
+}
+
+/*
  * A pass over a DataLoader ends with the fetch that raises StopIteration:
  * a step with no backward (BPF resolves it lone at the next fetch, or
  * validation after an eval loop). The first training step after one, or a
@@ -248,12 +272,9 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
 static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
 	unsigned int how = e->resolved & TB_RS_HOW;
-	struct ep_pass_thread *t;
+	struct ep_pass_thread *t = pass_thread(ep, e->tid);
 	bool starts;
 
-	if (!tracks(ep, EP_PASSES) || (ep->pass_tid && (pid_t)e->tid != ep->pass_tid))
-		return;
-	t = pass_thread(ep, e->tid);
 	if (!t)
 		return;
 	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
@@ -264,10 +285,12 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 	}
 	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD || how != TB_RS_TRAINED)
 		return;
+	fetch_step(ep, t, e);
 	starts = t->untrained || (!t->trained && !ep->attached);
 	t->untrained = false;
 	t->trained = true;
-	if (!starts || !t->fetch)
+	if (!tracks(ep, EP_PASSES) || (ep->pass_tid && (pid_t)e->tid != ep->pass_tid) ||
+	    !starts || !t->fetch)
 		return;
 	ep->pass_tid = e->tid;
 	add_pending(&ep->src[EP_PASSES], t->fetch, ++ep->passes);
@@ -361,9 +384,9 @@ static bool changed(const struct ep_proc *d)
 
 const char *epochs_step_source_name(enum ep_step_src s)
 {
-	static const char *const names[] = { "none", "marker", "calls" };
+	static const char *const names[] = { "none", "marker", "calls", "fetch" };
 
-	return s <= EP_STEPS_CALLS ? names[s] : "none";
+	return s <= EP_STEPS_FETCH ? names[s] : "none";
 }
 
 double ep_steps_avg(const struct ep_steps *s)
@@ -435,26 +458,45 @@ static void step_times(const uint64_t *t, int n, uint64_t end, struct ep_steps *
 	}
 }
 
-/* Marker steps in [a, b); *next the first marker at or after b, 0 if none. */
-static const uint64_t *marker_bounds(const struct epochs *ep, uint64_t a, uint64_t b,
-				     int *n, uint64_t *next)
+/* A list's steps in [a, b); *next the first at or after b, 0 if none. */
+static const uint64_t *list_bounds(const struct ep_step_list *l, uint64_t a, uint64_t b,
+				   int *n, uint64_t *next)
 {
-	int from = st_lower_bound(ep->steps, ep->nsteps, a);
-	int to = st_lower_bound(ep->steps, ep->nsteps, b);
+	int from = st_lower_bound(l->t, l->n, a);
+	int to = st_lower_bound(l->t, l->n, b);
 
 	if (to < from)
 		to = from;
 	*n = to - from;
-	*next = to < ep->nsteps ? ep->steps[to] : 0;
-	return ep->steps + from;
+	*next = to < l->n ? l->t[to] : 0;
+	return l->t + from;
+}
+
+/* The steps of the source that wins (ep_step_src), in [a, b). */
+static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, int *n,
+			      uint64_t *next, pid_t *pid, enum ep_step_src *src)
+{
+	*pid = 0;
+	if (ep->marks.n) {
+		*src = EP_STEPS_MARKER;
+		return list_bounds(&ep->marks, a, b, n, next);
+	}
+	if (ep->fetches.n) {
+		*src = EP_STEPS_FETCH;
+		*pid = ep->fetch_pid;
+		return list_bounds(&ep->fetches, a, b, n, next);
+	}
+	*src = EP_STEPS_CALLS;
+	return steps_bounds(ep->calls, a, b, n, next, pid);
 }
 
 /* Steps folded out of the list (steps.h), when [a, b) holds all of them. */
 static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, uint64_t b,
 		      struct ep_steps *s)
 {
-	const struct st_sum *f = s->source == EP_STEPS_MARKER ?
-		(ep->steps_folded.count ? &ep->steps_folded : NULL) : steps_folded(ep->calls, t);
+	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks : &ep->fetches;
+	const struct st_sum *f = s->source == EP_STEPS_CALLS ? steps_folded(ep->calls, t) :
+		l->folded.count ? &l->folded : NULL;
 
 	if (!f || !st_sum_inside(f, a, b))
 		return 0;
@@ -473,17 +515,11 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 {
 	const uint64_t *t;
 	uint64_t next, end, from;
-	pid_t pid = 0;
+	pid_t pid;
 	int n, folded;
 
 	memset(s, 0, sizeof(*s));
-	if (ep->nsteps) {
-		t = marker_bounds(ep, a, b, &n, &next);
-		s->source = EP_STEPS_MARKER;
-	} else {
-		t = steps_bounds(ep->calls, a, b, &n, &next, &pid);
-		s->source = EP_STEPS_CALLS;
-	}
+	t = bounds(ep, a, b, &n, &next, &pid, &s->source);
 	if (!n) {
 		s->source = EP_STEPS_NONE;
 		return 0;
@@ -498,7 +534,7 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	}
 	end = end ? end : t[n - 1];
 	from = folded ? a : t[0];
-	if (s->source == EP_STEPS_CALLS)
+	if (s->source != EP_STEPS_MARKER)
 		s->syncs = steps_syncs(ep->calls, pid, from, end);
 	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
 		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], from, end);
@@ -507,15 +543,13 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i)
 {
+	enum ep_step_src src;
 	const uint64_t *t;
 	uint64_t next;
-	pid_t pid = 0;
+	pid_t pid;
 	int n;
 
-	if (ep->nsteps)
-		t = marker_bounds(ep, a, b, &n, &next);
-	else
-		t = steps_bounds(ep->calls, a, b, &n, &next, &pid);
+	t = bounds(ep, a, b, &n, &next, &pid, &src);
 	return i >= 0 && i < n ? t[i] : 0;
 }
 
@@ -1249,7 +1283,8 @@ void epochs_free(struct epochs *ep)
 	for (int i = 0; i < ep->nhist; i++)
 		free(ep->hist[i].p);
 	ep_pool_free(ep);
-	free(ep->steps);
+	free(ep->marks.t);
+	free(ep->fetches.t);
 	free(ep->gens);
 	free(ep->forks);
 	free(ep->workers);

@@ -86,8 +86,21 @@ struct ep_proc {
 	int64_t main_own[TB_NCAT];	/* its main thread's own states */
 };
 
-/* Where step boundaries come from: markers win whenever the job wrote any. */
-enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS };
+/*
+ * Where step boundaries come from: the job's markers whenever it wrote any,
+ * else its DataLoader fetches (a training step begins at its fetch), else
+ * the period of its CUDA/NCCL calls.
+ */
+enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS, EP_STEPS_FETCH };
+
+/* Step starts from one source, ascending; the oldest folded past ST_MAX_BOUNDS. */
+struct ep_step_list {
+	uint64_t *t;
+	int n, cap;
+	long seen;		/* ever added */
+	uint64_t last;		/* the one added last */
+	struct st_sum folded;
+};
 
 struct ep_steps {
 	int count;
@@ -231,6 +244,7 @@ struct ep_stream {
 struct ep_pass_thread {
 	pid_t tid;
 	uint64_t fetch;
+	uint64_t stepped;	/* the fetch whose training step was counted */
 	bool untrained;
 	bool trained;		/* a training step seen */
 };
@@ -246,12 +260,11 @@ struct epochs {
 	struct ep_stream src[EP_NSRC];
 	uint64_t next_window;	/* interval source: the next boundary */
 	long windows;
-	uint64_t *steps;	/* step marker times */
-	int nsteps, capsteps;
-	long nsteps_seen;	/* markers ever seen (the list keeps ST_MAX_BOUNDS) */
-	struct st_sum steps_folded;	/* the older ones, past that */
+	struct ep_step_list marks;	/* step markers */
 	pid_t step_pids[EP_MAX_STEP_PIDS];	/* processes that wrote them */
 	int nstep_pids;
+	struct ep_step_list fetches;	/* training steps' fetches, of one thread */
+	pid_t fetch_tid, fetch_pid;	/* that thread: the first to train */
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
 	struct ep_snap hist[EP_HIST_MAX];	/* the ticks before prev, oldest first */
@@ -330,6 +343,8 @@ void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d
  */
 void epoch_set_recorded(struct epoch *e, struct ep_proc *d, int n, const struct ep_steps *s);
 void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
+/* A training step's fetch, of thread tid (the reader: from a recording). */
+void epochs_add_fetch_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid);
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span

@@ -69,7 +69,8 @@ struct rec_event {
 
 struct rec_step {
 	uint64_t ts;
-	pid_t pid;
+	pid_t pid, tid;		/* tid: a fetch step's thread */
+	bool fetch;		/* a training step's fetch, else a marker */
 };
 
 /* A phase change, for the trace's phase spans (docs/recording.md). */
@@ -103,7 +104,8 @@ struct recorder {
 	struct rec_phase *ph;
 	int nph, capph;
 	uint64_t ph_rows, ph_dropped;	/* phase_events written; past the cap */
-	long marker_steps;	/* epochs->nsteps_seen already queued */
+	long marker_steps;	/* epochs->marks.seen already queued */
+	long fetch_steps;	/* epochs->fetches.seen already queued */
 	long epochs_written[EP_NSRC];	/* ep_stream.closed as last written */
 	uint64_t next_flush;
 	uint64_t flushed_ns;	/* the refresh the last flush wrote (0: none) */
@@ -152,7 +154,8 @@ int record_finish(struct recorder *r, const struct job *job,
 
 /* From the ring buffer (tracer.c): queued for the next flush. */
 void record_on_lifecycle(struct recorder *r, const struct tb_event *e);
-void record_on_phase(struct recorder *r, const struct tb_phase_event *e);
+void record_on_phase(struct recorder *r, const struct epochs *ep,
+		     const struct tb_phase_event *e);
 void record_on_text(struct recorder *r, const struct epochs *ep,
 		    const struct tb_text_event *e);
 

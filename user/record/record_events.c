@@ -32,7 +32,7 @@ static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *
 	return e;
 }
 
-static void queue_step(struct recorder *r, uint64_t ts, pid_t pid)
+static void queue_step(struct recorder *r, struct rec_step step)
 {
 	if (r->nsteps == r->capsteps) {
 		int cap = r->capsteps ? r->capsteps * 2 : 256;
@@ -43,7 +43,7 @@ static void queue_step(struct recorder *r, uint64_t ts, pid_t pid)
 		r->steps = n;
 		r->capsteps = cap;
 	}
-	r->steps[r->nsteps++] = (struct rec_step){ ts, pid };
+	r->steps[r->nsteps++] = step;
 }
 
 void record_on_lifecycle(struct recorder *r, const struct tb_event *e)
@@ -66,10 +66,15 @@ void record_on_lifecycle(struct recorder *r, const struct tb_event *e)
 		snprintf(ev->text, sizeof(ev->text), "%.*s", TB_PATH_LEN, e->path);
 }
 
-void record_on_phase(struct recorder *r, const struct tb_phase_event *e)
+/* After epochs took it: a training step it began, as the reader will find it. */
+void record_on_phase(struct recorder *r, const struct epochs *ep,
+		     const struct tb_phase_event *e)
 {
 	if (!r)
 		return;
+	for (; r->fetch_steps < ep->fetches.seen; r->fetch_steps++)
+		queue_step(r, (struct rec_step){ ep->fetches.last, ep->fetch_pid, ep->fetch_tid,
+						 true });
 	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS) {
 		r->ph_dropped++;
 		return;
@@ -139,8 +144,8 @@ void record_on_text(struct recorder *r, const struct epochs *ep,
 	ev->pid = e->pid;
 	ev->tid = e->tid;
 	snprintf(ev->text, sizeof(ev->text), "%s", e->type == TB_EV_MARK ? buf : lines);
-	for (; r->marker_steps < ep->nsteps_seen; r->marker_steps++)
-		queue_step(r, e->ts, e->pid);
+	for (; r->marker_steps < ep->marks.seen; r->marker_steps++)
+		queue_step(r, (struct rec_step){ .ts = e->ts, .pid = e->pid });
 }
 
 static void bind_or_null(struct recorder *r, int i, int64_t v, bool known)
@@ -168,7 +173,7 @@ static int write_events(struct recorder *r)
 	return r->failed ? -1 : 0;
 }
 
-/* tid: the thread whose calls gave the step (source calls); 0 for markers. */
+/* tid: the thread whose calls (source calls) or fetch (fetch) gave the step; 0 for markers. */
 static int write_step(struct recorder *r, const char *source, pid_t pid, pid_t tid,
 		      uint64_t ts)
 {
@@ -181,10 +186,11 @@ static int write_step(struct recorder *r, const char *source, pid_t pid, pid_t t
 	return rec_step(r, RS_STEP);
 }
 
-static int write_marker_steps(struct recorder *r)
+static int write_queued_steps(struct recorder *r)
 {
 	for (int i = 0; i < r->nsteps && !r->failed; i++)
-		write_step(r, "marker", r->steps[i].pid, 0, r->steps[i].ts);
+		write_step(r, r->steps[i].fetch ? "fetch" : "marker", r->steps[i].pid,
+			   r->steps[i].tid, r->steps[i].ts);
 	r->nsteps = 0;
 	return r->failed ? -1 : 0;
 }
@@ -256,7 +262,7 @@ int record_events(struct recorder *r, const struct job *job)
 {
 	write_events(r);
 	write_phases(r);
-	write_marker_steps(r);
+	write_queued_steps(r);
 	for (int s = 0; job->epochs && s < EP_NSRC && !r->failed; s++) {
 		const struct ep_stream *st = &job->epochs->src[s];
 
