@@ -51,6 +51,14 @@ def run(variant, tmp_path, torch26=True):
 def truth_phases(rank):
     """The rank's seconds per phase, iter(loader) moved from data to other."""
     tot = {p: 0.0 for p in PHASES}
+    for phase, _, dur in truth_intervals(rank):
+        tot[phase] = tot.get(phase, 0.0) + dur
+    return tot
+
+
+def truth_intervals(rank):
+    """The rank's (phase, start, seconds), named as trainbpf names them."""
+    out = []
     iv = rank["intervals"]
     for k, (i, start, dur) in enumerate(iv):
         phase = PHASES[i]
@@ -64,8 +72,8 @@ def truth_phases(rank):
             rest = [PHASES[j[0]] for j in iv[k + 1:]]
             upto = rest[:rest.index("forward")] if "forward" in rest else rest
             phase = "validation" if "validation" in upto else "other"
-        tot[phase] = tot.get(phase, 0.0) + dur
-    return tot
+        out.append((phase, start, dur))
+    return out
 
 
 def proc(report, pid):
@@ -236,3 +244,49 @@ def test_trace_phase_spans(tmp_path):
     for e in live["phases"]["list"]:
         assert sums.get(e["phase"], 0.0) == pytest.approx(e["wall_s"], abs=1e-5), e["phase"]
     assert sums["validation"] > 0.1
+
+
+@pytest.mark.parametrize("variant", ["validation", "checkpoint", "spawn"])
+def test_phases_of_each_epoch(tmp_path, variant):
+    """Each epoch's phases (the ranks' main threads together), recorded and
+    read back, against the job's intervals clipped to the epoch's window:
+    within 3 points of the ranks' time in it. The boundaries are the passes'
+    first fetches, the phases' own instants, so the spans are cut there
+    exactly; the job's clock is placed in the window by its clock pair.
+    The text has a row per epoch."""
+    db, live = record(variant, tmp_path, variant)
+    truth = json.loads((tmp_path / f"{variant}.truth.json").read_text())
+    rep = json.loads(read("report", "--format", "json", str(db)))
+    assert rep["epochs"] == live["epochs"]
+    assert rep["epochs"]["source"] == "passes"
+    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
+    w0 = rep["window"]["start_unix_s"] - off
+    epochs = rep["epochs"]["list"]
+    assert len(epochs) == len(truth["ranks"][0]["epochs"])
+    for e in epochs:
+        a, b = w0 + e["start_s"], w0 + e["end_s"]
+        want = {p: 0.0 for p in PHASES}
+        for rank in truth["ranks"]:
+            for ph, start, dur in truth_intervals(rank):
+                cut = min(start + dur, b) - max(start, a)
+                if cut > 0:
+                    want[ph] = want.get(ph, 0.0) + cut
+        got = e["phases"]["wall_s"]
+        span = (b - a) * len(truth["ranks"])
+        print(f"epoch {e['epoch']}: " + ", ".join(
+            f"{ph} {got[ph]:.3f}/{want[ph]:.3f}" for ph in COMPARED) + f" s of {span:.2f} s")
+        for ph in COMPARED:
+            assert abs(got[ph] - want[ph]) <= BOUND * span, \
+                f"epoch {e['epoch']} {ph}: trainbpf {got[ph]:.3f}s, the job {want[ph]:.3f}s " \
+                f"(bound {BOUND * span:.3f}s); all: {got} vs {want}"
+        assert abs(sum(e["phases"]["share"].values()) - 1) < 1e-3
+    text = read("report", str(db))
+    rows = text[text.index("by epoch (ms/step):"):].split("\n\n")[0].splitlines()[2:]
+    assert [int(r.split()[0]) for r in rows] == [e["epoch"] for e in epochs], rows
+    for r, e in zip(rows, epochs):
+        cols = r.split()
+        assert int(cols[1]) == e["steps"]["count"]
+        per = len(truth["ranks"]) * e["steps"]["count"]
+        assert float(cols[2]) == pytest.approx(e["phases"]["wall_s"]["data"] * 1e3 / per,
+                                               abs=0.051)
+    assert sum("  phases: data" in l for l in text.splitlines()) == len(epochs)

@@ -255,6 +255,51 @@ START_TEST(steps_and_wall)
 }
 END_TEST
 
+/*
+ * The epochs' cut: a main thread's settled time before an instant, the
+ * span across it split there; another thread of the process is no rank.
+ */
+START_TEST(time_before)
+{
+	struct phases p = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(14, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(21, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(22, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+	};
+	struct tb_phase_event side = ev(0, TB_PH_CHECKPOINT, TB_BC_SAVE, TB_RS_NONE);
+	struct tb_phase_event side_end = ev(3, TB_PH_OTHER, TB_BC_SAVE, TB_RS_NONE);
+	uint64_t ns[PH_NSHOWN];
+
+	side.tid = side_end.tid = 8;
+	phases_on_event(&p, &side);
+	phases_on_event(&p, &side_end);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		phases_on_event(&p, &e[i]);
+	phases_main_before(&p, AT(12), ns);
+	ck_assert_uint_eq(ns[PH_DATA], 4 * MS);		/* 0-2 and 10-12 */
+	ck_assert_uint_eq(ns[PH_FORWARD], 3 * MS);
+	ck_assert_uint_eq(ns[PH_BACKWARD], 4 * MS);
+	ck_assert_uint_eq(ns[PH_OTHER], 1 * MS);
+	ck_assert_uint_eq(ns[PH_CHECKPOINT], 0);
+	phases_main_before(&p, AT(5), ns);
+	ck_assert_uint_eq(ns[PH_DATA], 2 * MS);
+	ck_assert_uint_eq(ns[PH_FORWARD], 3 * MS);
+	ck_assert_uint_eq(ns[PH_BACKWARD], 0);
+	phases_main_now(&p, ns);
+	ck_assert_uint_eq(ns[PH_DATA], 6 * MS);
+	ck_assert_uint_eq(ns[PH_BACKWARD], 10 * MS);
+	ck_assert_uint_eq(ns[PH_OTHER], 2 * MS);
+	phases_free(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("phases");
@@ -269,6 +314,7 @@ int main(void)
 	tcase_add_test(tc, pending_at_the_end);
 	tcase_add_test(tc, pending_bounded);
 	tcase_add_test(tc, steps_and_wall);
+	tcase_add_test(tc, time_before);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -613,6 +613,7 @@ static int start(struct run *r)
 	if (start_epochs(&r->ep, env, &r->job))
 		return 1;
 	r->ep.calls = &r->steps;
+	r->ep.phases = &r->phases;
 	r->job.epochs = &r->ep;
 	r->job.phases = env->no_phases ? NULL : &r->phases;
 	if (env->record_path && start_recording(r))

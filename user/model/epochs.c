@@ -8,6 +8,7 @@
 #include "epochs_fold.h"
 #include "grow.h"
 #include "job.h"
+#include "phases.h"
 #include "steps.h"
 
 #define NS_PER_S 1000000000.0
@@ -318,6 +319,7 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 	s->n = job->nprocs;
 	for (int i = 0; i < s->n; i++)
 		ep_tot_of(&s->p[i], &job->procs[i]);
+	phases_main_now(ep->phases, s->ph);
 	return 0;
 }
 
@@ -657,6 +659,9 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	e->start = st->open.ts;
 	e->end = end->ts;
 	e->complete = complete;
+	/* A rank that began to run phases in it brought its earlier time too. */
+	for (int p = 0; p < PH_NSHOWN; p++)
+		e->ph[p] = end->ph[p] > st->open.ph[p] ? end->ph[p] - st->open.ph[p] : 0;
 	/*
 	 * A job that sums its epochs up names each one's end; its first line
 	 * naming the first one may be a step or progress line well into it.
@@ -782,6 +787,8 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 			bracket(ep, cur, st->pend[i].ts, &a, &b);
 			if (interp(ep, &at, a, b, st->pend[i].ts))
 				break;
+			/* Phases: exact, from the spans (interpolated would move a step). */
+			phases_main_before(ep->phases, st->pend[i].ts, at.ph);
 		}
 		if (st->is_open) {
 			close_epoch(ep, st, &at, true);

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 #include "categories.h"
 #include "gpu_api.h"
+#include "phase_spans.h"
 #include "steps.h"
 #include "trainbpf.h"
 
@@ -60,6 +61,8 @@ struct ep_snap {
 	int n;				/* job->procs[0..n) */
 	int cap;			/* room in p */
 	struct ep_tot *p;
+	uint64_t ph[PH_NSHOWN];		/* the ranks' main threads' phase time
+					 * before ts (phases_main_before) */
 };
 
 /*
@@ -203,6 +206,8 @@ struct epoch {
 	long last;		/* merged epochs: the last one's label; else label */
 	uint64_t start, end;
 	bool complete;		/* ended by the next boundary, not the window */
+	uint64_t ph[PH_NSHOWN];	/* the ranks' main threads' wall time per
+				 * phase in it, summed (ns); all 0: none */
 	bool late_start;	/* regex: began at the first line naming it, and
 				 * a summary ended it: the job's start may lie
 				 * log-every steps before (HF's 'epoch': 0.33) */
@@ -266,6 +271,7 @@ struct epochs {
 	struct ep_step_list fetches;	/* training steps' fetches, of one thread */
 	pid_t fetch_tid, fetch_pid;	/* that thread: the first to train */
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
+	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
 	struct ep_snap hist[EP_HIST_MAX];	/* the ticks before prev, oldest first */
 	int nhist;

@@ -51,15 +51,39 @@ const struct ph_thread *phases_thread(const struct phases *p, pid_t tid)
 	return NULL;
 }
 
+static void ring_push(struct phases *p, struct ph_thread *t, const struct ph_span *sp)
+{
+	if (t->tid != t->pid)
+		return;
+	if (!t->ring && !t->ring_tried) {
+		t->ring_tried = true;
+		if (p->nrings < PH_MAX_RINGS && (t->ring = calloc(1, sizeof(*t->ring))))
+			p->nrings++;
+	}
+	if (!t->ring)
+		return;
+	t->ring->s[t->ring->head] = *sp;
+	t->ring->head = (t->ring->head + 1) % PH_RING;
+	if (t->ring->n < PH_RING)
+		t->ring->n++;
+}
+
+struct span_ctx {
+	struct phases *p;
+	struct ph_thread *t;
+};
+
 /* A settled span: the thread's time in its phase, and its step's if it is in it. */
 static void on_span(void *arg, const struct ph_span *sp)
 {
-	struct ph_thread *t = arg;
+	struct span_ctx *x = arg;
+	struct ph_thread *t = x->t;
 	uint64_t d = sp->end - sp->start;
 
 	t->tot[sp->phase] += d;
 	if (t->start && sp->start >= t->start)
 		t->ns[sp->phase] += d;
+	ring_push(x->p, t, sp);
 }
 
 /* A training step ends at the next fetch: its phases' times. */
@@ -101,7 +125,7 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 		p->named++;
 	if (!t)
 		return;
-	ph_spans_event(&t->sp, e, on_span, t);
+	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
 		t->trained = true;
 	t->pend[0] = t->sp.pend_ns[PH_PEND_DATA];
@@ -139,6 +163,8 @@ int ph_source_find(const char *name)
 
 void phases_free(struct phases *p)
 {
+	for (int i = 0; i < p->nth; i++)
+		free(p->th[i].ring);
 	free(p->th);
 	memset(p, 0, sizeof(*p));
 }
@@ -172,18 +198,59 @@ static void merge(struct ph_stat *into, const struct ph_stat *s)
 	into->steps += s->steps;
 }
 
-/* A thread's wall time per phase, a step still pending folded as in phases_fold. */
-static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
+/* A thread's wall time per phase, a step still pending folded as in phases_fold (added). */
+static void wall_ns(const struct ph_thread *t, uint64_t ns[PH_NSHOWN])
 {
 	for (int p = 0; p < PH_NSHOWN; p++)
-		ms[p] += t->tot[p] / 1e6;
+		ns[p] += t->tot[p];
 	if (t->in_val) {
-		ms[PH_VALIDATION] += (t->pend[0] + t->pend[1] + t->held) / 1e6;
+		ns[PH_VALIDATION] += t->pend[0] + t->pend[1] + t->held;
 		return;
 	}
-	ms[PH_DATA] += t->pend[0] / 1e6;
-	ms[PH_FORWARD] += t->pend[1] / 1e6;
-	ms[PH_OTHER] += t->held / 1e6;
+	ns[PH_DATA] += t->pend[0];
+	ns[PH_FORWARD] += t->pend[1];
+	ns[PH_OTHER] += t->held;
+}
+
+static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
+{
+	uint64_t ns[PH_NSHOWN] = { 0 };
+
+	wall_ns(t, ns);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		ms[p] += ns[p] / 1e6;
+}
+
+/* Its settled time before ts: the spans that ended after it, taken off. */
+static void before(const struct ph_thread *t, uint64_t ts, uint64_t out[PH_NSHOWN])
+{
+	const struct ph_ring *r = t->ring;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		out[p] += t->tot[p];
+	for (int k = 0; r && k < r->n; k++) {
+		const struct ph_span *s = &r->s[(r->head - 1 - k + PH_RING) % PH_RING];
+
+		if (s->end <= ts)
+			break;
+		out[s->phase] -= s->end - (s->start > ts ? s->start : ts);
+	}
+}
+
+void phases_main_before(const struct phases *p, uint64_t ts, uint64_t out[PH_NSHOWN])
+{
+	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
+	for (int i = 0; p && i < p->nth; i++)
+		if (p->th[i].tid == p->th[i].pid)
+			before(&p->th[i], ts, out);
+}
+
+void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN])
+{
+	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
+	for (int i = 0; p && i < p->nth; i++)
+		if (p->th[i].tid == p->th[i].pid)
+			wall_ns(&p->th[i], out);
 }
 
 void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)

@@ -46,6 +46,20 @@ struct ph_sum {
 	int step_source;		/* enum ph_step_source */
 };
 
+/*
+ * A main thread's last settled spans, newest at head - 1: its phase time
+ * before an instant, for the epochs. A boundary is known at most a
+ * worker's exec grace and a tick after it (epochs.h): 2048 spans are 340
+ * steps of six phases, steps of 1.3 ms in 0.45 s.
+ */
+#define PH_RING 2048
+struct ph_ring {
+	struct ph_span s[PH_RING];
+	int head, n;
+};
+/* Rings at most (50 kB each): the ranks on a node, many times over. */
+#define PH_MAX_RINGS 256
+
 /* One thread that ran phases: its steps so far. */
 struct ph_thread {
 	pid_t pid, tid;
@@ -59,6 +73,8 @@ struct ph_thread {
 	uint64_t fetches;		/* DataLoader fetches: 0, steps start at backwards */
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */
 	struct ph_stat steps;		/* the training steps closed so far */
+	struct ph_ring *ring;		/* main threads, live; NULL past PH_MAX_RINGS */
+	bool ring_tried;
 };
 
 /* What the phase table can say, from the libraries the job mapped. */
@@ -85,6 +101,7 @@ struct phases {
 	uint64_t events;
 	uint64_t named;		/* named brackets opened */
 	int source;		/* enum ph_source, as of phases_finish */
+	int nrings;
 };
 
 struct gpu;
@@ -111,6 +128,15 @@ struct job;
  * Returns how many of them ran phases.
  */
 int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
+
+/*
+ * The main threads' (tid == pid: the ranks') wall time per phase before
+ * ts, summed over their settled spans: a step still pending at ts counts
+ * where it settles. phases_main_now: all of it, a step pending now folded
+ * as in the table.
+ */
+void phases_main_before(const struct phases *p, uint64_t ts, uint64_t out[PH_NSHOWN]);
+void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN]);
 
 double ph_stat_avg(const struct ph_stat *s, int phase);
 double ph_stat_std(const struct ph_stat *s, int phase);

@@ -244,6 +244,8 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 	rec_bind_int(r, RS_EPOCH, 6, seq);
 	bind_epoch_steps(r, &e->steps);
 	rec_bind_int(r, RS_EPOCH, 14, e->late_start);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		rec_bind_int(r, RS_EPOCH, 15 + p, (int64_t)e->ph[p]);
 	rec_step(r, RS_EPOCH);
 	for (int i = 0; i < e->n && !r->failed; i++)
 		write_epoch_proc(r, s, seq, &e->d[i]);

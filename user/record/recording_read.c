@@ -501,13 +501,17 @@ static bool has_column(struct recording *r, const char *table, const char *colum
 	"ORDER BY e.source, e.seq, e.rowid, p.rowid"
 /*
  * epoch_procs' ppid, role and folded came with the bounds, epochs'
- * late_start after them: older files lack them.
+ * late_start and phase times (in enum ph_shown order) after them: older
+ * files lack them.
  */
-static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start");
-static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0");
-static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0");
+#define EPOCH_PH "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
+	"e.ph_checkpoint, e.ph_validation, e.ph_other"
+#define NO_PH "0, 0, 0, 0, 0, 0, 0"
+static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, " EPOCH_PH);
+static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0, " NO_PH);
+static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0, " NO_PH);
 enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
-       EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3 };
+       EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3, EC_PH = EC_LATE + 1 };
 
 /* One epoch being read: its epoch_procs rows follow its own. */
 struct ep_read {
@@ -538,6 +542,8 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 		if (!x->e)
 			abort();	/* as job.c: out of memory, nothing left to say */
 		x->e->late_start = col_i64(q, EC_LATE) != 0;
+		for (int p = 0; p < PH_NSHOWN; p++)
+			x->e->ph[p] = (uint64_t)col_i64(q, EC_PH + p);
 	}
 	x->steps = (struct ep_steps){
 		.count = (int)col_i64(q, 6), .total_ms = col_double(q, 7),
@@ -588,7 +594,7 @@ static void ep_read_done(struct ep_read *x)
 static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
-	const char *sql = has_column(r, "epochs", "late_start") ? epochs_sql :
+	const char *sql = has_column(r, "epochs", "ph_data") ? epochs_sql :
 		has_column(r, "epoch_procs", "folded") ? epochs_sql_bounds : epochs_sql_old;
 	struct ep_read x = { 0 };
 	bool open = false;

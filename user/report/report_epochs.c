@@ -13,6 +13,29 @@ static double pct_of(int64_t v, int64_t total)
 	return total > 0 ? 100.0 * v / total : 0.0;
 }
 
+static uint64_t ph_total(const struct epoch *e)
+{
+	uint64_t t = 0;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t += e->ph[p];
+	return t;
+}
+
+/* "phases: data 10.7% fwd 45.5% ...": the ranks' main threads in it. */
+static void epoch_phases_line(FILE *f, const struct epoch *e)
+{
+	uint64_t t = ph_total(e);
+
+	if (!t)
+		return;
+	fprintf(f, "  phases:");
+	for (int p = 0; p < PH_NSHOWN; p++)
+		if (1000 * e->ph[p] >= t)	/* 0.1% and up */
+			fprintf(f, " %s %.1f%%", ph_short[p], 100.0 * e->ph[p] / t);
+	fputc('\n', f);
+}
+
 static const char *span_note(const struct epoch *e)
 {
 	if (!e->complete)
@@ -41,6 +64,7 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = pct_of(hl[c], total);
 	report_rollup_rows(f, pct, false);
+	epoch_phases_line(f, e);
 	if (job->diag)
 		report_diagnosis_epoch_line(f, job, e);
 }
@@ -364,6 +388,30 @@ static void json_epoch_procs(struct jw *w, const struct job *job, const struct e
 	jw_end_array(w);
 }
 
+/* Its phases: wall time (all ranks' main threads) and share; null if none ran. */
+static void json_epoch_phases(struct jw *w, const struct epoch *e)
+{
+	uint64_t t = ph_total(e);
+
+	if (!t) {
+		jw_null_field(w, "phases");
+		return;
+	}
+	jw_name(w, "phases");
+	jw_object(w);
+	jw_name(w, "wall_s");
+	jw_object(w);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		jw_float_field(w, ph_names[p], e->ph[p] / 1e9, 6);
+	jw_end_object(w);
+	jw_name(w, "share");
+	jw_object(w);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		jw_float_field(w, ph_names[p], (double)e->ph[p] / t, 4);
+	jw_end_object(w);
+	jw_end_object(w);
+}
+
 static void json_epoch(struct jw *w, const struct job *job, const struct epoch *e)
 {
 	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
@@ -385,6 +433,7 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 		jw_float_field(w, tb_cat_names[c], pct_of(hl[c], total), 3);
 	jw_end_object(w);
 	json_steps(w, &e->steps);
+	json_epoch_phases(w, e);
 	if (job->diag)
 		report_diagnosis_epoch_json(w, job, e);
 	json_epoch_procs(w, job, e);

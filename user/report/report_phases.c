@@ -5,6 +5,7 @@
  * critical-path categories), as in-process profilers print it.
  */
 #include <string.h>
+#include "epochs.h"
 #include "gpu.h"
 #include "phases.h"
 #include "sections.h"
@@ -105,6 +106,52 @@ static void rank_rows(FILE *f, const struct job *job)
 	}
 }
 
+static bool epoch_has_rows(const struct epoch *e)
+{
+	uint64_t t = 0;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t += e->ph[p];
+	return t && e->steps.count;
+}
+
+/*
+ * With more than one epoch: each one's ms per step in each phase (the
+ * ranks' mean, over the epoch's steps: its validation and end spread over
+ * them), so that an epoch that slowed shows in which phase.
+ */
+static void epoch_rows(FILE *f, const struct job *job, int nranks)
+{
+	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
+	const struct ep_stream *st = s == EP_NSRC ? NULL : &job->epochs->src[s];
+	int n = 0;
+	char label[32];
+
+	for (int i = 0; st && i < st->n; i++)
+		n += epoch_has_rows(&st->list[i]);
+	if (n < 2 || nranks < 1)
+		return;
+	fprintf(f, "  by epoch (ms/step):\n  %7s %6s", "EPOCH", "STEPS");
+	for (int p = 0; p < PH_NSHOWN; p++)
+		fprintf(f, " %8s", ph_short[p]);
+	fputc('\n', f);
+	for (int i = 0; i < st->n; i++) {
+		const struct epoch *e = &st->list[i];
+		double per = (double)nranks * e->steps.count * 1e6;
+
+		if (!epoch_has_rows(e))
+			continue;
+		if (e->last != e->label)
+			snprintf(label, sizeof(label), "%ld-%ld", e->label, e->last);
+		else
+			snprintf(label, sizeof(label), "%ld", e->label);
+		fprintf(f, "  %7s %6d", label, e->steps.count);
+		for (int p = 0; p < PH_NSHOWN; p++)
+			fprintf(f, " %8.1f", e->ph[p] / per);
+		fputc('\n', f);
+	}
+}
+
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
@@ -135,6 +182,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		"and epoch ends spread over them; min/max/std: within training steps)\n");
 	if (n > 1)
 		rank_rows(f, job);
+	epoch_rows(f, job, n);
 	if (c->bpf.brackets_deep)
 		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
 			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,
