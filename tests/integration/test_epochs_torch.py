@@ -242,3 +242,17 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra):
     assert abs(rep["steps"]["avg_ms"] - job_avg_ms) <= 2 * 10.0 / rep["steps"]["count"], \
         (rep["steps"], job_avg_ms)
     assert "steps (fetch)" in text
+
+
+def test_steps_from_backwards_on_torch_113(tmp_path):
+    """torch 1.13 names no DataLoader bracket: steps begin at each backward,
+    as the phase table's do; by the job's start lines, each epoch holds its
+    own steps exactly."""
+    rep, truth, text = run(tmp_path, "dl-fork-persist", [], torch26=False)
+    assert rep["epochs"]["source"] == "regex"
+    assert rep["steps"]["source"] == "backward", rep["steps"]
+    want = [len(w) for w in truth_step_starts(truth, rep)]
+    assert [e["steps"]["count"] for e in rep["epochs"]["list"]] == want
+    assert rep["steps"]["count"] == sum(want) - 1
+    assert rep["phases"]["steps"] == sum(want) - 1   # from one backward to the next
+    assert "steps (backward)" in text

@@ -214,12 +214,17 @@ START_TEST(markers_win)
 	steps_tick(&st);
 	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 10);
 	ck_assert_int_eq(s.source, EP_STEPS_CALLS);
-	/* A training step's fetch every 25 ms: over the call period. */
-	epochs_add_fetch_step(&ep, 0, 100, 101);
-	epochs_add_fetch_step(&ep, 25 * MS, 100, 101);
-	epochs_add_fetch_step(&ep, 5 * MS, 100, 102);	/* another rank: not counted */
-	epochs_add_fetch_step(&ep, 50 * MS, 100, 101);
-	epochs_add_fetch_step(&ep, 75 * MS, 100, 101);
+	/* Backwards of a thread that has fetched nothing yet: over the call period. */
+	epochs_add_loop_step(&ep, EP_STEPS_BACKWARD, 1 * MS, 100, 101);
+	epochs_add_loop_step(&ep, EP_STEPS_BACKWARD, 3 * MS, 100, 101);
+	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 2);
+	ck_assert_int_eq(s.source, EP_STEPS_BACKWARD);
+	/* A training step's fetch every 25 ms: a warm-up's backwards give way. */
+	epochs_add_loop_step(&ep, EP_STEPS_FETCH, 0, 100, 101);
+	epochs_add_loop_step(&ep, EP_STEPS_FETCH, 25 * MS, 100, 101);
+	epochs_add_loop_step(&ep, EP_STEPS_FETCH, 5 * MS, 100, 102);	/* another rank: not counted */
+	epochs_add_loop_step(&ep, EP_STEPS_FETCH, 50 * MS, 100, 101);
+	epochs_add_loop_step(&ep, EP_STEPS_FETCH, 75 * MS, 100, 101);
 	ck_assert_int_eq(epochs_step_stats(&ep, 0, end, true, &s), 4);
 	ck_assert_int_eq(s.source, EP_STEPS_FETCH);
 	ck_assert_double_eq_tol(s.max_ms, 25.0, 1e-9);

@@ -116,13 +116,22 @@ void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid)
 		add_step_pid(ep, pid);
 }
 
-void epochs_add_fetch_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid)
+void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, pid_t pid,
+			  pid_t tid)
 {
-	if (ep->fetch_tid && tid != ep->fetch_tid)
+	if (ep->loop_tid && tid != ep->loop_tid)
 		return;
-	ep->fetch_tid = tid;
-	ep->fetch_pid = pid;
-	add_step(&ep->fetches, ts);
+	/* Backwards before its first fetch (a warm-up): the fetches, once seen, win. */
+	if (ep->loop_tid && src != ep->loop_src) {
+		if (src != EP_STEPS_FETCH)
+			return;
+		ep->loop.n = 0;
+		ep->loop.folded = (struct st_sum){ 0 };
+	}
+	ep->loop_tid = tid;
+	ep->loop_pid = pid;
+	ep->loop_src = src;
+	add_step(&ep->loop, ts);
 }
 
 static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
@@ -251,15 +260,22 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
 
 /*
  * A training step begins at its fetch: the fetch a backward resolved as
- * trained (once, however many backwards it fed). One thread counts, the
- * first to train (the ranks of a DDP job step together).
+ * trained (once, however many backwards it fed). A thread that has never
+ * fetched from a DataLoader (a queue, torch < 2 naming no bracket) steps
+ * at each backward, as the phase table does. One thread counts, the first
+ * to train (the ranks of a DDP job step together).
  */
-static void fetch_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
+static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
 {
-	if (!t->fetch || t->fetch == t->stepped || (ep->fetch_tid && (pid_t)e->tid != ep->fetch_tid))
+	if (!t->fetch) {
+		epochs_add_loop_step(ep, EP_STEPS_BACKWARD, e->ts, e->pid, e->tid);
+		return;
+	}
+	if ((e->resolved & TB_RS_HOW) != TB_RS_TRAINED || t->fetch == t->stepped ||
+	    (ep->loop_tid && (pid_t)e->tid != ep->loop_tid))
 		return;
 	t->stepped = t->fetch;
-	epochs_add_fetch_step(ep, t->fetch, e->pid, e->tid);
+	epochs_add_loop_step(ep, EP_STEPS_FETCH, t->fetch, e->pid, e->tid);
 }
 
 /*
@@ -284,9 +300,11 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 		t->fetch = e->ts;
 		return;
 	}
-	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD || how != TB_RS_TRAINED)
+	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD)
 		return;
-	fetch_step(ep, t, e);
+	loop_step(ep, t, e);
+	if (how != TB_RS_TRAINED)
+		return;
 	starts = t->untrained || (!t->trained && !ep->attached);
 	t->untrained = false;
 	t->trained = true;
@@ -386,9 +404,9 @@ static bool changed(const struct ep_proc *d)
 
 const char *epochs_step_source_name(enum ep_step_src s)
 {
-	static const char *const names[] = { "none", "marker", "calls", "fetch" };
+	static const char *const names[] = { "none", "marker", "calls", "fetch", "backward" };
 
-	return s <= EP_STEPS_FETCH ? names[s] : "none";
+	return s <= EP_STEPS_BACKWARD ? names[s] : "none";
 }
 
 double ep_steps_avg(const struct ep_steps *s)
@@ -483,10 +501,10 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 		*src = EP_STEPS_MARKER;
 		return list_bounds(&ep->marks, a, b, n, next);
 	}
-	if (ep->fetches.n) {
-		*src = EP_STEPS_FETCH;
-		*pid = ep->fetch_pid;
-		return list_bounds(&ep->fetches, a, b, n, next);
+	if (ep->loop.n) {
+		*src = ep->loop_src;
+		*pid = ep->loop_pid;
+		return list_bounds(&ep->loop, a, b, n, next);
 	}
 	*src = EP_STEPS_CALLS;
 	return steps_bounds(ep->calls, a, b, n, next, pid);
@@ -496,7 +514,7 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, uint64_t b,
 		      struct ep_steps *s)
 {
-	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks : &ep->fetches;
+	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks : &ep->loop;
 	const struct st_sum *f = s->source == EP_STEPS_CALLS ? steps_folded(ep->calls, t) :
 		l->folded.count ? &l->folded : NULL;
 
@@ -1291,7 +1309,7 @@ void epochs_free(struct epochs *ep)
 		free(ep->hist[i].p);
 	ep_pool_free(ep);
 	free(ep->marks.t);
-	free(ep->fetches.t);
+	free(ep->loop.t);
 	free(ep->gens);
 	free(ep->forks);
 	free(ep->workers);

@@ -91,10 +91,12 @@ struct ep_proc {
 
 /*
  * Where step boundaries come from: the job's markers whenever it wrote any,
- * else its DataLoader fetches (a training step begins at its fetch), else
- * the period of its CUDA/NCCL calls.
+ * else its training loop as PyTorch's phases show it (a training step
+ * begins at its DataLoader fetch; with no fetch seen, at its backward),
+ * else the period of its CUDA/NCCL calls.
  */
-enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS, EP_STEPS_FETCH };
+enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS, EP_STEPS_FETCH,
+		   EP_STEPS_BACKWARD };
 
 /* Step starts from one source, ascending; the oldest folded past ST_MAX_BOUNDS. */
 struct ep_step_list {
@@ -268,8 +270,9 @@ struct epochs {
 	struct ep_step_list marks;	/* step markers */
 	pid_t step_pids[EP_MAX_STEP_PIDS];	/* processes that wrote them */
 	int nstep_pids;
-	struct ep_step_list fetches;	/* training steps' fetches, of one thread */
-	pid_t fetch_tid, fetch_pid;	/* that thread: the first to train */
+	struct ep_step_list loop;	/* training steps' starts, of one thread */
+	enum ep_step_src loop_src;	/* EP_STEPS_FETCH or _BACKWARD: its first step's */
+	pid_t loop_tid, loop_pid;	/* that thread: the first to train */
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
@@ -349,8 +352,12 @@ void epoch_set_procs(const struct epochs *ep, struct epoch *e, struct ep_proc *d
  */
 void epoch_set_recorded(struct epoch *e, struct ep_proc *d, int n, const struct ep_steps *s);
 void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
-/* A training step's fetch, of thread tid (the reader: from a recording). */
-void epochs_add_fetch_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid);
+/*
+ * A training step's start from the phases (src EP_STEPS_FETCH or
+ * _BACKWARD), of thread tid (the reader: from a recording).
+ */
+void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, pid_t pid,
+			  pid_t tid);
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span

@@ -69,8 +69,8 @@ struct rec_event {
 
 struct rec_step {
 	uint64_t ts;
-	pid_t pid, tid;		/* tid: a fetch step's thread */
-	bool fetch;		/* a training step's fetch, else a marker */
+	pid_t pid, tid;		/* tid: a loop step's thread */
+	enum ep_step_src src;	/* marker, fetch or backward */
 };
 
 /* A phase change, for the trace's phase spans (docs/recording.md). */
@@ -105,7 +105,7 @@ struct recorder {
 	int nph, capph;
 	uint64_t ph_rows, ph_dropped;	/* phase_events written; past the cap */
 	long marker_steps;	/* epochs->marks.seen already queued */
-	long fetch_steps;	/* epochs->fetches.seen already queued */
+	long loop_steps;	/* epochs->loop.seen already queued */
 	long epochs_written[EP_NSRC];	/* ep_stream.closed as last written */
 	uint64_t next_flush;
 	uint64_t flushed_ns;	/* the refresh the last flush wrote (0: none) */

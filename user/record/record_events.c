@@ -72,9 +72,9 @@ void record_on_phase(struct recorder *r, const struct epochs *ep,
 {
 	if (!r)
 		return;
-	for (; r->fetch_steps < ep->fetches.seen; r->fetch_steps++)
-		queue_step(r, (struct rec_step){ ep->fetches.last, ep->fetch_pid, ep->fetch_tid,
-						 true });
+	for (; r->loop_steps < ep->loop.seen; r->loop_steps++)
+		queue_step(r, (struct rec_step){ ep->loop.last, ep->loop_pid, ep->loop_tid,
+						 ep->loop_src });
 	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS) {
 		r->ph_dropped++;
 		return;
@@ -145,7 +145,8 @@ void record_on_text(struct recorder *r, const struct epochs *ep,
 	ev->tid = e->tid;
 	snprintf(ev->text, sizeof(ev->text), "%s", e->type == TB_EV_MARK ? buf : lines);
 	for (; r->marker_steps < ep->marks.seen; r->marker_steps++)
-		queue_step(r, (struct rec_step){ .ts = e->ts, .pid = e->pid });
+		queue_step(r, (struct rec_step){ .ts = e->ts, .pid = e->pid,
+						 .src = EP_STEPS_MARKER });
 }
 
 static void bind_or_null(struct recorder *r, int i, int64_t v, bool known)
@@ -173,7 +174,7 @@ static int write_events(struct recorder *r)
 	return r->failed ? -1 : 0;
 }
 
-/* tid: the thread whose calls (source calls) or fetch (fetch) gave the step; 0 for markers. */
+/* tid: the thread whose calls, fetch or backward gave the step; 0 for markers. */
 static int write_step(struct recorder *r, const char *source, pid_t pid, pid_t tid,
 		      uint64_t ts)
 {
@@ -189,7 +190,7 @@ static int write_step(struct recorder *r, const char *source, pid_t pid, pid_t t
 static int write_queued_steps(struct recorder *r)
 {
 	for (int i = 0; i < r->nsteps && !r->failed; i++)
-		write_step(r, r->steps[i].fetch ? "fetch" : "marker", r->steps[i].pid,
+		write_step(r, epochs_step_source_name(r->steps[i].src), r->steps[i].pid,
 			   r->steps[i].tid, r->steps[i].ts);
 	r->nsteps = 0;
 	return r->failed ? -1 : 0;

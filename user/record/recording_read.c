@@ -524,7 +524,7 @@ struct ep_read {
 
 static enum ep_step_src step_source_from(const char *s)
 {
-	for (int i = EP_STEPS_NONE; i <= EP_STEPS_FETCH; i++)
+	for (int i = EP_STEPS_NONE; i <= EP_STEPS_BACKWARD; i++)
 		if (!strcmp(s, epochs_step_source_name(i)))
 			return i;
 	return EP_STEPS_NONE;
@@ -725,9 +725,9 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 			continue;
 		if (!strcmp(col_str(&q, 0), "marker"))
 			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
-		else if (!strcmp(col_str(&q, 0), "fetch"))
-			epochs_add_fetch_step(&r->ep, col_ns(&q, 2), pid,
-					      col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3));
+		else if (!strcmp(col_str(&q, 0), "fetch") || !strcmp(col_str(&q, 0), "backward"))
+			epochs_add_loop_step(&r->ep, step_source_from(col_str(&q, 0)), col_ns(&q, 2),
+					     pid, col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3));
 		else if (!strcmp(col_str(&q, 0), "calls"))
 			steps_add_start(&r->steps, pid, col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3),
 					col_ns(&q, 2));

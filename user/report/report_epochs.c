@@ -98,7 +98,7 @@ static void report_steps_text(FILE *f, const struct job *job, const struct epoch
 
 	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
 	if (!s.count) {
-		fprintf(f, "Steps: none seen (no step marker, no DataLoader training step, no periodic CUDA/NCCL calls)\n");
+		fprintf(f, "Steps: none seen (no step marker, no PyTorch training step, no periodic CUDA/NCCL calls)\n");
 		return;
 	}
 	fprintf(f, "Steps: %.2f/s, ", ep_steps_per_s(&s));
