@@ -70,7 +70,9 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
 /*
  * The step the pending rows hold turned out to be this. A backward: data
  * and forward (and a step held before it was an epoch's end: other). No
- * backward: validation if the step before had none either, else held.
+ * backward: validation if the step before had none either, else held;
+ * held right after a training step, its fetch is the one that ends the
+ * pass (StopIteration, shutting non-persistent workers down): data.
  */
 static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 {
@@ -87,18 +89,23 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 			how |= TB_RS_TRAINED;
 		}
 		s->lone = s->in_val = 0;
+		s->trained = 1;
 	} else if (s->fetched && (s->lone || s->in_val)) {
 		move_row(s, TB_PH_PEND_LONE, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_DATA, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_VALIDATION);
 		s->lone = 0;
 		s->in_val = 1;
+		s->trained = 0;
 		how = TB_RS_VALIDATION;
 	} else if (s->fetched) {
-		move_row(s, TB_PH_PEND_DATA, TB_PH_PEND_LONE);
+		how = TB_RS_LONE;
+		if (s->trained)
+			how |= TB_RS_END_DATA;
+		move_row(s, TB_PH_PEND_DATA, s->trained ? TB_PH_DATA : TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
 		s->lone = 1;
-		how = TB_RS_LONE;
+		s->trained = 0;
 	}
 	s->fetched = 0;
 	return how;

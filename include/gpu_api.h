@@ -147,6 +147,8 @@ enum tb_resolved {
 	TB_RS_VALIDATION,	/* no backward, in a row: the held step and this one */
 	TB_RS_HOW = 0x0f,
 	TB_RS_HELD_OTHER = 0x10,	/* and, a backward after a held step: it was other */
+	TB_RS_END_DATA = 0x20,	/* and, lone after a training step: the fetch that
+				 * ends a pass, its own time data */
 };
 
 #endif /* TB_GPU_API_H */

@@ -41,7 +41,10 @@ enum tb_cat {
  * backward makes them data and forward. A fetch with no backward after it
  * is validation when another such comes next (a loop over a loader with
  * no backward), and other when it stands alone (the fetch that ends an
- * epoch): it waits in PEND_LONE until its neighbour tells.
+ * epoch): it waits in PEND_LONE until its neighbour tells. The fetch
+ * itself of a lone step right after a training step is data: the fetch
+ * that ends a pass (StopIteration; it shuts down workers that do not
+ * persist).
  */
 enum tb_phase {
 	TB_PH_OTHER = 0,	/* in no phase: setup, logging, threads that run none */
@@ -178,7 +181,8 @@ struct tb_slot {
 	__u8 fetched;		/* a fetch opened this step and no backward followed yet */
 	__u8 lone;		/* the step before had no backward: held in PEND_LONE */
 	__u8 in_val;		/* steps with no backward came in a row: validation */
-	__u16 pad3;
+	__u8 trained;		/* the step before had a backward */
+	__u8 pad3;
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */

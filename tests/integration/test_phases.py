@@ -11,10 +11,9 @@ comparison:
   trainbpf's other. The job records it as the data interval right before
   an epoch's first next(): moved to other in the truth.
 - the fetch that ends a pass (next() raising StopIteration; with workers
-  that do not persist it also shuts them down): the job's data. trainbpf
-  holds a fetch with no backward after it until the next step tells
-  (docs/phases.md): it is validation when a validation pass follows, else
-  other. Moved so in the truth: a data interval that no forward follows.
+  that do not persist it also shuts them down): the job's data, and
+  trainbpf's (a fetch with no backward right after a training step,
+  docs/phases.md): compared as it is.
 - log and subprocess time, setup after the first bracket: trainbpf's other.
 - checkpoint: the job's includes its flush and fsync after torch.save;
   trainbpf's is torch.save (PyTorchStreamWriter's life), the fsync is io in
@@ -67,11 +66,6 @@ def truth_intervals(rank):
         if phase == "data" and nxt and PHASES[nxt[0]] == "data" and \
                 abs(start + dur - nxt[1]) < 1e-6 and k and PHASES[iv[k - 1][0]] != "data":
             phase = "other"
-        # the fetch that ends a pass: what follows it before the next forward
-        elif phase == "data" and (not nxt or PHASES[nxt[0]] not in ("forward", "data")):
-            rest = [PHASES[j[0]] for j in iv[k + 1:]]
-            upto = rest[:rest.index("forward")] if "forward" in rest else rest
-            phase = "validation" if "validation" in upto else "other"
         out.append((phase, start, dur))
     return out
 
@@ -127,7 +121,8 @@ def test_text_table_by_trainer(tmp_path):
     db, report = record("spawn", tmp_path, "spawn")
     truth = json.loads((tmp_path / "spawn.truth.json").read_text())
     text = read("report", str(db))
-    table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0].splitlines()
+    table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0]
+    table = table.split("  by epoch (ms/step):")[0].splitlines()   # the epochs' rows follow
     cols = table[1].split()
     rows = {int(l.split()[0]): l.split() for l in table[2:]}
     assert set(rows) == {r["pid"] for r in truth["ranks"]}

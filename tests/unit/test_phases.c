@@ -155,7 +155,11 @@ START_TEST(pending_after_validation)
 }
 END_TEST
 
-/* The fetch that ends an epoch: held, then other when a training step comes. */
+/*
+ * The fetch that ends an epoch, right after a training step: its fetch is
+ * data at once (BPF says END_DATA), what follows it held, then other when
+ * a training step comes.
+ */
 START_TEST(epoch_end_fetch)
 {
 	struct ph_spans s = { 0 };
@@ -163,7 +167,7 @@ START_TEST(epoch_end_fetch)
 	struct tb_phase_event e[] = {
 		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* StopIteration */
 		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
-		ev(13, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE),	/* next epoch */
+		ev(13, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE | TB_RS_END_DATA),	/* next epoch */
 		ev(15, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
 		ev(18, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED | TB_RS_HELD_OTHER),
 		ev(20, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
@@ -173,8 +177,8 @@ START_TEST(epoch_end_fetch)
 	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
 		ph_spans_event(&s, &e[i], collect, &g);
 	ph_spans_end(&s, AT(20), collect, &g);
-	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 3);
-	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 5);
 	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 6);
 	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 0);
 	tiles(&g, 0, 20);

@@ -96,6 +96,8 @@ static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, vo
 	} else if (how == TB_RS_VALIDATION) {
 		settle_all(s, -1, PH_VALIDATION, fn, arg);
 	} else if (how == TB_RS_LONE) {
+		if (resolved & TB_RS_END_DATA)
+			settle_all(s, PH_PEND_DATA, PH_DATA, fn, arg);
 		for (int i = 0; i < s->npend; i++) {
 			s->pend_ns[pend_kind(s->pend[i].phase)] -= s->pend[i].end - s->pend[i].start;
 			s->pend[i].phase = TB_PH_PEND_LONE;
