@@ -152,11 +152,14 @@ START_TEST(phases_spawn_ranks_workers_helpers)
 	proc(22, 10, "python3", EXECED, 0, 10 * S);	/* resource tracker */
 	proc(23, 20, "git", EXECED, S, 0);		/* short helper, busy */
 	proc(24, 30, "python3", EXECED, 5 * S, 5 * S);	/* spawn worker, not yet fed */
+	/* its command line says spawn_main: fed twice, its batches mostly waited */
+	proc(25, 30, "python3", EXECED | JOB_PF_MP_SPAWNED, 5 * S, 5 * S);
 	trains(20);
 	trains(30);
 	fed(21, 300);
 	fed(23, 3);
 	fed(24, 7);
+	fed(25, 2);
 	job_classify_roles(&job);
 	ck_assert_int_eq(role(10), TB_ROLE_OTHER);
 	ck_assert_int_eq(role(20), TB_ROLE_TRAINER);
@@ -165,6 +168,7 @@ START_TEST(phases_spawn_ranks_workers_helpers)
 	ck_assert_int_eq(role(22), TB_ROLE_OTHER);
 	ck_assert_int_eq(role(23), TB_ROLE_OTHER);
 	ck_assert_int_eq(role(24), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(25), TB_ROLE_WORKER);
 	fed(24, 8);	/* evidence arrives: the roles follow */
 	ck_assert(job_classify_roles(&job));
 	ck_assert_int_eq(role(24), TB_ROLE_WORKER);

@@ -344,6 +344,14 @@ static bool mp_spawned(pid_t pid)
 	return false;
 }
 
+void tracer_on_exec(struct tracer *tr, pid_t pid)
+{
+	struct proc_rec *p = job_proc(tr->job, pid);
+
+	if (p && !p->root && mp_spawned(pid))
+		p->flags |= JOB_PF_MP_SPAWNED;
+}
+
 /* Out of descriptors or memory: to be said, not taken for an exit. */
 static bool out_of(int err)
 {

@@ -103,6 +103,8 @@ void tracer_set_role(struct tracer *tr, pid_t pid, enum tb_role role);
 void tracer_on_fold(struct tracer *tr, const struct job_fold *f);
 /* A process exited: BPF forgets its role and flags. */
 void tracer_forget_process(struct tracer *tr, pid_t pid);
+/* After a process exec'd: what its command line says (job.h, JOB_PF_MP_SPAWNED). */
+void tracer_on_exec(struct tracer *tr, pid_t pid);
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid);
 void tracer_counters(const struct tracer *tr, struct tb_counters *out);
 

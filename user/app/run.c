@@ -126,8 +126,10 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 		job_on_fork(&r->job, e->pid, e->ppid, e->comm, e->ts);
 		epochs_on_fork(&r->ep, e->pid, e->ppid, e->ts);
 	} else if (e->type == TB_EV_EXEC) {
-		if (job_on_exec(&r->job, e->pid, e->comm, e->path))
+		if (job_on_exec(&r->job, e->pid, e->comm, e->path)) {
+			tracer_on_exec(&r->tr, e->pid);
 			gpu_probes_on_exec(&r->gp, e->pid, e->ts);
+		}
 	} else if (e->type == TB_EV_EXIT) {
 		if (job_on_exit(&r->job, e->pid, e->ts, e->exit_code)) {
 			epochs_on_exit(&r->ep, e->pid, e->ts);

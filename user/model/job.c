@@ -294,8 +294,11 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p)
 #define JOB_FEED_MIN_WAKES 8
 
 /*
- * A spawn child found running at the attach fed before it too: a wake seen
- * is enough (a helper such as git is no multiprocessing child).
+ * A multiprocessing spawn child run by a trainer is made to serve it: a
+ * wake seen is enough (a helper such as git is no multiprocessing child).
+ * A worker faster than its trainer seldom wakes it (its batches wait in
+ * the queue: fewer than JOB_FEED_MIN_WAKES in a short run, CI saw it),
+ * and one found at the attach woke it before.
  */
 static uint64_t feed_min(const struct proc_rec *p)
 {

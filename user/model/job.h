@@ -34,9 +34,10 @@ struct thread_rec {
 };
 
 /*
- * User space's own process flag, beside BPF's TB_PF_*: found running at
- * the attach with a multiprocessing spawn child's command line
- * (--multiprocessing-fork): its wakes before the attach were not seen.
+ * User space's own process flag, beside BPF's TB_PF_*: a multiprocessing
+ * spawn child's command line (--multiprocessing-fork), found running at
+ * the attach or seen at its exec: a DataLoader worker of a trainer by
+ * spawn, or its Pool, however rarely its trainer waits for it.
  */
 #define JOB_PF_MP_SPAWNED	0x100
 
