@@ -224,11 +224,12 @@ START_TEST(pending_bounded)
 }
 END_TEST
 
-/* The table's side: steps, their phase times, the wall time per phase. */
-START_TEST(steps_and_wall)
+/*
+ * Two training steps, fetch to fetch: data 2 and 4 ms, forward 3 and 1,
+ * backward 4 and 6, then other; a third fetch at 22 ms, pending.
+ */
+static void two_steps(struct phases *p)
 {
-	struct phases p = { 0 };
-	struct ph_sum sum = { 0 };
 	struct tb_phase_event e[] = {
 		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
 		ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
@@ -240,10 +241,19 @@ START_TEST(steps_and_wall)
 		ev(21, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
 		ev(22, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
 	};
-	const struct ph_thread *t;
 
 	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
-		phases_on_event(&p, &e[i]);
+		phases_on_event(p, &e[i]);
+}
+
+/* The table's side: steps, their phase times, the wall time per phase. */
+START_TEST(steps_and_wall)
+{
+	struct phases p = { 0 };
+	struct ph_sum sum = { 0 };
+	const struct ph_thread *t;
+
+	two_steps(&p);
 	t = phases_thread(&p, 7);
 	ck_assert_ptr_nonnull(t);
 	phases_thread_sum(t, &sum);
@@ -266,17 +276,6 @@ END_TEST
 START_TEST(time_before)
 {
 	struct phases p = { 0 };
-	struct tb_phase_event e[] = {
-		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
-		ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
-		ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
-		ev(9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
-		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
-		ev(14, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
-		ev(15, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
-		ev(21, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
-		ev(22, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
-	};
 	struct tb_phase_event side = ev(0, TB_PH_CHECKPOINT, TB_BC_SAVE, TB_RS_NONE);
 	struct tb_phase_event side_end = ev(3, TB_PH_OTHER, TB_BC_SAVE, TB_RS_NONE);
 	uint64_t ns[PH_NSHOWN];
@@ -284,8 +283,7 @@ START_TEST(time_before)
 	side.tid = side_end.tid = 8;
 	phases_on_event(&p, &side);
 	phases_on_event(&p, &side_end);
-	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
-		phases_on_event(&p, &e[i]);
+	two_steps(&p);
 	phases_main_before(&p, AT(12), ns);
 	ck_assert_uint_eq(ns[PH_DATA], 4 * MS);		/* 0-2 and 10-12 */
 	ck_assert_uint_eq(ns[PH_FORWARD], 3 * MS);

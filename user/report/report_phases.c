@@ -78,6 +78,15 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct p
 	}
 }
 
+/* The head of a table of ms per step in each phase, a row per `by`. */
+static void side_head(FILE *f, const char *by, const char *key)
+{
+	fprintf(f, "  by %s (ms/step):\n  %7s %6s", by, key, "STEPS");
+	for (int p = 0; p < PH_NSHOWN; p++)
+		fprintf(f, " %8s", ph_short[p]);
+	fputc('\n', f);
+}
+
 /*
  * With more than one trainer: each one's ms per step in each phase, side
  * by side, so that a rank slow in one phase (its data, its backward) shows
@@ -85,10 +94,7 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct p
  */
 static void rank_rows(FILE *f, const struct job *job)
 {
-	fprintf(f, "  by trainer (ms/step):\n  %7s %6s", "PID", "STEPS");
-	for (int p = 0; p < PH_NSHOWN; p++)
-		fprintf(f, " %8s", ph_short[p]);
-	fputc('\n', f);
+	side_head(f, "trainer", "PID");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
 		const struct thread_rec *t = job_main_thread(pr);
@@ -131,10 +137,7 @@ static void epoch_rows(FILE *f, const struct job *job, int nranks)
 		n += epoch_has_rows(&st->list[i]);
 	if (n < 2 || nranks < 1)
 		return;
-	fprintf(f, "  by epoch (ms/step):\n  %7s %6s", "EPOCH", "STEPS");
-	for (int p = 0; p < PH_NSHOWN; p++)
-		fprintf(f, " %8s", ph_short[p]);
-	fputc('\n', f);
+	side_head(f, "epoch", "EPOCH");
 	for (int i = 0; i < st->n; i++) {
 		const struct epoch *e = &st->list[i];
 		double per = (double)nranks * e->steps.count * 1e6;
