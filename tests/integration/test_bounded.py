@@ -17,7 +17,7 @@ it runs SOAK_S and derives its thresholds from that goal:
   this rate; see ring_adjust_kb).
 - RSS: its growth over the steady window, projected over the rest of the
   hour from the last sample, must stay <= 64 MB. A rise of STEP_MB or
-  more from one sample to the next is the allocator settling (the heap,
+  more within STEP_S samples in a row is the allocator settling (the heap,
   SQLite's page cache growing by a block), not a trend: in a 300 s record
   soak RSS rose 1 MB a step in the first 50 s, once more at 130 s (1.1 MB)
   and not again to 300 s; the hour-long live soak stepped once after the
@@ -59,7 +59,8 @@ SOAK_S = 100
 STEADY_FROM_S = 60
 RATE = 25                    # processes/s, and as many threads/s: 50 births/s
 GOAL_RSS_MB = 64
-STEP_MB = 0.5       # one sample's rise this large: the allocator settling
+STEP_MB = 0.5       # a rise this large within STEP_S: the allocator settling
+STEP_S = 3
 MAX_STEPS = 2
 GOAL_CPU_PCT = 2.0
 HOUR_S = 3600
@@ -128,13 +129,29 @@ def soak(args, out_dir):
     return samples, json.loads(truth.read_text()), err
 
 
+def alloc_steps(rss):
+    """The rises of at least STEP_MB made within STEP_S samples in a row
+    (a block the allocator or SQLite took, caught between two samples or
+    across three); a leak rises a little at most samples, in runs longer
+    than that."""
+    steps, i = [], 1
+    while i < len(rss):
+        j = i
+        while j < len(rss) and rss[j] > rss[j - 1]:
+            j += 1
+        if j > i and j - i <= STEP_S and rss[j - 1] - rss[i - 1] >= STEP_MB:
+            steps.append(rss[j - 1] - rss[i - 1])
+        i = j + 1 if j > i else i + 1
+    return steps
+
+
 def check_soak(samples):
     steady = [s for s in samples if s[0] >= STEADY_FROM_S]
     assert len(steady) >= 20, samples
     rss_max = max(r for _, _, r in samples)
     t0, _, rss0 = steady[0]
     t_end, _, rss_end = steady[-1]
-    steps = [b[2] - a[2] for a, b in zip(steady, steady[1:]) if b[2] - a[2] >= STEP_MB]
+    steps = alloc_steps([r for _, _, r in steady])
     k = (rss_end - rss0 - sum(steps)) / (t_end - t0)
     hour = rss_end + max(k, 0) * (HOUR_S - t_end)
     half = len(steady) // 2

@@ -62,9 +62,10 @@ def truth_intervals(rank):
     for k, (i, start, dur) in enumerate(iv):
         phase = PHASES[i]
         nxt = iv[k + 1] if k + 1 < len(iv) else None
-        # iter(): a data interval that another one follows at once
+        # iter(): a data interval that another one follows at once (the
+        # truth rounds each start and duration to the microsecond: 2 us)
         if phase == "data" and nxt and PHASES[nxt[0]] == "data" and \
-                abs(start + dur - nxt[1]) < 1e-6 and k and PHASES[iv[k - 1][0]] != "data":
+                abs(start + dur - nxt[1]) <= 2e-6 and k and PHASES[iv[k - 1][0]] != "data":
             phase = "other"
         out.append((phase, start, dur))
     return out

@@ -148,6 +148,9 @@ def parse_args(argv):
     p.add_argument("--item-every-step", action="store_true")
     p.add_argument("--validate", action="store_true")
     p.add_argument("--checkpoint", action="store_true")
+    p.add_argument("--ckpt-dir", help="write checkpoints here and keep them (a real job "
+                   "does not delete its checkpoints at exit; default: a temporary "
+                   "directory, removed in the teardown)")
     p.add_argument("--subprocs", type=int, default=0, metavar="N",
                    help="run git --version and ip addr every N steps")
     p.add_argument("--log", choices=["plain", "steps", "summary", "hf", "lightning"],
@@ -435,7 +438,10 @@ def run_rank(rank, args, parts):
         vds = Samples(vn, None, args.getitem_ms, 1000 + rank)
         vs = DistributedSampler(vds, world, rank, shuffle=False) if ddp else None
         val_loader = make_loader(args, vds, vs, parts, rank, False)
-    ckpt_dir = tempfile.mkdtemp(prefix="torch_job.ckpt.", dir="/var/tmp") if args.checkpoint else None
+    ckpt_dir = None
+    if args.checkpoint:
+        ckpt_dir = args.ckpt_dir or tempfile.mkdtemp(prefix="torch_job.ckpt.", dir="/var/tmp")
+        os.makedirs(ckpt_dir, exist_ok=True)
     log = Log(args, steps, rank == 0)
     t = clock.add("setup", t)
 
@@ -509,7 +515,7 @@ def run_rank(rank, args, parts):
     del loader, val_loader
     if ddp:
         dist.destroy_process_group()
-    for d in (tmp, ckpt_dir):
+    for d in (tmp, None if args.ckpt_dir else ckpt_dir):
         if d:
             shutil.rmtree(d, ignore_errors=True)
     t = clock.add("teardown", t)
