@@ -195,8 +195,8 @@ static bool summary_words(const char *line)
  * 1 done", "Epoch [1/3] finished", Lightning's "Epoch 0: 100%", HF's
  * 'epoch': 1.0): the next one starts there, under the next number, until a
  * line names it (inferred); a second summary of the same epoch (HF's eval
- * line after its last step line) changes nothing. A summary with nothing open before it: its epoch ran from the
- * window's start.
+ * line after its last step line) changes nothing. A summary with nothing
+ * open before it: its epoch ran from the window's start.
  */
 static void on_line(struct epochs *ep, struct ep_stream *st, long label, bool end,
 		    uint64_t ts)
@@ -271,8 +271,7 @@ static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct 
 		epochs_add_loop_step(ep, EP_STEPS_BACKWARD, e->ts, e->pid, e->tid);
 		return;
 	}
-	if ((e->resolved & TB_RS_HOW) != TB_RS_TRAINED || t->fetch == t->stepped ||
-	    (ep->loop_tid && (pid_t)e->tid != ep->loop_tid))
+	if ((e->resolved & TB_RS_HOW) != TB_RS_TRAINED || t->fetch == t->stepped)
 		return;
 	t->stepped = t->fetch;
 	epochs_add_loop_step(ep, EP_STEPS_FETCH, t->fetch, e->pid, e->tid);
@@ -596,22 +595,32 @@ static struct epoch *append(struct ep_stream *st)
  * category that grew most (cpu and runqueue only if none did). The sum,
  * the epoch's time, stays as it was.
  */
+static bool ran(int cat)
+{
+	return cat == TB_CPU || cat == TB_RUNQUEUE;
+}
+
+/* Where category c's deficit comes from: -1 if no other one is positive. */
+static int settle_from(const int64_t v[TB_NCAT], int c)
+{
+	int from = -1;
+
+	for (int k = 0; k < TB_NCAT; k++) {
+		if (k == c || v[k] <= 0)
+			continue;
+		if (from < 0 || ran(from) > ran(k) || (ran(from) == ran(k) && v[k] > v[from]))
+			from = k;
+	}
+	return from;
+}
+
 static void settle_waits(int64_t v[TB_NCAT])
 {
 	for (int c = 0; c < TB_NCAT; c++) {
 		while (v[c] < 0) {
-			int from = -1;
+			int from = settle_from(v, c);
 			int64_t take;
 
-			for (int k = 0; k < TB_NCAT; k++) {
-				bool ran = k == TB_CPU || k == TB_RUNQUEUE;
-
-				if (k == c || v[k] <= 0)
-					continue;
-				if (from < 0 || (!ran && (from == TB_CPU || from == TB_RUNQUEUE)) ||
-				    (ran == (from == TB_CPU || from == TB_RUNQUEUE) && v[k] > v[from]))
-					from = k;
-			}
 			if (from < 0)
 				break;	/* nothing positive left: the sum is negative */
 			take = v[from] < -v[c] ? v[from] : -v[c];
@@ -1064,15 +1073,6 @@ static uint64_t ended(const struct proc_rec *p)
 	return end;
 }
 
-static uint64_t proc_cpu_ns(const struct proc_rec *p)
-{
-	uint64_t ns = 0;
-
-	for (int i = 0; i < p->nthreads; i++)
-		ns += p->threads[i].own[TB_CPU];
-	return ns;
-}
-
 /*
  * A child that died within the grace without exec'ing: a helper (a
  * subshell running a builtin, a failed exec) wakes its parent as it exits
@@ -1082,7 +1082,10 @@ static uint64_t proc_cpu_ns(const struct proc_rec *p)
  */
 static bool helper_died_young(const struct proc_rec *p)
 {
-	return job_proc_fed(p) <= EP_HELPER_WAKES && proc_cpu_ns(p) < EP_HELPER_CPU_NS;
+	uint64_t tot[TB_NCAT];
+
+	proc_totals(p, tot);
+	return job_proc_fed(p) <= EP_HELPER_WAKES && tot[TB_CPU] < EP_HELPER_CPU_NS;
 }
 
 /*
@@ -1258,16 +1261,17 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
  * What runs after the last epoch ended, no epoch of its own: the time after
  * a summary of the last epoch that no line has named since (the job's
  * teardown), or an open epoch shorter than EP_TAIL_S and than half the
- * complete one before (not the job's markers, not the windows asked for). The reports show it as a tail line (the
- * window's end minus the last epoch's).
+ * complete one before (not the job's markers, not the windows asked for).
+ * The reports show it as a tail line (the window's end minus the last
+ * epoch's).
  */
 static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_t now)
 {
-	if (!st->n || !st->list[st->n - 1].complete)
-		return false;
-	const struct epoch *last = &st->list[st->n - 1];
+	const struct epoch *last = st->n ? &st->list[st->n - 1] : NULL;
 	uint64_t len = now - st->open.ts;
 
+	if (!last || !last->complete)
+		return false;
 	if (st->inferred)
 		return true;
 	/* The job's own marks and the windows asked for are epochs, however short. */
