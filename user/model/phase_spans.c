@@ -34,7 +34,7 @@ static int pend_kind(unsigned int tb_phase)
 	       tb_phase == TB_PH_PEND_FWD ? PH_PEND_FWD : PH_PEND_HELD;
 }
 
-static bool is_pending(unsigned int tb_phase)
+bool ph_is_pending(unsigned int tb_phase)
 {
 	return tb_phase == TB_PH_PEND_DATA || tb_phase == TB_PH_PEND_FWD ||
 	       tb_phase == TB_PH_PEND_LONE;
@@ -110,7 +110,7 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 		    void *arg)
 {
 	if (s->since && e->ts > s->since) {
-		if (is_pending(s->phase))
+		if (ph_is_pending(s->phase))
 			hold(s, s->since, e->ts, s->phase, fn, arg);
 		else
 			emit(s->since, e->ts, ph_shown_of(s->phase), fn, arg);
@@ -122,7 +122,7 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg)
 {
-	int open = s->in_val && is_pending(s->phase) ? PH_VALIDATION : ph_shown_of(s->phase);
+	int open = s->in_val && ph_is_pending(s->phase) ? PH_VALIDATION : ph_shown_of(s->phase);
 
 	if (s->since && end > s->since)
 		emit(s->since, end, open, fn, arg);

@@ -53,6 +53,9 @@ struct ph_spans {
 	bool in_val;			/* the last step resolved was validation */
 };
 
+/* A BPF phase still waiting for its step to say what it was. */
+bool ph_is_pending(unsigned int tb_phase);
+
 /* The span the event ends, and those its resolution settles, to fn. */
 void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
 		    void *arg);

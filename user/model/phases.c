@@ -16,8 +16,7 @@ void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
 	for (int p = 0; p < TB_NPHASE; p++) {
-		bool pending = p == TB_PH_PEND_DATA || p == TB_PH_PEND_FWD || p == TB_PH_PEND_LONE;
-		int to = in_val && pending ? PH_VALIDATION : ph_shown_of(p);
+		int to = in_val && ph_is_pending(p) ? PH_VALIDATION : ph_shown_of(p);
 
 		for (int c = 0; c < TB_NCAT; c++)
 			out[to][c] += ph[p][c];
@@ -128,10 +127,6 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
 		t->trained = true;
-	t->pend[0] = t->sp.pend_ns[PH_PEND_DATA];
-	t->pend[1] = t->sp.pend_ns[PH_PEND_FWD];
-	t->held = t->sp.pend_ns[PH_PEND_HELD];
-	t->in_val = t->sp.in_val;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
 		t->fetches++;
@@ -201,15 +196,17 @@ static void merge(struct ph_stat *into, const struct ph_stat *s)
 /* A thread's wall time per phase, a step still pending folded as in phases_fold (added). */
 static void wall_ns(const struct ph_thread *t, uint64_t ns[PH_NSHOWN])
 {
+	const uint64_t *pend = t->sp.pend_ns;
+
 	for (int p = 0; p < PH_NSHOWN; p++)
 		ns[p] += t->tot[p];
-	if (t->in_val) {
-		ns[PH_VALIDATION] += t->pend[0] + t->pend[1] + t->held;
+	if (t->sp.in_val) {
+		ns[PH_VALIDATION] += pend[PH_PEND_DATA] + pend[PH_PEND_FWD] + pend[PH_PEND_HELD];
 		return;
 	}
-	ns[PH_DATA] += t->pend[0];
-	ns[PH_FORWARD] += t->pend[1];
-	ns[PH_OTHER] += t->held;
+	ns[PH_DATA] += pend[PH_PEND_DATA];
+	ns[PH_FORWARD] += pend[PH_PEND_FWD];
+	ns[PH_OTHER] += pend[PH_PEND_HELD];
 }
 
 static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
@@ -278,7 +275,7 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 		if (job->procs[i].role != TB_ROLE_TRAINER || !t)
 			continue;
 		pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
-		phases_fold(t->ph, pt && pt->in_val, one);
+		phases_fold(t->ph, pt && pt->sp.in_val, one);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
 				rows[p][c] += one[p][c];

@@ -63,12 +63,14 @@ struct ph_ring {
 /* One thread that ran phases: its steps so far. */
 struct ph_thread {
 	pid_t pid, tid;
-	struct ph_spans sp;		/* its events as spans (live only) */
+	/*
+	 * Its events as spans (live); what is pending (pend_ns: its fetch,
+	 * what followed, a step with no backward held until the next tells)
+	 * and in_val, live or read back from a recording.
+	 */
+	struct ph_spans sp;
 	uint64_t start;			/* the step under way began (0: none yet) */
 	uint64_t ns[PH_NSHOWN];		/* the step under way, resolved part */
-	uint64_t pend[2];		/* its pending fetch and what followed */
-	uint64_t held;			/* a step with no backward, until the next tells */
-	bool in_val;			/* its last step resolved was validation */
 	bool trained;			/* a backward made it a training step */
 	uint64_t fetches;		/* DataLoader fetches: 0, steps start at backwards */
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */

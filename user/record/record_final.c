@@ -152,9 +152,9 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_int(r, RS_PHASE_STEP, 2, t->pid);
 			rec_bind_int(r, RS_PHASE_STEP, 3, t->steps.steps);
 			rec_bind_double(r, RS_PHASE_STEP, 4, t->steps.step_ms);
-			rec_bind_int(r, RS_PHASE_STEP, 5, t->pend[0]);
-			rec_bind_int(r, RS_PHASE_STEP, 6, t->pend[1]);
-			rec_bind_int(r, RS_PHASE_STEP, 7, t->held);
+			rec_bind_int(r, RS_PHASE_STEP, 5, t->sp.pend_ns[PH_PEND_DATA]);
+			rec_bind_int(r, RS_PHASE_STEP, 6, t->sp.pend_ns[PH_PEND_FWD]);
+			rec_bind_int(r, RS_PHASE_STEP, 7, t->sp.pend_ns[PH_PEND_HELD]);
 			rec_bind_text(r, RS_PHASE_STEP, 8, ph_names[p]);
 			rec_bind_int(r, RS_PHASE_STEP, 9, t->tot[p]);
 			rec_bind_double(r, RS_PHASE_STEP, 10, t->steps.total_ms[p]);
@@ -162,7 +162,7 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_double(r, RS_PHASE_STEP, 12, t->steps.max_ms[p]);
 			rec_bind_double(r, RS_PHASE_STEP, 13, t->steps.sum_sq[p]);
 			rec_bind_int(r, RS_PHASE_STEP, 14, t->fetches);
-			rec_bind_int(r, RS_PHASE_STEP, 15, t->in_val);
+			rec_bind_int(r, RS_PHASE_STEP, 15, t->sp.in_val);
 			rec_step(r, RS_PHASE_STEP);
 		}
 	}

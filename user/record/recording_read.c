@@ -1159,11 +1159,11 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 
 	t->steps.steps = (int)col_i64(q, 2);
 	t->steps.step_ms = col_double(q, 3);
-	t->pend[0] = col_ns(q, 4);
-	t->pend[1] = col_ns(q, 5);
-	t->held = col_ns(q, 6);
+	t->sp.pend_ns[PH_PEND_DATA] = col_ns(q, 4);
+	t->sp.pend_ns[PH_PEND_FWD] = col_ns(q, 5);
+	t->sp.pend_ns[PH_PEND_HELD] = col_ns(q, 6);
 	t->fetches = col_ns(q, 13);
-	t->in_val = col_i64(q, 14) != 0;	/* NULL (older files): 0 */
+	t->sp.in_val = col_i64(q, 14) != 0;	/* NULL (older files): 0 */
 	if (p < 0)
 		return;
 	t->tot[p] = col_ns(q, 8);

@@ -44,7 +44,7 @@ static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
 	const struct ph_thread *pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT], in_phases = 0;
 
-	phases_fold(t->ph, pt && pt->in_val, rows);
+	phases_fold(t->ph, pt && pt->sp.in_val, rows);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
 		in_phases += ph == PH_OTHER ? 0 : sum_cats(rows[ph]);
 	if (!in_phases)
