@@ -433,6 +433,15 @@ double ep_steps_per_s(const struct ep_steps *s)
 	return s->count && s->total_ms > 0 ? s->count / (s->total_ms / 1e3) : 0.0;
 }
 
+uint64_t epoch_phase_ns(const struct epoch *e)
+{
+	uint64_t t = 0;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t += e->ph[p];
+	return t;
+}
+
 int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[TB_NCAT])
 {
 	int64_t total = 0;

@@ -380,6 +380,8 @@ double ep_steps_per_s(const struct ep_steps *s);
  * last word is the best one for every epoch). Returns its total.
  */
 int64_t epoch_headline(const struct job *job, const struct epoch *e, int64_t hl[TB_NCAT]);
+/* Its phase time, all phases (0: no rank ran phases in it). */
+uint64_t epoch_phase_ns(const struct epoch *e);
 /* The category with the most time on an epoch's headline. */
 int epoch_slowest(const struct job *job, const struct epoch *e);
 /* A row's role: the job's own while it lists the process, else the row's. */

@@ -9,22 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "grow.h"
 #include "record.h"
 #include "steps.h"
 
 static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *type)
 {
-	struct rec_event *e;
+	struct rec_event *e = tb_grow(r->ev, &r->capev, r->nev + 1, sizeof(*e));
 
-	if (r->nev == r->capev) {
-		int cap = r->capev ? r->capev * 2 : 64;
-		struct rec_event *n = realloc(r->ev, cap * sizeof(*n));
-
-		if (!n)
-			abort();
-		r->ev = n;
-		r->capev = cap;
-	}
+	if (!e)
+		abort();	/* as job.c: out of memory, nothing left to say */
+	r->ev = e;
 	e = &r->ev[r->nev++];
 	memset(e, 0, sizeof(*e));
 	e->ts = ts;
@@ -34,15 +29,11 @@ static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *
 
 static void queue_step(struct recorder *r, struct rec_step step)
 {
-	if (r->nsteps == r->capsteps) {
-		int cap = r->capsteps ? r->capsteps * 2 : 256;
-		struct rec_step *n = realloc(r->steps, cap * sizeof(*n));
+	struct rec_step *n = tb_grow(r->steps, &r->capsteps, r->nsteps + 1, sizeof(*n));
 
-		if (!n)
-			abort();
-		r->steps = n;
-		r->capsteps = cap;
-	}
+	if (!n)
+		abort();
+	r->steps = n;
 	r->steps[r->nsteps++] = step;
 }
 
@@ -70,26 +61,19 @@ void record_on_lifecycle(struct recorder *r, const struct tb_event *e)
 void record_on_phase(struct recorder *r, const struct epochs *ep,
 		     const struct tb_phase_event *e)
 {
+	struct rec_phase *n;
+
 	if (!r)
 		return;
 	for (; r->loop_steps < ep->loop.seen; r->loop_steps++)
 		queue_step(r, (struct rec_step){ ep->loop.last, ep->loop_pid, ep->loop_tid,
 						 ep->loop_src });
-	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS) {
+	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS ||
+	    !(n = tb_grow(r->ph, &r->capph, r->nph + 1, sizeof(*n)))) {
 		r->ph_dropped++;
 		return;
 	}
-	if (r->nph == r->capph) {
-		int cap = r->capph ? r->capph * 2 : 256;
-		struct rec_phase *n = realloc(r->ph, cap * sizeof(*n));
-
-		if (!n) {
-			r->ph_dropped++;
-			return;
-		}
-		r->ph = n;
-		r->capph = cap;
-	}
+	r->ph = n;
 	r->ph[r->nph++] = (struct rec_phase){ e->ts, e->pid, e->tid, e->phase, e->resolved };
 }
 

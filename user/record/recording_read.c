@@ -719,18 +719,19 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
+		enum ep_step_src src = step_source_from(col_str(&q, 0));
 		pid_t pid = (pid_t)col_i64(&q, 1);
+		pid_t tid = col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3);
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		if (!strcmp(col_str(&q, 0), "marker"))
+		/* A source this build does not know reads as none: skipped. */
+		if (src == EP_STEPS_MARKER)
 			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
-		else if (!strcmp(col_str(&q, 0), "fetch") || !strcmp(col_str(&q, 0), "backward"))
-			epochs_add_loop_step(&r->ep, step_source_from(col_str(&q, 0)), col_ns(&q, 2),
-					     pid, col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3));
-		else if (!strcmp(col_str(&q, 0), "calls"))
-			steps_add_start(&r->steps, pid, col_null(&q, 3) ? pid : (pid_t)col_i64(&q, 3),
-					col_ns(&q, 2));
+		else if (src == EP_STEPS_FETCH || src == EP_STEPS_BACKWARD)
+			epochs_add_loop_step(&r->ep, src, col_ns(&q, 2), pid, tid);
+		else if (src == EP_STEPS_CALLS)
+			steps_add_start(&r->steps, pid, tid, col_ns(&q, 2));
 	}
 	r->ep.calls = &r->steps;
 	return q_close(r, &q, err, errlen);

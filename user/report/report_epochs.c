@@ -13,15 +13,6 @@ static double pct_of(int64_t v, int64_t total)
 	return total > 0 ? 100.0 * v / total : 0.0;
 }
 
-static uint64_t ph_total(const struct epoch *e)
-{
-	uint64_t t = 0;
-
-	for (int p = 0; p < PH_NSHOWN; p++)
-		t += e->ph[p];
-	return t;
-}
-
 /*
  * "phases: data 11% fwd 46% ...": the ranks' main threads in it, as the
  * live table's line (80 columns with all seven; the exact figures are in
@@ -29,7 +20,7 @@ static uint64_t ph_total(const struct epoch *e)
  */
 static void epoch_phases_line(FILE *f, const struct epoch *e)
 {
-	uint64_t t = ph_total(e);
+	uint64_t t = epoch_phase_ns(e);
 
 	if (!t)
 		return;
@@ -327,6 +318,7 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st;
+	double tail;
 
 	if (s == EP_NSRC || !ep->src[s].n) {
 		report_steps_text(f, job, ep);
@@ -342,9 +334,9 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 		st->n, (st->list[0].start - job->window_start_ns) / 1e9);
 	for (int i = 0; i < st->n; i++)
 		report_epoch_block(f, job, &st->list[i], epochs_source_name(s));
-	if (tail_s(ep, st) > 0)
-		fprintf(f, "After the last epoch: %.2f s (the job's teardown: no epoch)\n",
-			tail_s(ep, st));
+	tail = tail_s(ep, st);
+	if (tail > 0)
+		fprintf(f, "After the last epoch: %.2f s (the job's teardown: no epoch)\n", tail);
 	trend(f, st);
 	gens_line(f, ep);
 	fputc('\n', f);
@@ -395,7 +387,7 @@ static void json_epoch_procs(struct jw *w, const struct job *job, const struct e
 /* Its phases: wall time (all ranks' main threads) and share; null if none ran. */
 static void json_epoch_phases(struct jw *w, const struct epoch *e)
 {
-	uint64_t t = ph_total(e);
+	uint64_t t = epoch_phase_ns(e);
 
 	if (!t) {
 		jw_null_field(w, "phases");

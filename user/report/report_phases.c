@@ -114,11 +114,7 @@ static void rank_rows(FILE *f, const struct job *job)
 
 static bool epoch_has_rows(const struct epoch *e)
 {
-	uint64_t t = 0;
-
-	for (int p = 0; p < PH_NSHOWN; p++)
-		t += e->ph[p];
-	return t && e->steps.count;
+	return epoch_phase_ns(e) && e->steps.count;
 }
 
 /*
