@@ -244,6 +244,57 @@ START_TEST(open_wait_gives_no_negative_share)
 }
 END_TEST
 
+static void phase(struct epochs *ep, uint64_t ts, unsigned ph, unsigned cls, unsigned how)
+{
+	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = ph,
+				    .cls = cls, .resolved = how, .ts = ts };
+
+	epochs_on_phase(ep, &e);
+}
+
+/* A training step: its fetch (resolving the step before as how), its backward. */
+static void train(struct epochs *ep, uint64_t ts, unsigned how)
+{
+	phase(ep, ts, TB_PH_PEND_DATA, TB_BC_DATA, how);
+	phase(ep, ts + MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+}
+
+/*
+ * A loop that leaves each pass early (next() N times, then a new iter()):
+ * no fetch ever ends a pass, so passes see one; the lines' three epochs
+ * are taken. Once a pass ends (StopIteration: a fetch with no backward,
+ * lone at the next fetch), passes count again and outrank the lines.
+ */
+START_TEST(passes_that_never_end_yield_to_lines)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+
+	init(&ep, EP_AUTO, NULL);
+	job_at(&job, &p, &t, 0);
+	for (int e = 0; e < 3; e++) {
+		feed(&ep, TB_EV_TEXT, (100 * e + 1) * MS, e == 0 ? "Epoch 1/3\n" :
+		     e == 1 ? "Epoch 2/3\n" : "Epoch 3/3\n");
+		train(&ep, (100 * e + 2) * MS, TB_RS_NONE);
+		train(&ep, (100 * e + 10) * MS, TB_RS_NONE);
+		epochs_tick(&ep, &job, (100 * e + 50) * MS);
+	}
+	ck_assert(!ep.pass_ended);
+	ck_assert_int_eq(ep.src[EP_PASSES].n + ep.src[EP_PASSES].is_open, 1);
+	ck_assert_int_eq(epochs_source(&ep), EP_REGEX);
+
+	phase(&ep, 320 * MS, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);	/* StopIteration */
+	train(&ep, 330 * MS, TB_RS_LONE | TB_RS_END_DATA);
+	epochs_tick(&ep, &job, 350 * MS);
+	ck_assert(ep.pass_ended);
+	ck_assert_int_eq(ep.src[EP_PASSES].n + ep.src[EP_PASSES].is_open, 2);
+	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
+	epochs_free(&ep);
+}
+END_TEST
+
 START_TEST(boundary_interpolated_between_refreshes)
 {
 	struct epochs ep;
@@ -658,6 +709,7 @@ int main(void)
 	tcase_add_test(tc, repeated_lines_are_one_boundary);
 	tcase_add_test(tc, regex_without_number_counts);
 	tcase_add_test(tc, markers_and_source_choice);
+	tcase_add_test(tc, passes_that_never_end_yield_to_lines);
 	tcase_add_test(tc, boundary_interpolated_between_refreshes);
 	tcase_add_test(tc, step_statistics);
 	tcase_add_test(tc, parse_sources);

@@ -295,7 +295,7 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 		return;
 	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
 		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
-			t->untrained = true;
+			t->untrained = ep->pass_ended = true;
 		t->fetch = e->ts;
 		return;
 	}
@@ -1303,13 +1303,34 @@ void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 	}
 }
 
+static long epochs_of(const struct epochs *ep, int s)
+{
+	return ep->src[s].n + ep->src[s].is_open;
+}
+
+/*
+ * auto: the first source in enum ep_source's order that has an epoch.
+ * Passes that never saw one end are one pass as far as they can tell: a
+ * later source that sees more epochs (lines, worker generations of a loop
+ * that breaks out of each pass) is taken instead.
+ */
 enum ep_source epochs_source(const struct epochs *ep)
 {
 	if (ep->want != EP_AUTO)
 		return ep->want;
-	for (int s = 0; s < EP_NSRC; s++)
-		if (ep->src[s].n || ep->src[s].is_open)
-			return s;
+	for (int s = 0; s < EP_NSRC; s++) {
+		if (!epochs_of(ep, s))
+			continue;
+		if (s == EP_PASSES && !ep->pass_ended) {
+			bool more = false;
+
+			for (int l = s + 1; l < EP_NSRC; l++)
+				more |= epochs_of(ep, l) > 1;
+			if (more)
+				continue;
+		}
+		return s;
+	}
 	return EP_NSRC;
 }
 

@@ -296,6 +296,12 @@ struct epochs {
 	pid_t pass_tid;
 	long passes;
 	bool attached;		/* -p: a first training step seen is no pass's first */
+	/*
+	 * A pass ran to its end (a fetch with no backward after training).
+	 * Without one, passes cannot tell a loop that leaves each pass early
+	 * (`break`, a new iter()) from one long pass: epochs_source.
+	 */
+	bool pass_ended;
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */

@@ -151,6 +151,7 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 
 	if (q_open(r, &q, "SELECT key, value FROM meta", err, errlen))
 		return -1;
+	r->ep.pass_ended = true;	/* recorded before it was kept: passes as they were */
 	while (q_row(&q)) {
 		const char *k = col_str(&q, 0), *v = col_str(&q, 1);
 
@@ -173,6 +174,8 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->phases.threads_over = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
+		} else if (!strcmp(k, "epochs_pass_ended")) {
+			r->ep.pass_ended = !strcmp(v, "1");
 		} else if (!strcmp(k, "epochs_wanted")) {
 			double iv;
 
