@@ -2,7 +2,8 @@
 # phase_cost.sh: what do the training-phase probes (libtorch's brackets,
 # bpf/torch.bpf.h) cost a PyTorch training step?
 #
-# Job: bench/torch_loop.py on Debian 13's torch 2.6 (scripts/torch-root.sh):
+# Job: bench/torch_loop.py on Debian 13's torch 2.6 (scripts/torch-root.sh),
+# or with TORCH=1.13 on Debian 12's (named through its legacy ops):
 # an MLP of LAYERS Linear+ReLU layers, SGD, a DataLoader with
 # num_workers=0, one CPU thread; it prints the median step time.
 #   A = the job alone
@@ -24,7 +25,7 @@
 # bound, the probes' share of the bundled job's step.
 #
 # Environment: ROUNDS (7) JOB_KIND (loop|ddp) LAYERS (20) STEPS (200, per
-#              epoch) EPOCHS (2, ddp) REF (1) BENCH_OUT
+#              epoch) EPOCHS (2, ddp) TORCH (2.6|1.13) REF (1) BENCH_OUT
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -35,6 +36,7 @@ REF=${REF:-1}
 ROOT_SH=$REPO/scripts/torch-root.sh
 JOB_KIND=${JOB_KIND:-loop}
 EPOCHS=${EPOCHS:-2}
+TORCH=${TORCH:-2.6}
 case $JOB_KIND in
 loop) JOB=(bench/torch_loop.py --layers "$LAYERS" --steps "$STEPS")
       WHAT="MLP, $LAYERS layers" ;;
@@ -44,14 +46,21 @@ ddp) JOB=(tests/workloads/ddp_train.py --epochs "$EPOCHS")
 esac
 
 need_root
-"$ROOT_SH" path >/dev/null || die "no torch 2.6 root: run scripts/torch-root.sh"
+case $TORCH in
+2.6) "$ROOT_SH" path >/dev/null || die "no torch 2.6 root: run scripts/torch-root.sh"
+     PYJOB=("$ROOT_SH" run python3 "${JOB[@]}")
+     LIBDIR=$("$ROOT_SH" path)/usr/lib/x86_64-linux-gnu ;;
+1.13) PYJOB=(/usr/bin/python3 "${JOB[@]}")
+      LIBDIR=/usr/lib/x86_64-linux-gnu ;;
+*) die "TORCH is 2.6 or 1.13" ;;
+esac
 build_all
 cd "$REPO"
 OUT=$(bench_outdir phase_cost)
 RAW=$OUT/raw.tsv
 : > "$RAW"
 {
-	echo "# phase_cost: torch 2.6, ${JOB[*]}, $ROUNDS rounds of A (alone), B (--no-phases), C (phases)"
+	echo "# phase_cost: torch $TORCH, ${JOB[*]}, $ROUNDS rounds of A (alone), B (--no-phases), C (phases)"
 	describe_setup
 } | tee "$OUT/setup.txt"
 
@@ -68,7 +77,6 @@ run_job() {
 	log "  $label: step $STEP s"
 }
 
-PYJOB=("$ROOT_SH" run python3 "${JOB[@]}")
 SCEN=(A B C)
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS"
@@ -84,17 +92,17 @@ done
 # hits: count-only uprobes on the functions trainbpf probes, by their
 # mangled names in this root's libraries; per step of a counted run.
 count_hits() {
-	local root lib_cpu lib_py script
-	root=$("$ROOT_SH" path)
-	lib_cpu=$(ls "$root"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.*.*.* | head -n1)
-	lib_py=$(ls "$root"/usr/lib/x86_64-linux-gnu/libtorch_python.so.*.*.* | head -n1)
+	local lib_cpu lib_py script
+	lib_cpu=$(ls "$LIBDIR"/libtorch_cpu.so.*.*.* | head -n1)
+	lib_py=$(ls "$LIBDIR"/libtorch_python.so.*.*.* | head -n1)
 	script=$OUT/hits.bt
 	{
 		for f in $(nm -D --defined-only "$lib_cpu" | awk '{print $3}' |
-			   grep -E '^_ZN5torch8autograd(8profiler25record_function_enter_new|6Engine7execute)E'); do
+			   grep -E '^_ZN5torch8autograd8profiler25record_function_enter_newE'); do
 			echo "uprobe:$lib_cpu:$f { @hits = count(); }"
-			case $f in *Engine7execute*) echo "uretprobe:$lib_cpu:$f { @hits = count(); }" ;; esac
 		done
+		echo "uprobe:$lib_py:_Z22THPEngine_run_backwardP7_objectS0_S0_ { @hits = count(); }"
+		echo "uretprobe:$lib_py:_Z22THPEngine_run_backwardP7_objectS0_S0_ { @hits = count(); }"
 		for f in $(nm -D --defined-only "$lib_py" | awk '{print $3}' |
 			   grep -E '^(_ZN5torch3jit24invokeOperatorFromPythonE|_Z34DisableTorchFunctionSubclass__exit)'); do
 			echo "uprobe:$lib_py:$f { @hits = count(); }"
@@ -116,7 +124,7 @@ count_hits() {
 
 SUMMARY=$OUT/summary.md
 {
-	echo "### phase_cost: torch 2.6, $WHAT, $ROUNDS rounds (A alone, B --no-phases, C phases)"
+	echo "### phase_cost: torch $TORCH, $WHAT, $ROUNDS rounds (A alone, B --no-phases, C phases)"
 	echo
 	"$PY" "$STATS" wide "$RAW" A_step_ms B_step_ms C_step_ms
 	echo

@@ -7,8 +7,8 @@ An MLP of N Linear+ReLU layers of width W, SGD, a DataLoader over
 in-memory tensors (num_workers=0: the fetch is on the main thread, as the
 phase probes see it), E epochs of S steps. Each step is the PyTorch phases
 trainbpf brackets: a fetch (one named bracket), forward, backward (one
-Engine::execute), optimizer.step and zero_grad (two named brackets). At
-the end it prints `RESULT {"step_time_median_s": ..., "steps": ...}`.
+THPEngine_run_backward), optimizer.step and zero_grad (two named
+brackets). At the end it prints `RESULT {"step_time_median_s": ..., "steps": ...}`.
 """
 import argparse
 import json

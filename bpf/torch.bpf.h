@@ -7,11 +7,12 @@
  * record_function.__exit__, which calls the exit op (a torch.ops call,
  * invokeOperatorFromPython) inside a DisableTorchFunctionSubclass block:
  * that block's __exit__ after a torch.ops call closes the innermost named
- * bracket. None of these is a per-op hot path, unlike RecordFunction's
- * constructor and end(), which every operator site that builds a
- * RecordFunction enters (a few per layer and step) and which a uprobe
- * would slow by several microseconds each. Engine::execute is backward; a
- * PyTorchStreamWriter's life is torch.save.
+ * bracket (torch < 2.0: see legacy_op). None of these is a per-op hot
+ * path, unlike RecordFunction's constructor and end(), which every
+ * operator site that builds a RecordFunction enters (a few per layer and
+ * step) and which a uprobe would slow by several microseconds each.
+ * THPEngine_run_backward (Python's way into Engine::execute) is backward;
+ * a PyTorchStreamWriter's life is torch.save.
  *
  * A thread's phase is one byte of its slot; every interval it closes adds
  * to the phase's row as well as to its category (close_interval). Phase
@@ -225,6 +226,103 @@ static __always_inline __u32 bracket_class(struct pt_regs *ctx)
 	return name_class(name, str[1]);
 }
 
+/*
+ * torch < 2.0: record_function.__enter__ calls
+ * torch.ops.profiler._record_function_enter(name, args) and __exit__
+ * _record_function_exit(handle), both through invokeOperatorFromPython
+ * (py::args, a tuple, by reference in arg 3). Layouts are CPython
+ * 3.7-3.11's (the versions such a torch runs on): a tuple's size at +16
+ * and items at +24, a compact ASCII str's length at +16, state at +32,
+ * text at +48; an object's type at +8, a type's tp_name at +24.
+ *
+ * No return probe: a uretprobe replaces the return address, and a C++
+ * exception unwinding through it (a torch.ops call that throws, caught by
+ * pybind11 above) finds no frame there and terminates the job. So the
+ * handle the enter op returns is not known, and an exit closes the
+ * innermost bracket we opened: record_function brackets nest.
+ */
+#define TB_PY_OB_TYPE		8
+#define TB_PY_TUPLE_SIZE	16
+#define TB_PY_STR_LEN		16
+#define TB_PY_STR_STATE		32
+#define TB_PY_STR_ASCII		48
+#define TB_PY_TYPE_NAME		24
+#define TB_PY_COMPACT_ASCII	0x60	/* state: compact (bit 5) and ascii (bit 6) */
+
+/* The first bytes of obj's type's name (tp_name) into tn; 0 if read. */
+static __always_inline int py_type_name(__u64 obj, char *tn, __u32 len)
+{
+	__u64 type = 0, tp_name = 0;
+
+	if (bpf_probe_read_user(&type, sizeof(type), (void *)(obj + TB_PY_OB_TYPE)) ||
+	    bpf_probe_read_user(&tp_name, sizeof(tp_name), (void *)(type + TB_PY_TYPE_NAME)))
+		return -1;
+	return bpf_probe_read_user(tn, len, (void *)tp_name);
+}
+
+/* The class of a legacy enter op's name, or TB_BC_OTHER if it is none. */
+static __always_inline __u32 legacy_name_class(__u64 str)
+{
+	char name[TB_NAME_MAX] = {}, tn[4] = {};
+	__u64 len = 0;
+	__u32 state = 0;
+
+	if (py_type_name(str, tn, sizeof(tn)) ||
+	    tn[0] != 's' || tn[1] != 't' || tn[2] != 'r' || tn[3] ||
+	    bpf_probe_read_user(&state, sizeof(state), (void *)(str + TB_PY_STR_STATE)) ||
+	    (state & TB_PY_COMPACT_ASCII) != TB_PY_COMPACT_ASCII ||
+	    bpf_probe_read_user(&len, sizeof(len), (void *)(str + TB_PY_STR_LEN)) ||
+	    bpf_probe_read_user(name, sizeof(name), (void *)(str + TB_PY_STR_ASCII)))
+		return TB_BC_OTHER;
+	return name_class(name, len);
+}
+
+/* Whether obj is a tensor (a handle is one): its type is named "Tensor". */
+static __always_inline bool py_is_tensor(__u64 obj)
+{
+	char tn[7] = {};
+
+	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 'T' && tn[1] == 'e' &&
+	       tn[2] == 'n' && tn[3] == 's' && tn[4] == 'o' && tn[5] == 'r' && !tn[6];
+}
+
+/*
+ * A torch.ops call on a torch < 2.0: (name, args) with a name we know
+ * opens that bracket; (tensor) closes the innermost one we opened. Other
+ * names are not kept, so their exits close nothing: only a bracket of
+ * ours is on the stack then, and an exit of another name inside ours
+ * (a user's record_function within a fetch) is not told from ours.
+ */
+static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
+{
+	__u64 args = 0, tuple[4] = {}, now;	/* refcnt, type, size, item 0 */
+	struct tb_bracket *b = top_any(s);
+	__u32 cls = TB_BC_OTHER;
+
+	if (bpf_probe_read_user(&args, sizeof(args), (void *)PT_REGS_PARM3(ctx)) ||
+	    bpf_probe_read_user(tuple, sizeof(tuple), (void *)args))
+		return;
+	if (tuple[2] == 1) {
+		if (!b || !is_named(b->cls) || !py_is_tensor(tuple[3]))
+			return;
+	} else if (tuple[2] == 2) {
+		cls = legacy_name_class(tuple[3]);
+		if (cls == TB_BC_OTHER)
+			return;
+	} else {
+		return;
+	}
+	now = bpf_ktime_get_ns();
+	write_begin(s);
+	close_running(s, now);
+	b = top_any(s);
+	if (tuple[2] == 1 && b)
+		pop(s, b, now);
+	else if (tuple[2] == 2)
+		open_bracket(s, 0, cls, now);
+	write_end(s);
+}
+
 static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 {
 	__u32 kind = TB_COOKIE_KIND(bpf_get_attach_cookie(ctx));
@@ -235,6 +333,10 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	if (!s)
 		return 0;
 	/* A torch.ops call: the exit op of a bracket, or any other. */
+	if (kind == TB_AK_TORCH_OP && (bpf_get_attach_cookie(ctx) & TB_COOKIE_LEGACY)) {
+		legacy_op(ctx, s);
+		return 0;
+	}
 	if (kind == TB_AK_TORCH_OP) {
 		s->op_seen = 1;
 		return 0;
@@ -272,7 +374,12 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	return 0;
 }
 
-/* Engine::execute returns: backward is over. */
+/*
+ * THPEngine_run_backward returns: backward is over. It catches every C++
+ * exception inside itself (HANDLE_TH_ERRORS), so none unwinds through the
+ * uretprobe's return address (which would terminate the job): a backward
+ * that raises returns here as any other.
+ */
 static __always_inline int torch_return_prog(struct pt_regs *ctx)
 {
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);

@@ -26,7 +26,7 @@ enum tb_api_kind {
 	TB_AK_TORCH_OPEN,	/* record_function_enter_new: a named bracket opens (entry) */
 	TB_AK_TORCH_OP,		/* invokeOperatorFromPython: a torch.ops call (entry) */
 	TB_AK_TORCH_CLOSE,	/* DisableTorchFunctionSubclass.__exit__: one may close */
-	TB_AK_TORCH_BACKWARD,	/* Engine::execute: entry and return */
+	TB_AK_TORCH_BACKWARD,	/* THPEngine_run_backward: entry and return */
 	TB_AK_TORCH_SAVE,	/* PyTorchStreamWriter constructor (entry) */
 	TB_AK_TORCH_SAVED,	/* PyTorchStreamWriter destructor (return) */
 	TB_AK_NKINDS,
@@ -54,6 +54,12 @@ enum tb_init_layout {
 #define TB_COOKIE_CNT(c)	(((c) >> 12) & 0x7)
 #define TB_COOKIE_DT(c)		(((c) >> 15) & 0x7)
 #define TB_COOKIE_IL(c)		(((c) >> 18) & 0xf)
+/*
+ * On invokeOperatorFromPython (TB_AK_TORCH_OP): the library's
+ * record_function opens and closes through torch.ops calls whose
+ * arguments name the bracket (torch < 2.0, bpf/torch.bpf.h).
+ */
+#define TB_COOKIE_LEGACY	(1ULL << 22)
 
 #define TB_MAX_APIS 256
 #define TB_NCCL_NTYPES 12	/* ncclInt8 .. ncclFloat8e5m2 */

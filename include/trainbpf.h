@@ -35,8 +35,8 @@ enum tb_cat {
 /*
  * Where in the training loop a thread is, beside its category. Set from
  * PyTorch's own brackets (bpf/torch.bpf.h): DataLoader fetches, optimizer
- * calls (names: torch >= 2.0), backward (torch::autograd::Engine::execute)
- * and torch.save (PyTorchStreamWriter). A step's fetch and what follows it
+ * calls (named by torch >= 2.0, and by the legacy ops' arguments before),
+ * backward (THPEngine_run_backward) and torch.save (PyTorchStreamWriter). A step's fetch and what follows it
  * wait in PEND_DATA and PEND_FWD until the step says what it was: a
  * backward makes them data and forward. A fetch with no backward after it
  * is validation when another such comes next (a loop over a loader with
@@ -66,7 +66,7 @@ enum tb_bracket_cls {
 	TB_BC_DATA,		/* enumerate(DataLoader)#...__next__ */
 	TB_BC_OPTIM,		/* Optimizer.step#..., Optimizer.zero_grad#... */
 	TB_BC_OTHER,		/* named, not a phase (DistributedDataParallel.forward, ...) */
-	TB_BC_BACKWARD,		/* not a name: Engine::execute */
+	TB_BC_BACKWARD,		/* not a name: THPEngine_run_backward */
 	TB_BC_SAVE,		/* not a name: a PyTorchStreamWriter's life */
 };
 

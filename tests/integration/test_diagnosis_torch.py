@@ -123,11 +123,10 @@ def test_cpu_bound_workers(tmp_path):
     assert "more workers" in f["advice"]
 
 
-def truth_gaps(truth, unnamed):
+def truth_gaps(truth):
     """Per epoch after the first: (earliest, latest) fork-to-first-batch gap.
     The fork is after iter()'s start and before the first worker's start;
-    the first batch is the end of the first next() (with torch < 2.0: the
-    first backward's start, after the forward)."""
+    the first batch is the end of the first next()."""
     rank = truth["ranks"][0]
     iv = [(PHASES[i], s, d) for i, s, d in rank["intervals"]]
     workers = sorted(w["start_mono"] for w in truth["roles"]["workers"])
@@ -137,8 +136,6 @@ def truth_gaps(truth, unnamed):
         data = [x for x in mine if x[0] == "data"]
         it, first = data[0], data[1]
         batch = first[1] + first[2]
-        if unnamed:
-            batch = next(x for x in mine if x[0] == "backward")[1]
         born = min(w for w in workers if w >= it[1])
         out.append((batch - born - CLOCK_SLACK_S, batch - it[1] + CLOCK_SLACK_S))
     return out
@@ -155,7 +152,7 @@ def truth_gaps(truth, unnamed):
 def test_restart_stall_is_the_gap_to_the_first_batch(tmp_path, torch26, opts, advised):
     report, truth = run(tmp_path, "dl-fork", opts, torch26)
     gens = report["epochs"]["worker_generations"]
-    gaps = truth_gaps(truth, not torch26)
+    gaps = truth_gaps(truth)
     assert len(gens) == len(gaps) + 1, (gens, gaps)
     for g, (lo, hi) in zip(gens[1:], gaps):
         assert lo <= g["stall_s"] <= hi, (g, lo, hi)

@@ -151,22 +151,26 @@ def test_epoch_lines(tmp_path, style):
 
 
 def test_epoch_lines_torch_113(tmp_path):
-    """torch 1.13 names no DataLoader bracket: auto falls to the lines."""
-    rep, truth, text = run(tmp_path, "dl-fork-persist", ["--log", "hf"], torch26=False)
+    """torch 1.13 (Python 3.11) prints and writes as 2.6 does: HF's lines by
+    the regex source."""
+    rep, truth, text = run(tmp_path, "dl-fork-persist", ["--log", "hf"], epochs="regex",
+                           torch26=False)
     assert rep["epochs"]["source"] == "regex"
     check_boundaries(rep, truth)
     check_no_tail_block(rep, truth)
     check_no_negative(rep, text)
 
 
-@pytest.mark.parametrize("variant,extra", [
-    ("dl-fork", ["--log", "steps"]),
-    ("validation", []),
-])
-def test_epochs_from_dataloader_passes(tmp_path, variant, extra):
-    """torch 2.6: auto takes the first fetch of each pass (over the lines and
-    the worker generations); the validation loader's passes are no epochs."""
-    rep, truth, text = run(tmp_path, variant, extra)
+@pytest.mark.parametrize("variant,extra,torch26", [
+    ("dl-fork", ["--log", "steps"], True),
+    ("validation", [], True),
+    ("validation", [], False),
+], ids=["dl-fork-torch2.6", "validation-torch2.6", "validation-torch1.13"])
+def test_epochs_from_dataloader_passes(tmp_path, variant, extra, torch26):
+    """auto takes the first fetch of each pass (over the lines and the
+    worker generations); the validation loader's passes are no epochs.
+    torch 1.13 names its fetches through its legacy ops (docs/phases.md)."""
+    rep, truth, text = run(tmp_path, variant, extra, torch26=torch26)
     assert rep["epochs"]["source"] == "passes", rep["epochs"]["source"]
     got = check_boundaries(rep, truth)
     assert [e["epoch"] for e in got] == [1, 2, 3]
@@ -203,20 +207,22 @@ def truth_step_starts(truth, rep):
 # Each variant's steps: training steps only (a validation batch, the
 # StopIteration fetch are none); with accumulation every micro-batch's
 # fetch is a step, as in the phase table.
-@pytest.mark.parametrize("variant,extra", [
-    ("dl-fork-persist", []),
-    ("validation", []),
-    ("dl-fork", ["--accum", "4", "--item-every-step"]),
-])
-def test_steps_from_dataloader_fetches(tmp_path, variant, extra):
-    """torch 2.6, no step marker: steps begin at the training steps' fetches
+@pytest.mark.parametrize("variant,extra,torch26", [
+    ("dl-fork-persist", [], True),
+    ("validation", [], True),
+    ("dl-fork", ["--accum", "4", "--item-every-step"], True),
+    ("dl-fork-persist", [], False),
+], ids=["dl-fork-persist-torch2.6", "validation-torch2.6", "dl-fork-accum-torch2.6",
+        "dl-fork-persist-torch1.13"])
+def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
+    """No step marker: steps begin at the training steps' fetches
     (before the CUDA/NCCL period finder), per epoch and for the run, in the
     recording as live. A step lasts until the next begins (the last of an
     epoch to its end, as with markers): the durations of all steps but the
     last of each epoch are differences of two fetch starts, each off the
     job's clock read around next() by the bracket's entry (microseconds;
     1 ms allowed for the min and max)."""
-    rep, truth, text = run(tmp_path, variant, extra)
+    rep, truth, text = run(tmp_path, variant, extra, torch26=torch26)
     want = truth_step_starts(truth, rep)
     assert rep["steps"]["source"] == "fetch", rep["steps"]
     assert rep["epochs"]["source"] == "passes"
@@ -244,14 +250,23 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra):
     assert "steps (fetch)" in text
 
 
-def test_steps_from_backwards_on_torch_113(tmp_path):
-    """torch 1.13 names no DataLoader bracket: steps begin at each backward,
+def truth_backwards(truth, rep):
+    """Rank 0's backwards per epoch (a training step each)."""
+    rank = truth["ranks"][0]
+    return [[s for i, s, d in rank["intervals"]
+             if PHASES[i] == "backward" and e["start_mono"] - 1e-6 <= s < e["end_mono"]]
+            for e in rank["epochs"]]
+
+
+@pytest.mark.parametrize("torch26", [True, False], ids=["torch2.6", "torch1.13"])
+def test_steps_from_backwards(tmp_path, torch26):
+    """Batches from a queue, no DataLoader: steps begin at each backward,
     as the phase table's do; by the job's start lines, each epoch holds its
     own steps exactly."""
-    rep, truth, text = run(tmp_path, "dl-fork-persist", [], torch26=False)
+    rep, truth, text = run(tmp_path, "queue", [], torch26=torch26)
     assert rep["epochs"]["source"] == "regex"
     assert rep["steps"]["source"] == "backward", rep["steps"]
-    want = [len(w) for w in truth_step_starts(truth, rep)]
+    want = [len(w) for w in truth_backwards(truth, rep)]
     assert [e["steps"]["count"] for e in rep["epochs"]["list"]] == want
     assert rep["steps"]["count"] == sum(want) - 1
     assert rep["phases"]["steps"] == sum(want) - 1   # from one backward to the next

@@ -202,6 +202,14 @@ static void warn_object(const struct gpu_object *o, const struct elf_info *info,
 	}
 }
 
+static bool defines_kind(const struct gpu_object *o, enum tb_api_kind k)
+{
+	for (int i = 0; i < gpu_napis; i++)
+		if (o->offs[i] && gpu_apis[i].kind == k)
+			return true;
+	return false;
+}
+
 /* Which families o defines, which of its functions are aliases, and versions. */
 static void object_families(struct gpu_object *o, int found, int fd, const char *path,
 			    const struct elf_info *info)
@@ -214,6 +222,8 @@ static void object_families(struct gpu_object *o, int found, int fd, const char 
 			if (o->offs[j] == o->offs[i])
 				o->alias[i] = true;
 	}
+	/* torch.ops calls but no DisableTorchFunctionSubclass: torch < 2.0 */
+	o->torch_legacy = defines_kind(o, TB_AK_TORCH_OP) && !defines_kind(o, TB_AK_TORCH_CLOSE);
 	for (int f = 0; f < GF_NFAMILIES; f++) {
 		if (!(o->families & (1u << f)))
 			continue;
@@ -344,13 +354,19 @@ static int add_link(struct gp_map *am, struct bpf_link *l)
 	return 0;
 }
 
-static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid,
-				   const char *path, uint64_t off, int api, bool ret)
+static uint64_t cookie_of(const struct gpu_object *o, int api)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret,
-		    .bpf_cookie = gpu_api_cookie(api));
+	uint64_t c = gpu_api_cookie(api);
 
-	return bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
+	return o->torch_legacy && gpu_apis[api].kind == TB_AK_TORCH_OP ? c | TB_COOKIE_LEGACY : c;
+}
+
+static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid, const char *path,
+				   const struct gpu_object *o, int api, bool ret)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie_of(o, api));
+
+	return bpf_program__attach_uprobe_opts(prog, pid, path, o->probe_at[api], &opts);
 }
 
 /* Is api probed in o: defined there, not an alias, and asked for? */
@@ -413,7 +429,7 @@ static int select_apis(const struct gpu_probes *gp, const struct gpu_object *o,
 		if (!probed(gp, o, i) || !gets(a->kind, p))
 			continue;
 		offs[n] = o->probe_at[i];
-		cookies[n++] = gpu_api_cookie(i);
+		cookies[n++] = cookie_of(o, i);
 		if (!is_return(p))
 			probes[a->family]++;
 	}
@@ -476,8 +492,8 @@ static int attach_each(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
 
 			if (!gets(a->kind, p))
 				continue;
-			l = attach_one(program(gp->tr->skel, p, false), pid, path, o->probe_at[i],
-				       i, is_return(p));
+			l = attach_one(program(gp->tr->skel, p, false), pid, path, o, i,
+				       is_return(p));
 			ok = l && !add_link(am, l);
 		}
 		if (!ok) {

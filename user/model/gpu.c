@@ -165,6 +165,9 @@ bool gpu_any_library(const struct gpu *g)
 bool gpu_torch_closes(const struct gpu *g)
 {
 	for (int i = 0; i < g->nobjs; i++)
+		if (g->objs[i].torch_legacy)
+			return true;
+	for (int i = 0; i < g->nobjs; i++)
 		for (int a = 0; a < gpu_napis; a++)
 			if (gpu_apis[a].kind == TB_AK_TORCH_CLOSE && g->objs[i].offs[a])
 				return true;

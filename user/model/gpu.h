@@ -20,6 +20,8 @@ struct gpu_object {
 	uint64_t offs[TB_MAX_APIS];	/* file offset per api; 0: absent */
 	uint64_t probe_at[TB_MAX_APIS];	/* where its uprobe goes: offs, past an endbr64 */
 	bool alias[TB_MAX_APIS];	/* same code as an earlier api: probed once */
+	/* torch < 2.0's libtorch_python: brackets through torch.ops calls (TB_COOKIE_LEGACY) */
+	bool torch_legacy;
 	unsigned int families;	/* 1 << enum gpu_family found in it */
 	bool is_static[GF_NFAMILIES];	/* code linked into another object */
 	char version[GF_NFAMILIES][32];

@@ -94,7 +94,8 @@ const struct gpu_api gpu_apis[] = {
 	TORCH("_ZN5torch8autograd8profiler25record_function_enter_newE*", TB_AK_TORCH_OPEN, false),
 	TORCH("_ZN5torch3jit24invokeOperatorFromPythonE*", TB_AK_TORCH_OP, false),
 	TORCH("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_", TB_AK_TORCH_CLOSE, false),
-	TORCH("_ZN5torch8autograd6Engine7executeE*", TB_AK_TORCH_BACKWARD, false),
+	/* Python's backward: it catches every exception (its uretprobe is safe) */
+	TORCH("_Z22THPEngine_run_backwardP7_objectS0_S0_", TB_AK_TORCH_BACKWARD, false),
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC1E*basic_string*", TB_AK_TORCH_SAVE, false),
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC2E*basic_string*", TB_AK_TORCH_SAVE, false),
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC1E*function*", TB_AK_TORCH_SAVE, false),

@@ -384,7 +384,7 @@ static void trainers_below(struct job *job, const int *par)
 	}
 }
 
-/* A thread ran PyTorch's backward (Engine::execute): it trains. */
+/* A thread ran PyTorch's backward (THPEngine_run_backward): it trains. */
 static bool proc_trains(const struct proc_rec *p)
 {
 	for (int i = 0; i < p->nthreads; i++)
