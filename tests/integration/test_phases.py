@@ -119,9 +119,26 @@ def test_phases_match_the_jobs_own_timing(tmp_path, variant, torch26):
 
 @TORCHES
 def test_phases_of_ddp_ranks(tmp_path, torch26):
+    """Each rank's phases against its own timing, and what each rank's
+    phases were made of: its rows of the job's table (the ranks' rows add
+    up to it), each training phase's critical path its wall time. Not
+    validation: the job ends in a validation pass, and the rows keep the
+    time after its last bracket (teardown) in the phase it ended in, to
+    the thread's end; the wall time stops at the last bracket."""
     report, truth = run("spawn", tmp_path, torch26)
     assert len(truth["ranks"]) == 2
     check_ranks(report, truth)
+    job = {e["phase"]: e["critical_path_s"] for e in report["phases"]["list"]}
+    ranks = [proc(report, r["pid"])["phases"] for r in truth["ranks"]]
+    for ph, cats in job.items():
+        for cat, s in cats.items():
+            assert sum(r["critical_path_s"][ph][cat] for r in ranks) == \
+                pytest.approx(s, abs=2e-6), (ph, cat)
+    for r in ranks:
+        for ph in ("data", "forward", "backward", "optimizer"):
+            made_of = sum(r["critical_path_s"][ph].values())
+            assert made_of == pytest.approx(r["wall_s"][ph], abs=0.002), \
+                (ph, r["critical_path_s"][ph], r["wall_s"][ph])
 
 
 def test_text_table_by_trainer(tmp_path):

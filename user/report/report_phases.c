@@ -239,16 +239,21 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_end_object(w);
 }
 
-/* A process whose main thread ran phases: its own steps and wall time per phase. */
+/*
+ * A process whose main thread ran phases: its own steps, wall time per
+ * phase and what each was made of (the rank's rows of the job's table).
+ */
 void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p)
 {
 	const struct thread_rec *t = job_main_thread(p);
 	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum = { 0 };
 
 	if (!pt)
 		return;
 	phases_thread_sum(pt, &sum);
+	phases_fold(t->ph, pt->sp.in_val, rows);
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_int_field(w, "steps", sum.steps.steps);
@@ -256,6 +261,16 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 	jw_object(w);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
 		jw_float_field(w, ph_names[ph], sum.wall_ms[ph] / 1e3, 6);
+	jw_end_object(w);
+	jw_name(w, "critical_path_s");
+	jw_object(w);
+	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+		int64_t ns[TB_NCAT];
+
+		for (int c = 0; c < TB_NCAT; c++)
+			ns[c] = (int64_t)rows[ph][c];
+		report_json_times(w, ph_names[ph], ns);
+	}
 	jw_end_object(w);
 	jw_end_object(w);
 }
