@@ -4,6 +4,7 @@
  * boundary between two refreshes splits the totals, step statistics.
  */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 #include "epochs.h"
 #include "job.h"
@@ -275,8 +276,10 @@ START_TEST(passes_that_never_end_yield_to_lines)
 	init(&ep, EP_AUTO, NULL);
 	job_at(&job, &p, &t, 0);
 	for (int e = 0; e < 3; e++) {
-		feed(&ep, TB_EV_TEXT, (100 * e + 1) * MS, e == 0 ? "Epoch 1/3\n" :
-		     e == 1 ? "Epoch 2/3\n" : "Epoch 3/3\n");
+		char line[32];
+
+		snprintf(line, sizeof(line), "Epoch %d/3\n", e + 1);
+		feed(&ep, TB_EV_TEXT, (100 * e + 1) * MS, line);
 		train(&ep, (100 * e + 2) * MS, TB_RS_NONE);
 		train(&ep, (100 * e + 10) * MS, TB_RS_NONE);
 		epochs_tick(&ep, &job, (100 * e + 50) * MS);
