@@ -239,7 +239,9 @@ static __always_inline __u32 bracket_class(struct pt_regs *ctx)
  * exception unwinding through it (a torch.ops call that throws, caught by
  * pybind11 above) finds no frame there and terminates the job. So the
  * handle the enter op returns is not known, and an exit closes the
- * innermost bracket we opened: record_function brackets nest.
+ * innermost bracket: record_function brackets nest, and every one is
+ * kept (a name that is no phase's as TB_BC_OTHER), so an exit of the
+ * user's own bracket inside a fetch closes that one.
  */
 #define TB_PY_OB_TYPE		8
 #define TB_PY_TUPLE_SIZE	16
@@ -260,16 +262,36 @@ static __always_inline int py_type_name(__u64 obj, char *tn, __u32 len)
 	return bpf_probe_read_user(tn, len, (void *)tp_name);
 }
 
-/* The class of a legacy enter op's name, or TB_BC_OTHER if it is none. */
-static __always_inline __u32 legacy_name_class(__u64 str)
+static __always_inline bool py_is_str(__u64 obj)
 {
-	char name[TB_NAME_MAX] = {}, tn[4] = {};
+	char tn[4] = {};
+
+	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 's' && tn[1] == 't' &&
+	       tn[2] == 'r' && !tn[3];
+}
+
+static __always_inline bool py_is_none(__u64 obj)
+{
+	char tn[9] = {};
+
+	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 'N' && tn[1] == 'o' &&
+	       tn[2] == 'n' && tn[3] == 'e' && tn[4] == 'T' && tn[5] == 'y' && tn[6] == 'p' &&
+	       tn[7] == 'e' && !tn[8];
+}
+
+/*
+ * The class of a legacy enter op's (name, args): TB_BC_NONE unless the
+ * name is a str and args None or a str (the enter op's signature).
+ */
+static __always_inline __u32 legacy_name_class(__u64 str, __u64 args)
+{
+	char name[TB_NAME_MAX] = {};
 	__u64 len = 0;
 	__u32 state = 0;
 
-	if (py_type_name(str, tn, sizeof(tn)) ||
-	    tn[0] != 's' || tn[1] != 't' || tn[2] != 'r' || tn[3] ||
-	    bpf_probe_read_user(&state, sizeof(state), (void *)(str + TB_PY_STR_STATE)) ||
+	if (!py_is_str(str) || !(py_is_none(args) || py_is_str(args)))
+		return TB_BC_NONE;
+	if (bpf_probe_read_user(&state, sizeof(state), (void *)(str + TB_PY_STR_STATE)) ||
 	    (state & TB_PY_COMPACT_ASCII) != TB_PY_COMPACT_ASCII ||
 	    bpf_probe_read_user(&len, sizeof(len), (void *)(str + TB_PY_STR_LEN)) ||
 	    bpf_probe_read_user(name, sizeof(name), (void *)(str + TB_PY_STR_ASCII)))
@@ -287,17 +309,14 @@ static __always_inline bool py_is_tensor(__u64 obj)
 }
 
 /*
- * A torch.ops call on a torch < 2.0: (name, args) with a name we know
- * opens that bracket; (tensor) closes the innermost one we opened. Other
- * names are not kept, so their exits close nothing: only a bracket of
- * ours is on the stack then, and an exit of another name inside ours
- * (a user's record_function within a fetch) is not told from ours.
+ * A torch.ops call on a torch < 2.0: (name, args) opens a bracket,
+ * (tensor) closes the innermost one.
  */
 static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
 {
-	__u64 args = 0, tuple[4] = {}, now;	/* refcnt, type, size, item 0 */
+	__u64 args = 0, tuple[4] = {}, item1 = 0, now;	/* refcnt, type, size, item 0 */
 	struct tb_bracket *b = top_any(s);
-	__u32 cls = TB_BC_OTHER;
+	__u32 cls = TB_BC_NONE;
 
 	if (bpf_probe_read_user(&args, sizeof(args), (void *)PT_REGS_PARM3(ctx)) ||
 	    bpf_probe_read_user(tuple, sizeof(tuple), (void *)args))
@@ -306,8 +325,10 @@ static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
 		if (!b || !is_named(b->cls) || !py_is_tensor(tuple[3]))
 			return;
 	} else if (tuple[2] == 2) {
-		cls = legacy_name_class(tuple[3]);
-		if (cls == TB_BC_OTHER)
+		if (bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
+			return;
+		cls = legacy_name_class(tuple[3], item1);
+		if (cls == TB_BC_NONE)
 			return;
 	} else {
 		return;

@@ -229,6 +229,70 @@ def test_exceptions_pass_the_probes(tmp_path, torch26):
     assert wall["backward"] > 0 and wall["optimizer"] > 0, ph
 
 
+NESTED = r"""
+import json
+import time
+import torch
+from torch.autograd.profiler import record_function
+from torch.utils.data import DataLoader, Dataset
+
+
+class Samples(Dataset):
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        with record_function("decode"):     # the user's own bracket, inside the fetch
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.0005:
+                pass
+        x = torch.randn(32)
+        return x, x.sum(0, keepdim=True)
+
+
+m = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+fetch, t0 = 0.0, time.perf_counter()
+for epoch in range(2):
+    it = iter(DataLoader(Samples(), batch_size=8))
+    while True:
+        t = time.perf_counter()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            fetch += time.perf_counter() - t
+            break
+        fetch += time.perf_counter() - t
+        with record_function("train_step"):     # the user's bracket around a step
+            loss = ((m(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+print("RESULT " + json.dumps({"fetch_s": fetch, "loop_s": time.perf_counter() - t0}))
+"""
+
+
+@TORCHES
+def test_users_own_brackets(tmp_path, torch26):
+    """The user's record_function inside a fetch (in __getitem__, no
+    workers) and around each step: the fetch's bracket still ends where
+    next() returns. torch 1.13's exit ops carry no name, and close the
+    innermost bracket: the user's own must be on the stack too. The data
+    phase against the job's own next() time, within 3% of its loop."""
+    job = tmp_path / "nested.py"
+    job.write_text(NESTED)
+    out = tmp_path / "report.json"
+    py = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "-o", str(out), "--",
+                        *py, str(job)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads(r.stdout.split("RESULT ", 1)[1])
+    ph = json.loads(out.read_text())["phases"]
+    wall = {e["phase"]: e["wall_s"] for e in ph["list"]}
+    assert ph["steps"] == 64, ph["steps"]      # 2 passes of 32 batches
+    assert abs(wall["data"] - truth["fetch_s"]) <= 0.03 * truth["loop_s"], (wall, truth)
+
+
 def record(variant, tmp_path, name):
     """Records a torch 2.6 variant with the live tool's JSON report beside it."""
     db, live = tmp_path / f"{name}.db", tmp_path / f"{name}.json"
