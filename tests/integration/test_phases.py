@@ -172,6 +172,17 @@ def test_batches_from_a_queue_step_at_backward(tmp_path, torch26):
     check_backward_steps(report, truth, ["backward", "optimizer", "validation", "checkpoint"])
 
 
+def run_script(text, tmp_path, torch26):
+    """A Python job (text) under trainbpf: its run and the JSON report's phases."""
+    job, out = tmp_path / "job.py", tmp_path / "report.json"
+    job.write_text(text)
+    py = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "-o", str(out), "--",
+                        *py, str(job)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r, json.loads(out.read_text())["phases"]
+
+
 RAISES = r"""
 import time
 import torch
@@ -216,15 +227,8 @@ def test_exceptions_pass_the_probes(tmp_path, torch26):
     catches them). Backwards and torch.ops calls that raise, under
     trainbpf: the job catches every one and goes on, and its training
     steps still have their phases."""
-    job = tmp_path / "raises.py"
-    job.write_text(RAISES)
-    out = tmp_path / "report.json"
-    py = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
-    r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "-o", str(out), "--",
-                        *py, str(job)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r, ph = run_script(RAISES, tmp_path, torch26)
     assert "caught 40" in r.stdout, (r.stdout, r.stderr[-2000:])
-    ph = json.loads(out.read_text())["phases"]
     wall = {e["phase"]: e["wall_s"] for e in ph["list"]}
     assert wall["backward"] > 0 and wall["optimizer"] > 0, ph
 
@@ -279,15 +283,8 @@ def test_users_own_brackets(tmp_path, torch26):
     next() returns. torch 1.13's exit ops carry no name, and close the
     innermost bracket: the user's own must be on the stack too. The data
     phase against the job's own next() time, within 3% of its loop."""
-    job = tmp_path / "nested.py"
-    job.write_text(NESTED)
-    out = tmp_path / "report.json"
-    py = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
-    r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "-o", str(out), "--",
-                        *py, str(job)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r, ph = run_script(NESTED, tmp_path, torch26)
     truth = json.loads(r.stdout.split("RESULT ", 1)[1])
-    ph = json.loads(out.read_text())["phases"]
     wall = {e["phase"]: e["wall_s"] for e in ph["list"]}
     assert ph["steps"] == 64, ph["steps"]      # 2 passes of 32 batches
     assert abs(wall["data"] - truth["fetch_s"]) <= 0.03 * truth["loop_s"], (wall, truth)
