@@ -40,6 +40,8 @@ static __always_inline void phase_event(const struct tb_slot *s, __u32 cls, __u3
 	e->resolved = resolved;
 	e->pad = 0;
 	e->ts = now;
+	for (int c = 0; c < TB_NCAT; c++)
+		e->row[c] = phase_row((struct tb_slot *)s)[c];
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
@@ -321,9 +323,15 @@ static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
 	if (bpf_probe_read_user(&args, sizeof(args), (void *)PT_REGS_PARM3(ctx)) ||
 	    bpf_probe_read_user(tuple, sizeof(tuple), (void *)args))
 		return;
+	s->legacy_exit = 0;	/* an exit op that threw never returned */
 	if (tuple[2] == 1) {
 		if (!b || !is_named(b->cls) || !py_is_tensor(tuple[3]))
 			return;
+		/* Closed as the op returns, the GIL taken back (TB_AK_TORCH_OP_RET). */
+		if (bpf_get_attach_cookie(ctx) & TB_COOKIE_RET_SITE) {
+			s->legacy_exit = 1;
+			return;
+		}
 	} else if (tuple[2] == 2) {
 		if (bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
 			return;
@@ -360,6 +368,20 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	}
 	if (kind == TB_AK_TORCH_OP) {
 		s->op_seen = 1;
+		return 0;
+	}
+	if (kind == TB_AK_TORCH_OP_RET) {
+		b = top_any(s);
+		if (!s->legacy_exit || !b || !is_named(b->cls))
+			return 0;
+		s->legacy_exit = 0;
+		now = bpf_ktime_get_ns();
+		write_begin(s);
+		close_running(s, now);
+		b = top_any(s);
+		if (b)
+			pop(s, b, now);
+		write_end(s);
 		return 0;
 	}
 	/* Closes a named bracket only after its exit op: other blocks are no close. */

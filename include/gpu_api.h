@@ -29,6 +29,7 @@ enum tb_api_kind {
 	TB_AK_TORCH_BACKWARD,	/* THPEngine_run_backward: entry and return */
 	TB_AK_TORCH_SAVE,	/* PyTorchStreamWriter constructor (entry) */
 	TB_AK_TORCH_SAVED,	/* PyTorchStreamWriter destructor (return) */
+	TB_AK_TORCH_OP_RET,	/* where a torch.ops call returns (torch < 2.0) */
 	TB_AK_NKINDS,
 };
 
@@ -60,6 +61,8 @@ enum tb_init_layout {
  * arguments name the bracket (torch < 2.0, bpf/torch.bpf.h).
  */
 #define TB_COOKIE_LEGACY	(1ULL << 22)
+/* And the call's return site is probed (TB_AK_TORCH_OP_RET): exits close there. */
+#define TB_COOKIE_RET_SITE	(1ULL << 23)
 
 #define TB_MAX_APIS 256
 #define TB_NCCL_NTYPES 12	/* ncclInt8 .. ncclFloat8e5m2 */
@@ -140,6 +143,12 @@ struct tb_phase_event {
 	__u8 resolved;		/* a fetch or backward: what the step before was (TB_RS_*) */
 	__u8 pad;
 	__u64 ts;
+	/*
+	 * The thread's row of phase at ts (critical path per category, ns,
+	 * the TB_NCAT of trainbpf.h): what the last event's phase gains
+	 * after it is the time after the thread's last bracket.
+	 */
+	__u64 row[8];
 };
 
 /*

@@ -182,7 +182,7 @@ struct tb_slot {
 	__u8 lone;		/* the step before had no backward: held in PEND_LONE */
 	__u8 in_val;		/* steps with no backward came in a row: validation */
 	__u8 trained;		/* the step before had a backward */
-	__u8 pad3;
+	__u8 legacy_exit;	/* torch < 2.0: an exit op runs, the bracket closes at its return */
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */

@@ -410,7 +410,23 @@ def test_phases_of_each_epoch(tmp_path, variant):
             assert abs(got[ph] - want[ph]) <= BOUND * span, \
                 f"epoch {e['epoch']} {ph}: trainbpf {got[ph]:.3f}s, the job {want[ph]:.3f}s " \
                 f"(bound {BOUND * span:.3f}s); all: {got} vs {want}"
+            # What it was made of: the same threads' critical path, cut at
+            # the boundaries between two refreshes. The last epoch's last
+            # phase keeps the time after the last bracket (docs/phases.md).
+            made_of = sum(e["phases"]["critical_path_s"][ph].values())
+            if e is not epochs[-1] or ph != "validation":
+                assert abs(made_of - want[ph]) <= BOUND * span, \
+                    (e["epoch"], ph, made_of, want[ph], e["phases"]["critical_path_s"][ph])
         assert abs(sum(e["phases"]["share"].values()) - 1) < 1e-3
+    # The epochs' made-of add up to the run's, category by category, but
+    # for what the first boundary's interpolation put before it (other:
+    # the setup before the first epoch is the run's).
+    run = {e["phase"]: e["critical_path_s"] for e in rep["phases"]["list"]}
+    first = (epochs[0]["end_s"] - epochs[0]["start_s"]) * len(truth["ranks"])
+    for ph in COMPARED:
+        for cat, s in run[ph].items():
+            got = sum(e["phases"]["critical_path_s"][ph][cat] for e in epochs)
+            assert -1e-5 * len(epochs) <= s - got <= BOUND * first, (ph, cat, got, s)
     text = read("report", str(db))
     rows = text[text.index("by epoch (ms/step):"):].split("\n\n")[0].splitlines()[2:]
     assert [int(r.split()[0]) for r in rows] == [e["epoch"] for e in epochs], rows

@@ -224,6 +224,15 @@ static void object_families(struct gpu_object *o, int found, int fd, const char 
 	}
 	/* torch.ops calls but no DisableTorchFunctionSubclass: torch < 2.0 */
 	o->torch_legacy = defines_kind(o, TB_AK_TORCH_OP) && !defines_kind(o, TB_AK_TORCH_CLOSE);
+	/*
+	 * Its brackets close when the exit op returns (the GIL taken back: a
+	 * Python thread that took it meanwhile is the fetch's time, as on 2.x),
+	 * where the one caller torch.ops calls go through gets the result.
+	 */
+	if (o->torch_legacy)
+		o->nop_returns = elf_call_returns(fd,
+			"_ZN5torch3jit37_get_operation_for_overload_or_packetE*",
+			"_ZN5torch3jit24invokeOperatorFromPythonE*", o->op_returns, 2);
 	for (int f = 0; f < GF_NFAMILIES; f++) {
 		if (!(o->families & (1u << f)))
 			continue;
@@ -358,7 +367,9 @@ static uint64_t cookie_of(const struct gpu_object *o, int api)
 {
 	uint64_t c = gpu_api_cookie(api);
 
-	return o->torch_legacy && gpu_apis[api].kind == TB_AK_TORCH_OP ? c | TB_COOKIE_LEGACY : c;
+	if (!o->torch_legacy || gpu_apis[api].kind != TB_AK_TORCH_OP)
+		return c;
+	return c | TB_COOKIE_LEGACY | (o->nop_returns ? TB_COOKIE_RET_SITE : 0);
 }
 
 static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid, const char *path,
@@ -505,6 +516,35 @@ static int attach_each(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
 	return failed;
 }
 
+static bool uses_multi(const struct gp_map *am)
+{
+	for (int k = 0; k < GP_NPROGS; k++)
+		if (am->multi_fds[k] >= 0)
+			return true;
+	return false;
+}
+
+/* torch < 2.0: a uprobe where each torch.ops call returns (no uretprobe). */
+static int attach_op_returns(struct gpu_probes *gp, pid_t pid, struct gp_map *am,
+			     const char *path, const struct gpu_object *o)
+{
+	int api = 0, failed = 0;
+
+	while (api < gpu_napis && gpu_apis[api].kind != TB_AK_TORCH_OP)
+		api++;
+	for (int i = 0; gp->phases && api < gpu_napis && i < o->nop_returns; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts,
+			    .bpf_cookie = TB_COOKIE(api, TB_AK_TORCH_OP_RET, 0, 0, 0));
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(gp->tr->skel->progs.torch_entry,
+								     pid, path, o->op_returns[i],
+								     &opts);
+
+		if (!l || add_link(am, l))
+			failed++;
+	}
+	return failed;
+}
+
 /* The entry and return order is enum gp_prog's (gpu_probes.h). */
 static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
 			  struct gp_map *am, const char *path)
@@ -512,6 +552,10 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
 	int failed = 0, err = 0;
 
+	/* Before the entries: an exit op's entry waits for its return site. */
+	if (attach_op_returns(gp, pid, am, path, o))
+		fprintf(stderr, "trainbpf: warning: %s (pid %d): no probe where torch.ops calls return: its exit ops close no bracket\n",
+			o->path, pid);
 	if (gp->tr->uprobe_multi) {
 		err = attach_multi(gp, pid, mm, am, path);
 		if (!err)
@@ -531,7 +575,7 @@ done:
 			(now_ns() - gp->t0) / 1e9,
 			mm->probes[GF_CUDART] + mm->probes[GF_CUDA] + mm->probes[GF_NCCL] +
 			mm->probes[GF_TORCH],
-			o->path, pid, am->nlinks ? "" : " (uprobe_multi)");
+			o->path, pid, uses_multi(am) ? " (uprobe_multi)" : "");
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */

@@ -405,6 +405,7 @@ static uint64_t final_refresh(struct run *r)
 	uint64_t now = refresh(r);
 
 	mem_sample(&r->mem, &r->job, now, true);
+	phases_settle_tail(&r->phases, &r->job);
 	epochs_finish(&r->ep, &r->job, now);
 	return now;
 }

@@ -327,8 +327,38 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 		on_text(ep, buf, e->ts);
 }
 
+/*
+ * The critical path per phase of the main threads that ran phases (the
+ * threads phases_main_now sums): settled rows, or (final) with a step
+ * still pending folded as the table folds it.
+ */
+static void main_phase_rows(const struct epochs *ep, const struct job *job, bool final,
+			    uint64_t out[PH_NSHOWN][TB_NCAT])
+{
+	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
+	for (int i = 0; ep->phases && i < job->nprocs; i++) {
+		const struct thread_rec *t = job_main_thread(&job->procs[i]);
+		const struct ph_thread *pt = t ? phases_thread(ep->phases, t->tid) : NULL;
+		uint64_t rows[PH_NSHOWN][TB_NCAT];
+
+		if (!pt || pt->pid != pt->tid)
+			continue;
+		if (final) {
+			phases_fold(t->ph, pt->sp.in_val, rows);
+		} else {
+			memset(rows, 0, sizeof(rows));
+			for (int p = 0; p < TB_NPHASE; p++)
+				for (int c = 0; !ph_is_pending(p) && c < TB_NCAT; c++)
+					rows[ph_shown_of(p)][c] += t->ph[p][c];
+		}
+		for (int p = 0; p < PH_NSHOWN; p++)
+			for (int c = 0; c < TB_NCAT; c++)
+				out[p][c] += rows[p][c];
+	}
+}
+
 static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job,
-		     uint64_t now)
+		     uint64_t now, bool final)
 {
 	s->ts = now;
 	if (ep_snap_alloc(ep, s, job->nprocs))
@@ -337,6 +367,7 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 	for (int i = 0; i < s->n; i++)
 		ep_tot_of(&s->p[i], &job->procs[i]);
 	phases_main_now(ep->phases, s->ph);
+	main_phase_rows(ep, job, final, s->ph_cp);
 	return 0;
 }
 
@@ -390,6 +421,12 @@ static int interp(struct epochs *ep, struct ep_snap *out, const struct ep_snap *
 			out->p[i].main_own[c] = ma + (int64_t)((pb->main_own[c] - ma) * fi);
 		}
 	}
+	for (int p = 0; p < PH_NSHOWN; p++)
+		for (int c = 0; c < TB_NCAT; c++) {
+			uint64_t lo = a->ph_cp[p][c], hi = b->ph_cp[p][c];
+
+			out->ph_cp[p][c] = hi > lo ? lo + (uint64_t)((hi - lo) * frac(a, b, ts)) : hi;
+		}
 	return 0;
 }
 
@@ -696,8 +733,12 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	e->end = end->ts;
 	e->complete = complete;
 	/* A rank that began to run phases in it brought its earlier time too. */
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NSHOWN; p++) {
 		e->ph[p] = end->ph[p] > st->open.ph[p] ? end->ph[p] - st->open.ph[p] : 0;
+		for (int c = 0; c < TB_NCAT; c++)
+			e->ph_cp[p][c] = end->ph_cp[p][c] > st->open.ph_cp[p][c] ?
+					 end->ph_cp[p][c] - st->open.ph_cp[p][c] : 0;
+	}
 	/*
 	 * A job that sums its epochs up names each one's end; its first line
 	 * naming the first one may be a step or progress line well into it.
@@ -1249,7 +1290,7 @@ static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool fi
 			ep->next_window += step;
 		}
 	}
-	if (take_snap(ep, &cur, job, now))
+	if (take_snap(ep, &cur, job, now, final))
 		return;
 	judge_forks(ep, job, &cur, now, final);
 	update_stalls(ep, &cur, now, final);

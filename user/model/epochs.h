@@ -63,6 +63,12 @@ struct ep_snap {
 	struct ep_tot *p;
 	uint64_t ph[PH_NSHOWN];		/* the ranks' main threads' phase time
 					 * before ts (phases_main_before) */
+	/*
+	 * Their critical path per phase and category: settled rows at a
+	 * tick (a pending step counts where it settles), interpolated at a
+	 * boundary; the last tick folds a step pending as the table does.
+	 */
+	uint64_t ph_cp[PH_NSHOWN][TB_NCAT];
 };
 
 /*
@@ -210,6 +216,8 @@ struct epoch {
 	bool complete;		/* ended by the next boundary, not the window */
 	uint64_t ph[PH_NSHOWN];	/* the ranks' main threads' wall time per
 				 * phase in it, summed (ns); all 0: none */
+	uint64_t ph_cp[PH_NSHOWN][TB_NCAT];	/* what each phase was made of:
+						 * their critical path (ns) */
 	bool late_start;	/* regex: began at the first line naming it, and
 				 * a summary ended it: the job's start may lie
 				 * log-every steps before (HF's 'epoch': 0.33) */

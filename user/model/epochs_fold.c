@@ -344,8 +344,11 @@ static void merge_epochs(struct epoch *a, struct epoch *b)
 	a->last = b->last;
 	a->end = b->end;
 	a->complete = a->complete && b->complete;
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NSHOWN; p++) {
 		a->ph[p] += b->ph[p];
+		for (int c = 0; c < TB_NCAT; c++)
+			a->ph_cp[p][c] += b->ph_cp[p][c];
+	}
 	merge_steps(&a->steps, &b->steps);
 	fold_rows(a, false);	/* an old stretch: the processes that ended, summed */
 	epoch_fold_rows(a);

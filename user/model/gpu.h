@@ -22,6 +22,8 @@ struct gpu_object {
 	bool alias[TB_MAX_APIS];	/* same code as an earlier api: probed once */
 	/* torch < 2.0's libtorch_python: brackets through torch.ops calls (TB_COOKIE_LEGACY) */
 	bool torch_legacy;
+	uint64_t op_returns[2];	/* there, where invokeOperatorFromPython returns */
+	int nop_returns;
 	unsigned int families;	/* 1 << enum gpu_family found in it */
 	bool is_static[GF_NFAMILIES];	/* code linked into another object */
 	char version[GF_NFAMILIES][32];

@@ -112,7 +112,7 @@ const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl", "
 const char *const gpu_kind_names[TB_AK_NKINDS] = {
 	"sync", "memcpy", "collective", "p2p", "group", "comm_init",
 	"comm_destroy", "launch", "torch_open", "torch_op", "torch_close",
-	"torch_backward", "torch_save", "torch_saved",
+	"torch_backward", "torch_save", "torch_saved", "torch_op_ret",
 };
 
 int gpu_api_find(const char *name)
@@ -137,7 +137,7 @@ bool gpu_kind_is_sync(enum tb_api_kind k)
 
 bool gpu_kind_is_torch(enum tb_api_kind k)
 {
-	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_TORCH_SAVED;
+	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_TORCH_OP_RET;
 }
 
 bool gpu_kind_is_op(enum tb_api_kind k)

@@ -7,6 +7,9 @@
 #include "job.h"
 #include "phases.h"
 
+_Static_assert(sizeof(((struct tb_phase_event *)0)->row) == TB_NCAT * sizeof(__u64),
+	       "a phase event carries one row of categories");
+
 const char *const ph_source_names[PH_NSOURCES] = {
 	"none", "unnamed", "backward", "brackets",
 };
@@ -39,6 +42,7 @@ struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
 		return NULL;
 	t->pid = pid;
 	t->tid = tid;
+	t->last_phase = -1;
 	return t;
 }
 
@@ -124,6 +128,8 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 		p->named++;
 	if (!t)
 		return;
+	t->last_phase = e->phase < TB_NPHASE ? e->phase : -1;
+	memcpy(t->last_row, e->row, sizeof(t->last_row));
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
 		t->trained = true;
@@ -146,6 +152,36 @@ void phases_finish(struct phases *p, const struct gpu *g)
 		p->source = PH_SRC_UNNAMED;
 	else
 		p->source = PH_SRC_BACKWARD;
+}
+
+/* A thread of a live process (not one folded into a sum). */
+static struct thread_rec *thread_of(struct job *job, pid_t pid, pid_t tid)
+{
+	struct proc_rec *p = job_proc(job, pid);
+
+	for (int i = 0; p && i < p->nthreads; i++)
+		if (p->threads[i].tid == tid)
+			return &p->threads[i];
+	return NULL;
+}
+
+void phases_settle_tail(const struct phases *p, struct job *job)
+{
+	for (int i = 0; i < p->nth; i++) {
+		const struct ph_thread *pt = &p->th[i];
+		int ph = pt->last_phase;
+		struct thread_rec *t;
+
+		if (ph < 0 || ph == TB_PH_OTHER || !(t = thread_of(job, pt->pid, pt->tid)))
+			continue;
+		for (int c = 0; c < TB_NCAT; c++) {
+			uint64_t tail = t->ph[ph][c] > pt->last_row[c] ?
+					t->ph[ph][c] - pt->last_row[c] : 0;
+
+			t->ph[ph][c] -= tail;
+			t->ph[TB_PH_OTHER][c] += tail;
+		}
+	}
 }
 
 int ph_source_find(const char *name)

@@ -77,12 +77,15 @@ struct ph_thread {
 	struct ph_stat steps;		/* the training steps closed so far */
 	struct ph_ring *ring;		/* main threads, live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
+	/* Its last event (live): its phase, and that phase's row then. */
+	int last_phase;			/* enum tb_phase; -1: none yet */
+	uint64_t last_row[TB_NCAT];
 };
 
 /* What the phase table can say, from the libraries the job mapped. */
 enum ph_source {
 	PH_SRC_NONE,		/* no libtorch in the traced processes */
-	PH_SRC_UNNAMED,		/* torch < 2.0: its brackets close out of our sight */
+	PH_SRC_UNNAMED,		/* a libtorch whose brackets close out of our sight */
 	PH_SRC_BACKWARD,	/* no named bracket came: backward and checkpoint only */
 	PH_SRC_BRACKETS,	/* named brackets: data, forward, optimizer too */
 	PH_NSOURCES,
@@ -112,6 +115,7 @@ void phases_finish(struct phases *p, const struct gpu *g);
 /* enum ph_source of a name, or -1. */
 int ph_source_find(const char *name);
 
+
 void phases_on_event(struct phases *p, const struct tb_phase_event *e);
 /* pid/tid's entry, made if new (a recording's rows); NULL if out of memory. */
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid);
@@ -130,6 +134,14 @@ struct job;
  * Returns how many of them ran phases.
  */
 int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
+
+/*
+ * After the last refresh (live): what each thread's last phase gained
+ * after its last event, the time after its last bracket (the job's
+ * teardown; the stretch since then at a detach), goes to other. The wall
+ * time, from the spans, stops at the last event too.
+ */
+void phases_settle_tail(const struct phases *p, struct job *job);
 
 /*
  * The main threads' (tid == pid: the ranks') wall time per phase before

@@ -218,6 +218,28 @@ static void bind_epoch_steps(struct recorder *r, const struct ep_steps *st)
 	rec_bind_text(r, RS_EPOCH, 13, epochs_step_source_name(st->source));
 }
 
+/*
+ * What its phases were made of, as JSON (SQLite reads it with json_each):
+ * {"data": {"cpu": ns, ...}, ...}, the categories that are not 0.
+ */
+static void bind_epoch_made_of(struct recorder *r, const struct epoch *e)
+{
+	char buf[PH_NSHOWN * TB_NCAT * 36 + 64];
+	size_t n = 0;
+
+	n += snprintf(buf + n, sizeof(buf) - n, "{");
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		n += snprintf(buf + n, sizeof(buf) - n, "%s\"%s\":{", p ? "," : "", ph_names[p]);
+		for (int c = 0, k = 0; c < TB_NCAT; c++)
+			if (e->ph_cp[p][c])
+				n += snprintf(buf + n, sizeof(buf) - n, "%s\"%s\":%llu", k++ ? "," : "",
+					      tb_cat_names[c], (unsigned long long)e->ph_cp[p][c]);
+		n += snprintf(buf + n, sizeof(buf) - n, "}");
+	}
+	snprintf(buf + n, sizeof(buf) - n, "}");
+	rec_bind_text(r, RS_EPOCH, 22, buf);
+}
+
 /* seq: its place in its source's list, which its epoch_procs rows name. */
 static int write_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e)
 {
@@ -231,6 +253,7 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 	rec_bind_int(r, RS_EPOCH, 14, e->late_start);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		rec_bind_int(r, RS_EPOCH, 15 + p, (int64_t)e->ph[p]);
+	bind_epoch_made_of(r, e);
 	rec_step(r, RS_EPOCH);
 	for (int i = 0; i < e->n && !r->failed; i++)
 		write_epoch_proc(r, s, seq, &e->d[i]);

@@ -504,17 +504,21 @@ static bool has_column(struct recording *r, const char *table, const char *colum
 	"ORDER BY e.source, e.seq, e.rowid, p.rowid"
 /*
  * epoch_procs' ppid, role and folded came with the bounds, epochs'
- * late_start and phase times (in enum ph_shown order) after them: older
- * files lack them.
+ * late_start and phase times (in enum ph_shown order) after them, what the
+ * phases were made of last: older files lack them.
  */
 #define EPOCH_PH "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
 	"e.ph_checkpoint, e.ph_validation, e.ph_other"
 #define NO_PH "0, 0, 0, 0, 0, 0, 0"
-static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, " EPOCH_PH);
-static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0, " NO_PH);
-static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0, " NO_PH);
+static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
+					    EPOCH_PH ", e.ph_critical_path");
+static const char epochs_sql_ph[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
+					       EPOCH_PH ", NULL");
+static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0, " NO_PH ", NULL");
+static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0, " NO_PH ", NULL");
 enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
-       EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3, EC_PH = EC_LATE + 1 };
+       EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3, EC_PH = EC_LATE + 1,
+       EC_MADE_OF = EC_PH + PH_NSHOWN };
 
 /* One epoch being read: its epoch_procs rows follow its own. */
 struct ep_read {
@@ -533,6 +537,34 @@ static enum ep_step_src step_source_from(const char *s)
 	return EP_STEPS_NONE;
 }
 
+static int find_name(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; s && i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+/* An epoch's ph_critical_path (JSON, record_events.c) into e->ph_cp, by SQLite's json_each. */
+static void read_made_of(struct recording *r, struct epoch *e, const char *json)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(r->db, "SELECT j.key, k.key, k.value FROM json_each(?1) j, "
+			       "json_each(j.value) k", -1, &st, NULL) != SQLITE_OK)
+		goto cleanup;
+	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int p = find_name((const char *)sqlite3_column_text(st, 0), ph_names, PH_NSHOWN);
+		int c = find_name((const char *)sqlite3_column_text(st, 1), tb_cat_names, TB_NCAT);
+
+		if (p >= 0 && c >= 0 && sqlite3_column_int64(st, 2) > 0)
+			e->ph_cp[p][c] = (uint64_t)sqlite3_column_int64(st, 2);
+	}
+cleanup:
+	sqlite3_finalize(st);	/* a malformed value: the epoch's phases made of nothing */
+}
+
 static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 {
 	enum ep_source s = source_from(col_str(q, 1));
@@ -547,6 +579,8 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 		x->e->late_start = col_i64(q, EC_LATE) != 0;
 		for (int p = 0; p < PH_NSHOWN; p++)
 			x->e->ph[p] = (uint64_t)col_i64(q, EC_PH + p);
+		if (!col_null(q, EC_MADE_OF))
+			read_made_of(r, x->e, col_str(q, EC_MADE_OF));
 	}
 	x->steps = (struct ep_steps){
 		.count = (int)col_i64(q, 6), .total_ms = col_double(q, 7),
@@ -597,7 +631,8 @@ static void ep_read_done(struct ep_read *x)
 static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
-	const char *sql = has_column(r, "epochs", "ph_data") ? epochs_sql :
+	const char *sql = has_column(r, "epochs", "ph_critical_path") ? epochs_sql :
+		has_column(r, "epochs", "ph_data") ? epochs_sql_ph :
 		has_column(r, "epoch_procs", "folded") ? epochs_sql_bounds : epochs_sql_old;
 	struct ep_read x = { 0 };
 	bool open = false;

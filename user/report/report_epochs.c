@@ -384,7 +384,10 @@ static void json_epoch_procs(struct jw *w, const struct job *job, const struct e
 	jw_end_array(w);
 }
 
-/* Its phases: wall time (all ranks' main threads) and share; null if none ran. */
+/*
+ * Its phases: wall time (all ranks' main threads), share and what each
+ * was made of (their critical path); null if none ran.
+ */
 static void json_epoch_phases(struct jw *w, const struct epoch *e)
 {
 	uint64_t t = epoch_phase_ns(e);
@@ -404,6 +407,16 @@ static void json_epoch_phases(struct jw *w, const struct epoch *e)
 	jw_object(w);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		jw_float_field(w, ph_names[p], (double)e->ph[p] / t, 4);
+	jw_end_object(w);
+	jw_name(w, "critical_path_s");
+	jw_object(w);
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		int64_t ns[TB_NCAT];
+
+		for (int c = 0; c < TB_NCAT; c++)
+			ns[c] = (int64_t)e->ph_cp[p][c];
+		report_json_times(w, ph_names[p], ns);
+	}
 	jw_end_object(w);
 	jw_end_object(w);
 }

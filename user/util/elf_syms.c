@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "elf_syms.h"
 
 struct name_idx {
@@ -215,4 +216,112 @@ cleanup:
 	if (elf)
 		elf_end(elf);
 	return ok;
+}
+
+/* An exported symbol's (name, or a pattern) address, size and .dynsym index. */
+static bool dynsym(Elf *elf, const char *name, GElf_Sym *out, size_t *index)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *s;
+
+			if (!gelf_getsym(d, (int)i, out) ||
+			    !(s = elf_strptr(elf, sh.sh_link, out->st_name)) ||
+			    (strchr(name, '*') ? !glob_matches(name, s) : strcmp(s, name)))
+				continue;
+			*index = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+static Elf_Scn *section(Elf *elf, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *s;
+
+		if (gelf_getshdr(scn, sh) && (s = elf_strptr(elf, shstrndx, sh->sh_name)) &&
+		    !strcmp(s, name))
+			return scn;
+	}
+	return NULL;
+}
+
+/*
+ * The PLT entry that jumps to the symbol of .dynsym index sym: the n-th
+ * JUMP_SLOT relocation's entry, 16 bytes each, in .plt.sec (IBT builds)
+ * or after .plt's first; 0 if none.
+ */
+static uint64_t plt_entry(Elf *elf, size_t sym)
+{
+	GElf_Shdr rel, plt;
+	Elf_Scn *scn = section(elf, ".rela.plt", &rel);
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+	bool sec;
+
+	if (!d || !rel.sh_entsize)
+		return 0;
+	sec = section(elf, ".plt.sec", &plt) != NULL;
+	if (!sec && !section(elf, ".plt", &plt))
+		return 0;
+	for (size_t i = 0; i < rel.sh_size / rel.sh_entsize; i++) {
+		GElf_Rela r;
+
+		if (gelf_getrela(d, (int)i, &r) && GELF_R_SYM(r.r_info) == sym)
+			return plt.sh_addr + 16 * (sec ? i : i + 1);
+	}
+	return 0;
+}
+
+int elf_call_returns(int fd, const char *caller, const char *callee, uint64_t out[], int max)
+{
+	GElf_Sym from, to;
+	size_t from_i, to_i;
+	uint64_t via_plt, off;
+	unsigned char *code = NULL;
+	Elf *elf = NULL;
+	int n = 0;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return 0;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !dynsym(elf, caller, &from, &from_i) ||
+	    !from.st_size || from.st_shndx == SHN_UNDEF || !dynsym(elf, callee, &to, &to_i))
+		goto cleanup;
+	via_plt = plt_entry(elf, to_i);
+	off = vaddr_to_offset(elf, from.st_value);
+	code = malloc(from.st_size);
+	if (!off || !code || pread(fd, code, from.st_size, (off_t)off) != (ssize_t)from.st_size)
+		goto cleanup;
+	for (uint64_t k = 0; k + 5 <= from.st_size && n < max; k++) {
+		int32_t rel;
+		uint64_t next = from.st_value + k + 5, target;
+
+		if (code[k] != 0xe8)	/* call rel32 */
+			continue;
+		memcpy(&rel, code + k + 1, sizeof(rel));
+		target = next + (int64_t)rel;
+		if ((via_plt && target == via_plt) ||
+		    (to.st_shndx != SHN_UNDEF && target == to.st_value))
+			out[n++] = vaddr_to_offset(elf, next);
+	}
+cleanup:
+	free(code);
+	if (elf)
+		elf_end(elf);
+	return n;
 }

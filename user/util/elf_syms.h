@@ -34,4 +34,15 @@ int elf_find_functions(int fd, const char *const names[], int n,
  */
 bool elf_find_string(int fd, const char *prefix, char *out, int len);
 
+/*
+ * Where the function caller (exported; a name or a pattern, as above)
+ * calls callee directly or through
+ * the PLT (x86-64 `call rel32`): the file offsets of the instructions
+ * after those calls, its return sites, up to max into out. A uprobe there
+ * fires as the call returns, with no uretprobe on the stack (a C++
+ * exception unwinding through one terminates the process). Returns how
+ * many, 0 if none or not readable.
+ */
+int elf_call_returns(int fd, const char *caller, const char *callee, uint64_t out[], int max);
+
 #endif
