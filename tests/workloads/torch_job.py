@@ -403,6 +403,22 @@ def make_loader(args, ds, sampler, parts, rank, shuffle):
     return DataLoader(ds, **kw)
 
 
+# A DDP rank's module, kept to the process's end (leave_rank).
+KEEP = []
+
+
+def leave_rank():
+    """A DDP rank leaves without tearing the interpreter down. On torch
+    1.13, freeing the DDP module (its Reducer holds the gloo process group
+    last) joins a gloo thread that waits for the GIL the freeing thread
+    holds: seen deadlocked after the rank wrote its part, now and then,
+    spinning a core (gdb: ~Reducer > ~ProcessGroupGloo > thread::join, the
+    gloo thread in PyEval_AcquireThread)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def run_rank(rank, args, parts):
     clock = Clock()
     t = time.perf_counter()
@@ -530,6 +546,10 @@ def run_rank(rank, args, parts):
                                             for i, s, d in clock.intervals]}
     with open(os.path.join(parts, f"rank-{rank}.json"), "w") as f:
         json.dump(part, f)
+    if ddp:
+        KEEP.append(net)
+    if args.launch == "spawn":
+        leave_rank()
 
 
 def validate(net, loader, ddp):
@@ -638,7 +658,7 @@ def main(argv):
                 time.sleep(0.01)
             launcher = os.getppid()
             assemble(args, parts, launcher, launcher, proc_start(launcher))
-        return 0
+        leave_rank()
     shutil.rmtree(parts, ignore_errors=True)
     os.makedirs(parts)
     if args.launch == "torchrun":
