@@ -23,13 +23,19 @@ static void sample_memory(struct mem_sampler *s, uint64_t now)
 	diag_add_memory(s->d, total, avail, now);
 }
 
-/* RANK=N from the environment torchrun and most launchers set. */
+/*
+ * RANK=N from the environment torchrun and most launchers set. Read again
+ * at the next samples while it is not there: a child read between its
+ * fork and its exec has its parent's environment (seen: a rank named by
+ * PID only). A few times at most: most processes have none.
+ */
+#define RANK_READS 4
 static void read_rank(struct mem_sampler *s, struct dg_pinfo *p)
 {
 	char buf[65536], path[64];
 	ssize_t n;
 
-	p->env_read = true;
+	p->env_reads++;
 	snprintf(path, sizeof(path), "%s/%d/environ", s->proc_root, p->pid);
 	n = procfs_read_file(path, buf, sizeof(buf));
 	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
@@ -48,7 +54,7 @@ static void sample_proc(struct mem_sampler *s, pid_t pid, uint64_t now)
 	if (!p)
 		return;
 	p->seen_ns = now;
-	if (!p->env_read)
+	if (p->rank < 0 && p->env_reads < RANK_READS)
 		read_rank(s, p);
 	snprintf(path, sizeof(path), "%s/%d/statm", s->proc_root, pid);
 	if (procfs_read_file(path, buf, sizeof(buf)) < 0 ||

@@ -125,7 +125,7 @@ struct dg_saved {
 struct dg_pinfo {
 	pid_t pid;
 	int rank;		/* RANK from its environment; -1 */
-	bool env_read;		/* the environment was read (once) */
+	int env_reads;		/* times its environment was read for RANK */
 	uint64_t seen_ns;	/* the last sampling round that found it alive */
 	uint64_t *ts, *kb;	/* RSS samples, bounded: halved when full */
 	int n, cap;
