@@ -264,22 +264,12 @@ static __always_inline int py_type_name(__u64 obj, char *tn, __u32 len)
 	return bpf_probe_read_user(tn, len, (void *)tp_name);
 }
 
-static __always_inline bool py_is_str(__u64 obj)
-{
-	char tn[4] = {};
-
-	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 's' && tn[1] == 't' &&
-	       tn[2] == 'r' && !tn[3];
-}
-
-static __always_inline bool py_is_none(__u64 obj)
-{
-	char tn[9] = {};
-
-	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 'N' && tn[1] == 'o' &&
-	       tn[2] == 'n' && tn[3] == 'e' && tn[4] == 'T' && tn[5] == 'y' && tn[6] == 'p' &&
-	       tn[7] == 'e' && !tn[8];
-}
+/* Whether obj's type is named lit (a literal), its terminating NUL too. */
+#define py_type_is(obj, lit) ({						\
+	char tn_[sizeof(lit)] = {};					\
+	!py_type_name(obj, tn_, sizeof(tn_)) &&				\
+		starts_with(tn_, sizeof(tn_), lit) && !tn_[sizeof(lit) - 1]; \
+})
 
 /*
  * The class of a legacy enter op's (name, args): TB_BC_NONE unless the
@@ -291,7 +281,7 @@ static __always_inline __u32 legacy_name_class(__u64 str, __u64 args)
 	__u64 len = 0;
 	__u32 state = 0;
 
-	if (!py_is_str(str) || !(py_is_none(args) || py_is_str(args)))
+	if (!py_type_is(str, "str") || !(py_type_is(args, "NoneType") || py_type_is(args, "str")))
 		return TB_BC_NONE;
 	if (bpf_probe_read_user(&state, sizeof(state), (void *)(str + TB_PY_STR_STATE)) ||
 	    (state & TB_PY_COMPACT_ASCII) != TB_PY_COMPACT_ASCII ||
@@ -301,20 +291,25 @@ static __always_inline __u32 legacy_name_class(__u64 str, __u64 args)
 	return name_class(name, len);
 }
 
-/* Whether obj is a tensor (a handle is one): its type is named "Tensor". */
-static __always_inline bool py_is_tensor(__u64 obj)
+/* A legacy exit: the innermost bracket closes, now. */
+static __always_inline void close_innermost(struct tb_slot *s)
 {
-	char tn[7] = {};
+	__u64 now = bpf_ktime_get_ns();
+	struct tb_bracket *b;
 
-	return !py_type_name(obj, tn, sizeof(tn)) && tn[0] == 'T' && tn[1] == 'e' &&
-	       tn[2] == 'n' && tn[3] == 's' && tn[4] == 'o' && tn[5] == 'r' && !tn[6];
+	write_begin(s);
+	close_running(s, now);
+	b = top_any(s);
+	if (b)
+		pop(s, b, now);
+	write_end(s);
 }
 
 /*
  * A torch.ops call on a torch < 2.0: (name, args) opens a bracket,
- * (tensor) closes the innermost one.
+ * (tensor) closes the innermost one (a handle is a tensor).
  */
-static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
+static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct tb_slot *s)
 {
 	__u64 args = 0, tuple[4] = {}, item1 = 0, now;	/* refcnt, type, size, item 0 */
 	struct tb_bracket *b = top_any(s);
@@ -325,45 +320,39 @@ static __always_inline void legacy_op(struct pt_regs *ctx, struct tb_slot *s)
 		return;
 	s->legacy_exit = 0;	/* an exit op that threw never returned */
 	if (tuple[2] == 1) {
-		if (!b || !is_named(b->cls) || !py_is_tensor(tuple[3]))
+		if (!b || !is_named(b->cls) || !py_type_is(tuple[3], "Tensor"))
 			return;
 		/* Closed as the op returns, the GIL taken back (TB_AK_TORCH_OP_RET). */
-		if (bpf_get_attach_cookie(ctx) & TB_COOKIE_RET_SITE) {
+		if (cookie & TB_COOKIE_RET_SITE)
 			s->legacy_exit = 1;
-			return;
-		}
-	} else if (tuple[2] == 2) {
-		if (bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
-			return;
-		cls = legacy_name_class(tuple[3], item1);
-		if (cls == TB_BC_NONE)
-			return;
-	} else {
+		else
+			close_innermost(s);
 		return;
 	}
+	if (tuple[2] != 2 || bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
+		return;
+	cls = legacy_name_class(tuple[3], item1);
+	if (cls == TB_BC_NONE)
+		return;
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	close_running(s, now);
-	b = top_any(s);
-	if (tuple[2] == 1 && b)
-		pop(s, b, now);
-	else if (tuple[2] == 2)
-		open_bracket(s, 0, cls, now);
+	open_bracket(s, 0, cls, now);
 	write_end(s);
 }
 
 static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 {
-	__u32 kind = TB_COOKIE_KIND(bpf_get_attach_cookie(ctx));
+	__u64 cookie = bpf_get_attach_cookie(ctx), key = PT_REGS_PARM1(ctx), now;
+	__u32 kind = TB_COOKIE_KIND(cookie);
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
 	struct tb_bracket *b;
-	__u64 key = PT_REGS_PARM1(ctx), now;
 
 	if (!s)
 		return 0;
 	/* A torch.ops call: the exit op of a bracket, or any other. */
-	if (kind == TB_AK_TORCH_OP && (bpf_get_attach_cookie(ctx) & TB_COOKIE_LEGACY)) {
-		legacy_op(ctx, s);
+	if (kind == TB_AK_TORCH_OP && (cookie & TB_COOKIE_LEGACY)) {
+		legacy_op(ctx, cookie, s);
 		return 0;
 	}
 	if (kind == TB_AK_TORCH_OP) {
@@ -372,16 +361,10 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	}
 	if (kind == TB_AK_TORCH_OP_RET) {
 		b = top_any(s);
-		if (!s->legacy_exit || !b || !is_named(b->cls))
-			return 0;
-		s->legacy_exit = 0;
-		now = bpf_ktime_get_ns();
-		write_begin(s);
-		close_running(s, now);
-		b = top_any(s);
-		if (b)
-			pop(s, b, now);
-		write_end(s);
+		if (s->legacy_exit && b && is_named(b->cls)) {
+			s->legacy_exit = 0;
+			close_innermost(s);
+		}
 		return 0;
 	}
 	/* Closes a named bracket only after its exit op: other blocks are no close. */

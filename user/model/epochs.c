@@ -381,6 +381,20 @@ static double frac(const struct ep_snap *a, const struct ep_snap *b, uint64_t ts
 	return (double)(ts - a->ts) / (b->ts - a->ts);
 }
 
+/* The phases' critical path at ts, between the ticks a (earlier) and b. */
+static void interp_phases(struct ep_snap *out, const struct ep_snap *a,
+			  const struct ep_snap *b, uint64_t ts)
+{
+	double f = frac(a, b, ts);
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		for (int c = 0; c < TB_NCAT; c++) {
+			uint64_t lo = a->ph_cp[p][c], hi = b->ph_cp[p][c];
+
+			out->ph_cp[p][c] = hi > lo ? lo + (uint64_t)((hi - lo) * f) : hi;
+		}
+}
+
 /*
  * Totals at ts, between the ticks a (earlier) and b. Both index job->procs
  * as it is (epochs_on_fold keeps them so): a process added since a is
@@ -421,12 +435,7 @@ static int interp(struct epochs *ep, struct ep_snap *out, const struct ep_snap *
 			out->p[i].main_own[c] = ma + (int64_t)((pb->main_own[c] - ma) * fi);
 		}
 	}
-	for (int p = 0; p < PH_NSHOWN; p++)
-		for (int c = 0; c < TB_NCAT; c++) {
-			uint64_t lo = a->ph_cp[p][c], hi = b->ph_cp[p][c];
-
-			out->ph_cp[p][c] = hi > lo ? lo + (uint64_t)((hi - lo) * frac(a, b, ts)) : hi;
-		}
+	interp_phases(out, a, b, ts);
 	return 0;
 }
 
