@@ -82,6 +82,12 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 	__u32 how = TB_RS_NONE;
 
 	if (trained) {
+		if (!s->fetcher) {
+			/* No DataLoader: what came since the last backward (feed_wait). */
+			move_row(s, TB_PH_PEND_DATA, TB_PH_DATA);
+			move_row(s, TB_PH_PEND_FWD, TB_PH_FORWARD);
+			how = TB_RS_TRAINED;
+		}
 		if (s->lone) {
 			move_row(s, TB_PH_PEND_LONE, TB_PH_OTHER);
 			how |= TB_RS_HELD_OTHER;
@@ -112,6 +118,24 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 	}
 	s->fetched = 0;
 	return how;
+}
+
+/*
+ * A wait of a thread that takes no batch from a DataLoader, in the stretch
+ * between backwards: its input came (it waited waited of d ns for storage,
+ * or for a thread that was itself waiting: a queue's producer sleeping or
+ * reading), so what is pending so far was the step's data. The forward
+ * runs on the CPU after it; GIL and intra-op waits are for threads that
+ * compute. A global function: verified once, called from the scheduler
+ * hooks only for such a thread.
+ */
+__noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now)
+{
+	if (!s || s->phase != TB_PH_PEND_FWD || s->fetcher || !d || 2 * waited < d)
+		return 0;
+	move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_DATA);
+	phase_event(s, TB_BC_NONE, TB_RS_FED, now);
+	return 0;
 }
 
 static __always_inline void push(struct tb_slot *s, __u64 key, __u32 cls, __u32 restore)
@@ -149,6 +173,20 @@ static __always_inline bool is_named(__u32 cls)
 	return cls == TB_BC_DATA || cls == TB_BC_OPTIM || cls == TB_BC_OTHER;
 }
 
+/*
+ * What follows a backward or an optimizer call opened in ph, in a thread
+ * that takes no batch from a DataLoader: from a training step on, the
+ * next step's input and forward (PEND_FWD, until the next backward). Only
+ * where the optimizer is named (else it would fall in them); the first
+ * step's come before any bracket, in other.
+ */
+static __always_inline __u32 unfetched_next(const struct tb_slot *s, __u32 ph, __u32 restore)
+{
+	if (!s->fetcher && s->named && s->trained && (ph == TB_PH_OTHER || ph == TB_PH_PEND_FWD))
+		return TB_PH_PEND_FWD;
+	return restore;
+}
+
 /* What phase a bracket of cls puts the thread in, and what follows its close. */
 static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls, __u64 now)
 {
@@ -167,7 +205,7 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 	if (cls == TB_BC_DATA) {
 		/* A new step: the last one had no backward if it is still pending. */
 		how = resolve_step(s, 0);
-		s->fetched = 1;
+		s->fetched = s->fetcher = s->named = 1;
 		to = TB_PH_PEND_DATA;
 		restore = TB_PH_PEND_FWD;
 	} else if (cls == TB_BC_BACKWARD) {
@@ -176,8 +214,11 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 		/* Back to the step's pending part: it is done; else where it was called. */
 		if (ph == TB_PH_PEND_FWD || ph == TB_PH_PEND_DATA)
 			restore = TB_PH_OTHER;
+		restore = unfetched_next(s, ph, restore);
 	} else if (cls == TB_BC_OPTIM) {
 		to = TB_PH_OPTIMIZER;
+		s->named = 1;
+		restore = unfetched_next(s, ph, restore);
 	} else {
 		to = TB_PH_CHECKPOINT;
 	}

@@ -243,6 +243,16 @@ static __always_inline int group_exiting(struct task_struct *p)
 	return p && (BPF_CORE_READ(p, signal, flags) & TB_SIGNAL_GROUP_EXIT);
 }
 
+/* torch.bpf.h: a wait for input before a forward, with no DataLoader. */
+__noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now);
+
+/* Of a wait split like its waker's critical path: the part spent waiting. */
+static __always_inline __u64 waited_part(const struct tb_slot *s, const struct tb_cat_ns *before)
+{
+	return s->cp[TB_IDLE] - before->ns[TB_IDLE] + s->cp[TB_IO] - before->ns[TB_IO] +
+	       s->cp[TB_DATA_WAIT] - before->ns[TB_DATA_WAIT];
+}
+
 /* End a blocked interval at now, deciding its category from the waker. */
 static __always_inline void close_blocked(struct tb_slot *s, struct task_struct *p,
 					  __u64 now)
@@ -302,8 +312,13 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 		s->own[TB_LOCK] += d;
 		s->since = now;
 		ckpt_update(s, now);
+		if (s->phase == TB_PH_PEND_FWD)
+			feed_wait(s, waited_part(s, &before), d, now);
 	} else {
 		close_interval(s, own, own, now);
+		if (s->phase == TB_PH_PEND_FWD)
+			feed_wait(s, own == TB_IDLE || own == TB_IO || own == TB_DATA_WAIT ? d : 0,
+				  d, now);
 	}
 	if (w)
 		recent_note(s, s->wk_slot, w->tid);

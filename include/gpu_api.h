@@ -164,6 +164,8 @@ enum tb_resolved {
 	TB_RS_HELD_OTHER = 0x10,	/* and, a backward after a held step: it was other */
 	TB_RS_END_DATA = 0x20,	/* and, lone after a training step: the fetch that
 				 * ends a pass, its own time data */
+	TB_RS_FED = 0x40,	/* no fetch: a thread that takes no batch from a DataLoader
+				 * waited for its input; its pending forward so far is data */
 };
 
 #endif /* TB_GPU_API_H */

@@ -44,7 +44,12 @@ enum tb_cat {
  * epoch): it waits in PEND_LONE until its neighbour tells. The fetch
  * itself of a lone step right after a training step is data: the fetch
  * that ends a pass (StopIteration; it shuts down workers that do not
- * persist).
+ * persist). A thread that has never fetched (batches from a queue, a
+ * custom iterator) but names its optimizer calls is in PEND_FWD from a
+ * backward's end to the next backward: the next step's input and forward. Each wait there for input
+ * (storage, or a thread that was itself waiting: a producer) makes what
+ * is pending so far PEND_DATA; the next backward makes them data and
+ * forward.
  */
 enum tb_phase {
 	TB_PH_OTHER = 0,	/* in no phase: setup, logging, threads that run none */
@@ -55,7 +60,8 @@ enum tb_phase {
 	TB_PH_CHECKPOINT,
 	TB_PH_VALIDATION,
 	TB_PH_PEND_DATA,	/* a fetch, not yet known to be training's */
-	TB_PH_PEND_FWD,		/* after a fetch, until a backward or the next fetch */
+	TB_PH_PEND_FWD,		/* after a fetch, until a backward or the next fetch;
+				 * no fetch: from a backward to the next */
 	TB_PH_PEND_LONE,	/* a fetch and what followed, no backward: validation or other */
 	TB_NPHASE,
 };
@@ -183,6 +189,8 @@ struct tb_slot {
 	__u8 in_val;		/* steps with no backward came in a row: validation */
 	__u8 trained;		/* the step before had a backward */
 	__u8 legacy_exit;	/* torch < 2.0: an exit op runs, the bracket closes at its return */
+	__u8 fetcher;		/* it has fetched from a DataLoader: steps start at fetches */
+	__u8 named;		/* a fetch or an optimizer call was named: phases are told */
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */

@@ -16,6 +16,7 @@ table on the same base, headline shares, roles, diagnosis and epochs.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,14 +45,26 @@ def job_cmd(version, variant, truth):
     return ["/bin/bash", ROOT_SH, "run"] + cmd
 
 
+def wait_or_kill(proc, timeout=600):
+    """proc's exit code; past timeout its whole process group is killed
+    (a hung job's ranks and workers too) and 124 returned."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return 124
+
+
 def launched(version, variant, tmp):
     truth, report = (os.path.join(tmp, f"{version}-{variant}-launch.{x}.json")
                      for x in ("truth", "report"))
     log = open(os.path.join(tmp, f"{version}-{variant}-launch.log"), "w")
-    r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "-o", report, "--",
-                        *job_cmd(version, variant, truth)],
-                       stdout=log, stderr=subprocess.STDOUT, cwd=REPO, timeout=600)
-    return r.returncode, truth, report, log.name
+    tb = subprocess.Popen([TRAINBPF, "-i", "0", "--format", "json", "-o", report, "--",
+                           *job_cmd(version, variant, truth)],
+                          stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                          start_new_session=True)
+    return wait_or_kill(tb), truth, report, log.name
 
 
 def ready(parts, want_ranks, want_worker):
@@ -68,21 +81,22 @@ def attached(version, variant, tmp, settings):
                      for x in ("truth", "report"))
     log = open(os.path.join(tmp, f"{version}-{variant}-attach.log"), "w")
     job = subprocess.Popen(job_cmd(version, variant, truth), stdout=log,
-                           stderr=subprocess.STDOUT, cwd=REPO)
+                           stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
     ranks = settings["world_size"] if settings["launch"] != "single" else 1
     deadline = time.monotonic() + 120
     while not ready(truth + ".parts", ranks, settings["workers"] > 0):
         if job.poll() is not None or time.monotonic() > deadline:
-            job.kill()
-            job.wait()
+            wait_or_kill(job, 0)
             return 1, truth, report, log.name
         time.sleep(0.05)
     if not settings["workers"]:
         time.sleep(1.0)
-    tb = subprocess.run([TRAINBPF, "-p", str(job.pid), "-i", "0", "--format", "json",
-                         "-o", report], stdout=log, stderr=subprocess.STDOUT, timeout=600)
-    rc = job.wait(timeout=600)
-    return tb.returncode or rc, truth, report, log.name
+    tb = subprocess.Popen([TRAINBPF, "-p", str(job.pid), "-i", "0", "--format", "json",
+                           "-o", report], stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+    tb_rc = wait_or_kill(tb)
+    rc = wait_or_kill(job)
+    return tb_rc or rc, truth, report, log.name
 
 
 def settings_of(variant):

@@ -206,6 +206,42 @@ START_TEST(pending_at_the_end)
 }
 END_TEST
 
+/*
+ * No DataLoader (a queue): from a backward's end the next step's input and
+ * forward are pending; a wait for input (TB_RS_FED) makes what is pending
+ * so far data, the next backward the rest forward. At the end, what met no
+ * backward is other, not a step's data and forward.
+ */
+START_TEST(queue_fed_steps)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(4, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(4, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(5, TB_PH_PEND_FWD, TB_BC_OPTIM, TB_RS_NONE),
+		ev(9, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_FED),	/* 5-9 in get() */
+		ev(12, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(16, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(18, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_FED),
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3);
+	ck_assert_uint_eq(phase_ms(&g, PH_BACKWARD), 8);
+	ck_assert_uint_eq(phase_ms(&g, PH_OPTIMIZER), 1);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_DATA], 2 * MS);	/* 16-18, no backward yet */
+	ph_spans_end(&s, AT(20), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 4);	/* 16-20: the teardown */
+	tiles(&g, 0, 20);
+}
+END_TEST
+
 /* More pending spans than kept: the oldest go out folded, none is lost. */
 START_TEST(pending_bounded)
 {
@@ -314,6 +350,7 @@ int main(void)
 	tcase_add_test(tc, epoch_end_fetch);
 	tcase_add_test(tc, pending_after_validation);
 	tcase_add_test(tc, pending_at_the_end);
+	tcase_add_test(tc, queue_fed_steps);
 	tcase_add_test(tc, pending_bounded);
 	tcase_add_test(tc, steps_and_wall);
 	tcase_add_test(tc, time_before);

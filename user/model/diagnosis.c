@@ -293,8 +293,9 @@ static void view_rss(struct dg_view *v, const struct diag *d, const struct job *
 
 /*
  * The trainers' main threads by phase: the data phase counts when they
- * fetched from a DataLoader by name (torch >= 2.0), the checkpoint phase
- * whenever torch.save ran (every version).
+ * named a bracket (a DataLoader fetch, an optimizer call) and waited for
+ * input (a fetch, or a queue with no DataLoader), the checkpoint phase
+ * whenever torch.save ran.
  */
 static void view_phases(struct dg_view *v, const struct job *job)
 {
@@ -314,6 +315,7 @@ static void view_phases(struct dg_view *v, const struct job *job)
 	}
 	v->data_phase = (job->phases->named || job->phases->source == PH_SRC_BRACKETS) && data > 0;
 	v->ckpt_phase = ckpt > 0;
+	v->data_fetched = sum.step_source != PH_STEPS_BACKWARD;
 }
 
 int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,

@@ -101,6 +101,8 @@ struct dg_view {
 	 * brackets), ckpt_phase when they ran torch.save.
 	 */
 	bool data_phase, ckpt_phase;
+	/* Their data phase is DataLoader fetches; else waits for input (a queue). */
+	bool data_fetched;
 	bool phases;		/* training phase events came: a PyTorch loop */
 	int64_t ph[PH_NSHOWN][TB_NCAT];
 	uint64_t rbytes, wbytes;	/* the trainers' main threads' storage I/O */

@@ -214,14 +214,15 @@ static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool m
 }
 
 /*
- * With phases: the trainers' time inside DataLoader fetches, whatever it
- * was made of (waiting for workers, reading storage, decoding on the main
- * thread, waiting for a CPU).
+ * With phases: the trainers' time in the data phase, whatever it was made
+ * of (waiting for workers, reading storage, decoding on the main thread,
+ * waiting for a CPU, for a thread that feeds a queue).
  */
 static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 {
 	const int64_t *d = v->ph[PH_DATA];
-	int64_t all = 0, in = total(d), fed = fed_wait(v), outside;
+	int64_t all = 0, in = total(d), fed = fed_wait(v), threads = d[TB_LOCK] + d[TB_IDLE];
+	int64_t outside, feed;
 	double s;
 	struct dg_finding *f;
 	struct worker_sum w;
@@ -229,22 +230,27 @@ static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 	for (int p = 0; p < PH_NSHOWN; p++)
 		all += total(v->ph[p]);
 	/* A queue feeding the loop outside DataLoader fetches is data too. */
-	outside = fed - d[TB_LOCK] - d[TB_IDLE];
+	outside = fed - threads;
 	in += outside > 0 ? outside : 0;
+	/* Without a DataLoader the data phase is the wait for the feeding thread. */
+	feed = (outside > 0 ? outside : 0) + (v->data_fetched ? 0 : threads);
 	s = all > 0 ? (double)in / all : 0;
 	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
 		return;
 	sum_workers(v, &w);
 	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
-	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in DataLoader "
-	    "fetches (the data phase): waiting for workers %.1f%%, reading storage %.1f%%, on the "
-	    "CPU in the loop (decoding) %.1f%%, waiting for a CPU %.1f%%, for other threads "
-	    "%.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s, pct(d[TB_DATA_WAIT], all),
-	    pct(d[TB_IO], all), pct(d[TB_CPU], all), pct(d[TB_RUNQUEUE], all),
-	    pct(d[TB_LOCK] + d[TB_IDLE], all), v->rbytes / 1048576.0, v->wbytes / 1048576.0);
+	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time %s: waiting for "
+	    "workers %.1f%%, reading storage %.1f%%, on the CPU in the loop (decoding) %.1f%%, "
+	    "waiting for a CPU %.1f%%, for %s %.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s,
+	    v->data_fetched ? "in DataLoader fetches (the data phase)" :
+	    "waiting for their input before each forward (the data phase; no DataLoader)",
+	    pct(d[TB_DATA_WAIT], all), pct(d[TB_IO], all), pct(d[TB_CPU], all),
+	    pct(d[TB_RUNQUEUE], all), v->data_fetched ? "other threads" :
+	    "the thread that feeds them (a queue's producer)", pct(threads, all),
+	    v->rbytes / 1048576.0, v->wbytes / 1048576.0);
 	data_workers(f, &w);
-	data_advice(f, &w, d[TB_CPU] > d[TB_DATA_WAIT] && d[TB_CPU] > d[TB_IO],
-		    d[TB_IO] > 0.05 * in, outside > 0.05 * in);
+	data_advice(f, &w, d[TB_CPU] > d[TB_DATA_WAIT] && d[TB_CPU] > d[TB_IO] &&
+		    d[TB_CPU] > feed, d[TB_IO] > 0.05 * in, feed > 0.05 * in);
 }
 
 /*

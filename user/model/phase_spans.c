@@ -81,10 +81,27 @@ static void hold(struct ph_spans *s, uint64_t start, uint64_t end, unsigned int 
 	s->pend_ns[pend_kind(phase)] += end - start;
 }
 
-/* As bpf/torch.bpf.h's resolve_step did, told by the event. */
+/* Every pending span of kind `of` is pending as `phase` (a TB_PH_PEND_*) now. */
+static void relabel(struct ph_spans *s, int of, unsigned int phase)
+{
+	for (int i = 0; i < s->npend; i++) {
+		uint64_t d = s->pend[i].end - s->pend[i].start;
+
+		if (of >= 0 && pend_kind(s->pend[i].phase) != of)
+			continue;
+		s->pend_ns[pend_kind(s->pend[i].phase)] -= d;
+		s->pend[i].phase = phase;
+		s->pend_ns[pend_kind(phase)] += d;
+	}
+}
+
+/* As bpf/torch.bpf.h's resolve_step (and feed_wait) did, told by the event. */
 static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, void *arg)
 {
 	unsigned int how = resolved & TB_RS_HOW;
+
+	if (resolved & TB_RS_FED)
+		relabel(s, PH_PEND_FWD, TB_PH_PEND_DATA);
 
 	if (resolved & TB_RS_HELD_OTHER)
 		settle_all(s, PH_PEND_HELD, PH_OTHER, fn, arg);
@@ -98,11 +115,7 @@ static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, vo
 	} else if (how == TB_RS_LONE) {
 		if (resolved & TB_RS_END_DATA)
 			settle_all(s, PH_PEND_DATA, PH_DATA, fn, arg);
-		for (int i = 0; i < s->npend; i++) {
-			s->pend_ns[pend_kind(s->pend[i].phase)] -= s->pend[i].end - s->pend[i].start;
-			s->pend[i].phase = TB_PH_PEND_LONE;
-			s->pend_ns[PH_PEND_HELD] += s->pend[i].end - s->pend[i].start;
-		}
+		relabel(s, -1, TB_PH_PEND_LONE);
 	}
 }
 
@@ -116,13 +129,25 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 			emit(s->since, e->ts, ph_shown_of(s->phase), fn, arg);
 	}
 	resolve(s, e->resolved, fn, arg);
+	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA)
+		s->fetcher = true;
 	s->phase = e->phase;
 	s->since = e->ts > s->since ? e->ts : s->since;
+}
+
+void ph_spans_unfetched_end(struct ph_spans *s)
+{
+	if (!s->fetcher)
+		relabel(s, -1, TB_PH_PEND_LONE);
 }
 
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg)
 {
 	int open = s->in_val && ph_is_pending(s->phase) ? PH_VALIDATION : ph_shown_of(s->phase);
+
+	if (!s->fetcher && ph_is_pending(s->phase))
+		open = PH_OTHER;
+	ph_spans_unfetched_end(s);
 
 	if (s->since && end > s->since)
 		emit(s->since, end, open, fn, arg);

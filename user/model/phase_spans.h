@@ -51,6 +51,7 @@ struct ph_spans {
 	int npend;
 	uint64_t pend_ns[PH_NPEND];	/* the pending spans' time, by kind */
 	bool in_val;			/* the last step resolved was validation */
+	bool fetcher;			/* it fetched from a DataLoader */
 };
 
 /* A BPF phase still waiting for its step to say what it was. */
@@ -60,9 +61,16 @@ bool ph_is_pending(unsigned int tb_phase);
 void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
 		    void *arg);
 /*
+ * The end of a thread that never fetched (batches from a queue): what is
+ * pending came after its last backward and met none, the job's teardown
+ * or the loop's end: other.
+ */
+void ph_spans_unfetched_end(struct ph_spans *s);
+/*
  * The end of the thread's trace: its open span, then what is pending,
  * folded: as validation after a validation batch (a pass's last batch and
- * its end), else as data and forward.
+ * its end), as other in a thread that never fetched, else as data and
+ * forward.
  */
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg);
 

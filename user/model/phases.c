@@ -165,10 +165,19 @@ static struct thread_rec *thread_of(struct job *job, pid_t pid, pid_t tid)
 	return NULL;
 }
 
-void phases_settle_tail(const struct phases *p, struct job *job)
+/* Its rows of phase `from` go to other. */
+static void row_to_other(struct thread_rec *t, int from)
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		t->ph[TB_PH_OTHER][c] += t->ph[from][c];
+		t->ph[from][c] = 0;
+	}
+}
+
+void phases_settle_tail(struct phases *p, struct job *job)
 {
 	for (int i = 0; i < p->nth; i++) {
-		const struct ph_thread *pt = &p->th[i];
+		struct ph_thread *pt = &p->th[i];
 		int ph = pt->last_phase;
 		struct thread_rec *t;
 
@@ -180,6 +189,11 @@ void phases_settle_tail(const struct phases *p, struct job *job)
 
 			t->ph[ph][c] -= tail;
 			t->ph[TB_PH_OTHER][c] += tail;
+		}
+		if (!pt->sp.fetcher) {
+			row_to_other(t, TB_PH_PEND_DATA);
+			row_to_other(t, TB_PH_PEND_FWD);
+			ph_spans_unfetched_end(&pt->sp);
 		}
 	}
 }

@@ -30,8 +30,8 @@ void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
  * Training steps: from a fetch to the next, with a backward between. A
  * validation batch or the fetch that ends an epoch is no step. A thread
  * that never fetched from a DataLoader (batches from a queue, a custom
- * iterator) steps from one backward to the next instead: its data and
- * forward are then in other.
+ * iterator) steps from one backward to the next instead: its data is the
+ * wait for input before the forward (bpf/torch.bpf.h, feed_wait).
  */
 struct ph_stat {
 	int steps;
@@ -139,9 +139,10 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
  * After the last refresh (live): what each thread's last phase gained
  * after its last event, the time after its last bracket (the job's
  * teardown; the stretch since then at a detach), goes to other. The wall
- * time, from the spans, stops at the last event too.
+ * time, from the spans, stops at the last event too. A thread that never
+ * fetched: what is pending met no backward after it, other too.
  */
-void phases_settle_tail(const struct phases *p, struct job *job);
+void phases_settle_tail(struct phases *p, struct job *job);
 
 /*
  * The main threads' (tid == pid: the ranks') wall time per phase before

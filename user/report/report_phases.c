@@ -174,7 +174,8 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 			!strcmp(src, "unnamed") ? "torch < 2.0 closes its brackets out of sight" :
 			"no named bracket seen");
 	else if (sum.step_source != PH_STEPS_FETCH)
-		fprintf(f, "  (no DataLoader fetch%s: data and forward are in other)\n",
+		fprintf(f, "  (no DataLoader fetch%s: data is the wait for input before each "
+			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
 	text_rows(f, rows, &sum);
 	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
