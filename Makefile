@@ -13,8 +13,8 @@ VERSION := 0.1.0
 BPF_INCLUDES := -Iinclude -Ivmlinux -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
 CFLAGS += -Wall -Wextra -Werror=implicit-function-declaration -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
-LDLIBS := -lbpf -lelf -lz -lm -lsqlite3
-STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -lm
+LDLIBS := -lbpf -lelf -lz -lm -lsqlite3 -lmicrohttpd -lpthread
+STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -lpthread -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/*.h)
@@ -62,7 +62,12 @@ $(OUTPUT)/trainbpf: $(USER_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # A self-contained binary to carry to machines without libbpf (the GPU box).
-static: $(USER_OBJS)
+# Without serve's HTTP side: libmicrohttpd needs GnuTLS, whose p11-kit and
+# libunistring Debian ships no static libraries of.
+$(OUTPUT)/user/app/exporter_nohttp.o: user/app/exporter.c | $(OUTPUT)/user/app
+	$(CC) $(CFLAGS) -DTB_NO_HTTP $(INC_app) -c $< -o $@
+
+static: $(filter-out %/exporter.o,$(USER_OBJS)) $(OUTPUT)/user/app/exporter_nohttp.o
 	$(CC) $(CFLAGS) -static $^ $(STATIC_LDLIBS) -o $(OUTPUT)/trainbpf-static
 
 # Unit tests (check framework) link the user-space objects except main().

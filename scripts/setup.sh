@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       libzstd-dev libsqlite3-dev libclang-rt-14-dev check python3 python3-pytest python3-torch util-linux
       linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2
+      libmicrohttpd-dev   # trainbpf serve's /metrics
+      prometheus python3-yaml   # tests: a real Prometheus scrapes serve; promtool checks deploy/
       mmdebstrap)   # scripts/torch-root.sh: the Debian 13 root with torch 2.6
 
 missing=()
@@ -16,7 +18,20 @@ done
 if ((${#missing[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q
+	# The tests start their own Prometheus; the package's service would
+	# scrape and load the machine the timing tests run on: not started.
+	policy=/usr/sbin/policy-rc.d ours=
+	if [[ ! -e $policy && ! -L $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		ours=1
+		trap 'rm -f "$policy"' EXIT
+	fi
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	if [[ $ours ]]; then
+		rm -f "$policy"
+		trap - EXIT
+	fi
 fi
 
 # Debian 13's torch 2.6 in a root of its own: the phase tests run the jobs

@@ -126,7 +126,18 @@ def parse_args(argv):
     p.add_argument("--variant", choices=sorted(VARIANTS))
     p.add_argument("--list", action="store_true", help="print the variants and exit")
     p.add_argument("--truth", help="write the truth JSON here")
-    p.add_argument("--launch", choices=["single", "spawn", "torchrun"], default="single")
+    p.add_argument("--launch", choices=["single", "spawn", "torchrun", "node"], default="single",
+                   help="node: this process is one rank (--rank) of --world-size, started "
+                   "on its own as on a node of its own; rendezvous on 127.0.0.1:--port")
+    p.add_argument("--rank", type=int, default=0, help="--launch node: which rank")
+    p.add_argument("--port", type=int, default=0, help="--launch node: the rendezvous port")
+    p.add_argument("--slow-rank", type=int, default=-1,
+                   help="this rank computes --slow-ms more in each forward (a straggler)")
+    p.add_argument("--slow-ms", type=float, default=0.0)
+    p.add_argument("--slow-from-step", type=int, default=0,
+                   help="the straggler is slow from this step of the run on")
+    p.add_argument("--setup-s", type=float, default=0.0,
+                   help="more setup before the first epoch (loading a dataset, a model)")
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=24, help="steps per epoch (per rank)")
@@ -429,7 +440,7 @@ def run_rank(rank, args, parts):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if ddp:
-        if args.launch == "spawn":
+        if args.launch in ("spawn", "node"):
             dist.init_process_group("gloo", rank=rank, world_size=world,
                                     init_method=f"tcp://127.0.0.1:{args.port}")
         else:
@@ -459,9 +470,11 @@ def run_rank(rank, args, parts):
         ckpt_dir = args.ckpt_dir or tempfile.mkdtemp(prefix="torch_job.ckpt.", dir="/var/tmp")
         os.makedirs(ckpt_dir, exist_ok=True)
     log = Log(args, steps, rank == 0)
+    time.sleep(args.setup_s)
     t = clock.add("setup", t)
 
     epochs, total_steps, getitem_s, helpers_noted = [], 0, 0.0, False
+    slow_start = None   # (unix, mono) of the straggler's first slow step
     for e in range(1, args.epochs + 1):
         e0 = t
         before = len(clock.intervals)
@@ -487,6 +500,10 @@ def run_rank(rank, args, parts):
             t = clock.add("data", t)
             getitem_s += float(gt.sum())
             loss = F.cross_entropy(net(x), y) / args.accum
+            if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
+                if slow_start is None:
+                    slow_start = (time.time(), time.perf_counter())
+                busy(args.slow_ms)
             t = clock.add("forward", t)
             loss.backward()
             t = clock.add("backward", t)
@@ -542,13 +559,14 @@ def run_rank(rank, args, parts):
             "totals": totals, "untimed_s": (end - start[1]) - sum(totals.values()),
             "worker_getitem_s": getitem_s, "steps": total_steps,
             "mp_start_method": multiprocessing.get_start_method(allow_none=True),
+            "slow_start": slow_start,
             "epochs": epochs, "intervals": [[i, round(s, 6), round(d, 6)]
                                             for i, s, d in clock.intervals]}
     with open(os.path.join(parts, f"rank-{rank}.json"), "w") as f:
         json.dump(part, f)
     if ddp:
         KEEP.append(net)
-    if args.launch == "spawn":
+    if args.launch in ("spawn", "node"):
         leave_rank()
 
 
@@ -646,6 +664,10 @@ def main(argv):
     # without libuv support"). 1.13 ignores the variable.
     os.environ.setdefault("USE_LIBUV", "0")
     parts = args.truth + ".parts"
+    if args.launch == "node":
+        # Each rank on its own (the test starts them): its part is its truth.
+        os.makedirs(parts, exist_ok=True)
+        run_rank(args.rank, args, parts)
     if args.launch == "torchrun" and "LOCAL_RANK" in os.environ:
         rank = int(os.environ["RANK"])
         run_rank(rank, args, parts)

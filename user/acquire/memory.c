@@ -33,16 +33,14 @@ static void sample_memory(struct mem_sampler *s, uint64_t now)
 static void read_rank(struct mem_sampler *s, struct dg_pinfo *p)
 {
 	char buf[65536], path[64];
+	const char *v;
 	ssize_t n;
 
 	p->env_reads++;
 	snprintf(path, sizeof(path), "%s/%d/environ", s->proc_root, p->pid);
 	n = procfs_read_file(path, buf, sizeof(buf));
-	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1)
-		if (!strncmp(buf + i, "RANK=", 5)) {
-			p->rank = atoi(buf + i + 5);
-			return;
-		}
+	if (n > 0 && (v = procfs_env_get(buf, n, "RANK")))
+		p->rank = atoi(v);
 }
 
 static void sample_proc(struct mem_sampler *s, pid_t pid, uint64_t now)

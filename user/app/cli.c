@@ -37,11 +37,12 @@ static const char doc[] =
 "    sudo trainbpf record -o run.db -- python3 train.py   # into SQLite\n"
 "    trainbpf report run.db [--format text|json|csv] [--epoch N] [--pid N]\n"
 "    trainbpf trace run.db -o trace.json                  # Chrome/Perfetto\n"
-"    trainbpf diff before.db after.db\n";
+"    trainbpf diff before.db after.db\n"
+"    sudo trainbpf serve --listen 127.0.0.1:9464         # Prometheus exporter\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
-       OPT_REPORT, OPT_NO_PHASES };
+       OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -125,6 +126,20 @@ static void parse_pids(const char *arg, struct argp_state *state,
 		argp_error(state, "invalid PID list: '%s'", arg);
 }
 
+/* A regex the run will compile: its error now, as a usage error. */
+static void check_regex(const char *arg, int flags, struct argp_state *state, const char *what)
+{
+	regex_t re;
+	char why[128];
+	int rc = regcomp(&re, arg, flags);
+
+	if (rc) {
+		regerror(rc, &re, why, sizeof(why));
+		argp_error(state, "invalid %s '%s': %s", what, arg, why);
+	}
+	regfree(&re);
+}
+
 /* The kernel wants a ring buffer's size a power of two of pages. */
 static unsigned int parse_ring_kb(const char *arg, struct argp_state *state)
 {
@@ -200,19 +215,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		env->epochs = src;
 		break;
 	}
-	case OPT_EPOCH_REGEX: {
-		regex_t re;
-		char why[128];
-		int rc = regcomp(&re, arg, REG_EXTENDED | REG_ICASE);
-
-		if (rc) {
-			regerror(rc, &re, why, sizeof(why));
-			argp_error(state, "invalid epoch regex '%s': %s", arg, why);
-		}
-		regfree(&re);
+	case OPT_EPOCH_REGEX:
+		check_regex(arg, REG_EXTENDED | REG_ICASE, state, "epoch regex");
 		env->epoch_regex = arg;
 		break;
-	}
 	case ARGP_KEY_ARG:
 		/* argp stops at "--"; everything after it is the command. */
 		env->command = &state->argv[state->next - 1];
@@ -333,5 +339,81 @@ void cli_parse_record(int argc, char **argv, struct env *env)
 	env_defaults(env);
 	env->interval_s = 0;
 	env->states = true;	/* the trace's slices: record_states.c */
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
+}
+
+static const char serve_doc[] =
+"trainbpf serve: every training process of this node, for Prometheus\n"
+"\n"
+"Finds the training processes by itself (a process that maps libtorch, the\n"
+"CUDA runtime or NCCL; with --match or --cgroup, those instead), traces them\n"
+"with their workers and threads, forgets them when they exit, and serves\n"
+"/metrics in the Prometheus text format: per job and rank, where the time\n"
+"went by category and by training phase, steps, storage bytes, CUDA and NCCL\n"
+"calls (docs/metrics.md). Labels: job, rank, local_rank, world_size, role.\n"
+"Binds to loopback unless --listen says otherwise. SIGHUP looks for new\n"
+"processes at once; SIGINT and SIGTERM stop it, nothing left attached.\n"
+"\n"
+"EXAMPLES:\n"
+"    sudo trainbpf serve\n"
+"    sudo trainbpf serve --listen 0.0.0.0:9464 --match 'train\\.py'\n"
+"    sudo trainbpf serve --cgroup /kubepods.slice\n";
+
+static const struct argp_option serve_opts[] = {
+	{ "listen", OPT_LISTEN, "HOST:PORT", 0, "Serve /metrics there (default 127.0.0.1:9464; [IPV6]:PORT, or PORT on loopback)" },
+	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
+	{ "grace", OPT_GRACE, "SEC", 0, "Keep a job's series this long after its last process exited (default 30)" },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
+	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
+	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	{},
+};
+
+static error_t parse_serve_arg(int key, char *arg, struct argp_state *state)
+{
+	struct env *env = state->input;
+
+	switch (key) {
+	case OPT_LISTEN:
+		env->listen = arg;
+		return 0;
+	case OPT_MATCH:
+		check_regex(arg, REG_EXTENDED | REG_NOSUB, state, "--match regex");
+		env->match = arg;
+		return 0;
+	case OPT_CGROUP:
+		if (arg[0] != '/')
+			argp_error(state, "invalid --cgroup: '%s' (a path from the cgroup root, "
+				   "as /proc/PID/cgroup shows it)", arg);
+		env->cgroup = arg;
+		return 0;
+	case OPT_GRACE:
+		env->grace_s = parse_seconds(arg, state, "grace");
+		return 0;
+	case ARGP_KEY_ARG:
+		argp_error(state, "serve takes no command: it finds the training processes");
+		return 0;
+	case ARGP_KEY_END:
+		return 0;
+	}
+	return parse_arg(key, arg, state);
+}
+
+void cli_parse_serve(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { serve_opts, parse_serve_arg,
+		"[--listen HOST:PORT] [--match REGEX] [--cgroup PATH]", serve_doc };
+
+	env_defaults(env);
+	env->serve = true;
+	env->interval_s = 0;
+	env->listen = "127.0.0.1:9464";
+	env->grace_s = 30;
+	/* Epochs are a job's; a node's daemon sees many: none, and no write probes. */
+	env->epochs = EP_INTERVAL;
+	env->epoch_interval_s = 1e7;
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
 }

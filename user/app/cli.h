@@ -38,6 +38,12 @@ struct env {
 	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */
 	const char *record_path;	/* record: the SQLite file (-o); NULL: live */
 	bool force;		/* record --force: an earlier recording may be replaced */
+	/* serve: a node's daemon for Prometheus (docs/metrics.md) */
+	bool serve;
+	const char *listen;	/* HOST:PORT of /metrics */
+	const char *match;	/* watch processes whose command line matches */
+	const char *cgroup;	/* watch processes in this cgroup (v2 path) */
+	double grace_s;		/* a job's series stay this long after its last process */
 };
 
 /* "text", "json", and "csv" when with_csv; false if arg is none of them. */
@@ -46,5 +52,7 @@ bool cli_format(const char *arg, bool with_csv, enum tb_format *f);
 void cli_parse(int argc, char **argv, struct env *env);
 /* The same for "record" (argv[0] is "record"): -o is the database. */
 void cli_parse_record(int argc, char **argv, struct env *env);
+/* The same for "serve": no target, the daemon finds them. */
+void cli_parse_serve(int argc, char **argv, struct env *env);
 
 #endif

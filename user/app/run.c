@@ -30,6 +30,7 @@
 #include "record.h"
 #include "report.h"
 #include "run.h"
+#include "serve.h"
 #include "states.h"
 #include "steps.h"
 #include "tracer.h"
@@ -52,6 +53,7 @@ struct run {
 	struct live lv;
 	struct recorder rec;
 	bool recording;
+	struct serve srv;	/* serve: the node's daemon */
 	struct states states;
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
@@ -59,11 +61,16 @@ struct run {
 	sigset_t ignored;	/* signals ignored when trainbpf started */
 };
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, rescan_signal;
+static bool serving;
 
+/* serve: SIGHUP looks for new processes at once (a daemon's reload). */
 static void on_signal(int sig)
 {
-	stop_signal = sig;
+	if (serving && sig == SIGHUP)
+		rescan_signal = 1;
+	else
+		stop_signal = sig;
 }
 
 /*
@@ -378,6 +385,11 @@ static int trace_loop(struct run *r, FILE *live)
 			err = -1;
 			break;
 		}
+		if (env->serve) {
+			serve_tick(&r->srv, &r->tr, &r->gp, now, rescan_signal);
+			rescan_signal = 0;
+			continue;	/* a daemon: jobs come and go */
+		}
 		show(r, live, now, &next_live);
 		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
 			break;
@@ -575,6 +587,7 @@ static int run_free(struct run *r, uint64_t report_ns)
 {
 	int err = close_states_out(r, report_ns);
 
+	serve_stop(&r->srv);	/* no scrape after this */
 	if (r->stream) {	/* record: the final refresh drained it */
 		r->stream = NULL;
 		states_close(&r->states);
@@ -607,6 +620,7 @@ static int start(struct run *r)
 	r->out = out_open(env->output);	/* record: --report's file, if any */
 	if (!r->out)
 		return 1;
+	serving = env->serve;
 	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
@@ -621,6 +635,8 @@ static int start(struct run *r)
 	r->job.phases = env->no_phases ? NULL : &r->phases;
 	if (env->record_path && start_recording(r))
 		return 1;
+	if (env->serve)
+		return serve_start(&r->srv, env, &r->tr);
 	err = start_targets(&r->tr, env, &r->l, &r->ignored);
 	if (err)
 		return err;
@@ -653,6 +669,10 @@ int run_trace(const struct env *given)
 		/* The probes go first: nothing traces the job any more. */
 		run_free(r, 0);
 		return env->command ? wait_untraced(&r->l, deadline) : 1;
+	}
+	if (env->serve) {	/* told to stop: nothing to report */
+		err = 0;
+		goto cleanup;
 	}
 	if (env->record_path) {
 		if (final_record(r))

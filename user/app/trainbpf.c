@@ -16,6 +16,15 @@ static int live_main(int argc, char **argv)
 	return run_trace(&env);
 }
 
+static int serve_main(int argc, char **argv)
+{
+	struct env env;
+
+	argv[0] = "trainbpf serve";
+	cli_parse_serve(argc, argv, &env);
+	return run_trace(&env);
+}
+
 static int record_main(int argc, char **argv)
 {
 	struct env env;
@@ -38,6 +47,7 @@ static const struct command {
 	{ "report", report_main },	/* read one: cli_read.c */
 	{ "trace", trace_main },
 	{ "diff", diff_main },
+	{ "serve", serve_main },	/* a node's daemon for Prometheus (run.c, serve.c) */
 };
 
 int main(int argc, char **argv)

@@ -134,6 +134,7 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 	p->pid = pid;
 	p->ppid = ppid;
 	p->start_ns = start_ns;
+	p->labels.rank = p->labels.local_rank = p->labels.world_size = -1;
 	strncpy(p->comm, comm, sizeof(p->comm) - 1);
 	if (2 * job->nprocs + 2 > job->pid_cap)
 		pid_index_build(job);

@@ -41,6 +41,18 @@ struct thread_rec {
  */
 #define JOB_PF_MP_SPAWNED	0x100
 
+/*
+ * Where a process stands in a distributed job, from its environment and
+ * cgroup (labels.c; read by `trainbpf serve` for its metrics' labels).
+ */
+#define JOB_ID_LEN 64
+struct proc_labels {
+	char job[JOB_ID_LEN];	/* TORCHELASTIC_RUN_ID, SLURM_JOB_ID, a pod; "": none */
+	int rank, local_rank, world_size;	/* -1: not in the environment */
+	uint64_t start_unix;	/* its start by the kernel's clock: the same after a restart */
+	int reads;		/* times read: again while RANK is missing (fork, then exec) */
+};
+
 struct proc_rec {
 	pid_t pid, ppid;
 	char comm[TB_COMM_LEN];
@@ -61,6 +73,7 @@ struct proc_rec {
 	struct worker_tally tally;
 	unsigned int child_roles;	/* JOB_CHILD_* of its children folded away */
 	bool trainer_below;	/* a trainer among its descendants (roles) */
+	struct proc_labels labels;
 	int pid_prev;		/* the previous process with this pid; -1 */
 };
 

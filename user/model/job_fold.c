@@ -309,6 +309,7 @@ static void new_agg(struct proc_rec *a, pid_t ppid, enum tb_role role)
 	a->ppid = ppid;
 	a->role = role;
 	a->pid_prev = -1;
+	a->labels.rank = a->labels.local_rank = a->labels.world_size = -1;
 	a->threads = xcalloc(2, sizeof(*a->threads));
 	a->nthreads = a->cap = 2;
 	for (int t = 0; t < 2; t++)

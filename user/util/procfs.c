@@ -54,8 +54,11 @@ int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 		n = sizeof(st->comm) - 1;
 	memcpy(st->comm, open_paren + 1, n);
 	st->comm[n] = 0;
-	if (sscanf(close_paren + 2, "%c %d %*d %*d %*d %*d %u", &st->state,
-		   &st->ppid, &st->flags) != 3)
+	st->starttime = 0;
+	/* state ppid pgrp session tty tpgid flags, 10 more, starttime (22) */
+	if (sscanf(close_paren + 2, "%c %d %*d %*d %*d %*d %u %*u %*u %*u %*u %*u %*u "
+		   "%*d %*d %*d %*d %*d %*d %llu", &st->state, &st->ppid, &st->flags,
+		   &st->starttime) < 3)
 		return -1;
 	return 0;
 }
@@ -185,6 +188,16 @@ int procfs_cmdline(pid_t pid, char *buf, size_t len)
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
 	n = procfs_read_file(path, buf, len);
 	return n < 0 ? -1 : (int)n;
+}
+
+const char *procfs_env_get(const char *env, ssize_t len, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (ssize_t i = 0; i < len; i += strnlen(env + i, len - i) + 1)
+		if (!strncmp(env + i, name, n) && env[i + n] == '=')
+			return env + i + n + 1;
+	return NULL;
 }
 
 int procfs_all(pid_t *pids, pid_t *ppids, int max)

@@ -12,6 +12,7 @@ struct proc_stat {
 	char state;
 	pid_t ppid;
 	unsigned int flags;	/* PF_* */
+	unsigned long long starttime;	/* clock ticks after boot; 0 if unread */
 };
 
 /* A small file whole (NUL-terminated); its length, or -1. */
@@ -31,6 +32,11 @@ unsigned int procfs_fd_wait(pid_t pid, long fd);
 /* The thread ids of pid; returns the count, -1 if pid is gone. */
 int procfs_tasks(pid_t pid, pid_t *tids, int max);
 int procfs_cmdline(pid_t pid, char *buf, size_t len);
+/*
+ * NAME's value in an environment block (/proc/PID/environ: len bytes of
+ * NUL-terminated NAME=VALUE strings), or NULL.
+ */
+const char *procfs_env_get(const char *env, ssize_t len, const char *name);
 /*
  * VmExe + VmLib of /proc/PID/status, in kB: the size of its executable
  * mappings. It changes when code is mapped or unmapped (dlopen), and costs

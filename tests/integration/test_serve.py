@@ -1,0 +1,267 @@
+"""`trainbpf serve` (docs/metrics.md): the node daemon, scraped for real.
+
+A real Prometheus (Debian's) scrapes two `trainbpf serve` instances every
+second, one per "node": each watches one rank of a real PyTorch CPU DDP
+job (gloo), the ranks started on their own as on two nodes, rank 1
+slowed on purpose from a step on. The test asks Prometheus' HTTP API:
+- the series exist with the job's labels (TORCHELASTIC_RUN_ID, RANK,
+  LOCAL_RANK, WORLD_SIZE) and never a pid;
+- each rank's phase counters against the rank's own timing of its phases
+  (tests/workloads/torch_job.py), within the phase table's bound (3 points
+  of the rank's life, tests/integration/test_phases.py);
+- each rank's category counters add up to its traced life (every second
+  of a thread lands in one category);
+- the straggler rule (deploy/prometheus/trainbpf.rules.yml) fires for the
+  slowed rank only, not before its slowdown and within 30 s after it;
+- once the job's processes are gone, its series leave /metrics after the
+  grace period, within a scrape.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF
+
+RULES = os.path.join(ROOT, "deploy", "prometheus", "trainbpf.rules.yml")
+GRACE_S = 5
+BOUND = 0.03          # of a rank's life: the phase table's (test_phases.py)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+def wait_for(what, fn, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def serving(port):
+    try:
+        return get(f"http://127.0.0.1:{port}/metrics")[0] == 200
+    except OSError:
+        return False
+
+
+class Serve:
+    """One `trainbpf serve`, stopped with SIGTERM (it must exit 0)."""
+
+    def __init__(self, tmp_path, name, *args):
+        self.port = free_port()
+        self.log = open(tmp_path / f"{name}.log", "w")
+        self.p = subprocess.Popen([TRAINBPF, "serve", "--listen", f"127.0.0.1:{self.port}",
+                                   "--grace", str(GRACE_S), *args],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(f"{name} to serve", lambda: self.p.poll() is not None or serving(self.port), 60)
+        assert self.p.poll() is None, open(self.log.name).read()
+
+    def metrics(self):
+        return get(f"http://127.0.0.1:{self.port}/metrics")[1]
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        return self.p.wait(timeout=30)
+
+
+def samples(text, name):
+    """{frozenset(labels): value} of one family in an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        labels, value = line[len(name) + 1:].rsplit("} ", 1)
+        out[frozenset(tuple(kv.split("=", 1)) for kv in labels.split(","))] = float(value)
+    return out
+
+
+def test_one_job_found_by_its_libraries(tmp_path):
+    """No --match: a process that maps libtorch is found (here already
+    running when the daemon starts, as after a restart), its rank and job
+    from its environment; trainbpf's own cost is there; SIGTERM: exit 0."""
+    truth = tmp_path / "t.json"
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+               TORCHELASTIC_RUN_ID="libs-found")
+    job = subprocess.Popen([SYSTEM_PYTHON, TORCH_JOB, "--variant", "dl-fork", "--epochs", "6",
+                            "--truth", str(truth)], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT)
+    try:
+        wait_for("torch to be imported", lambda: "libtorch_cpu" in
+                 open(f"/proc/{job.pid}/maps").read(), 60)
+        srv = Serve(tmp_path, "serve")
+        text = wait_for("the trainer's steps", lambda: (lambda t: t if samples(
+            t, "trainbpf_steps_total") else None)(srv.metrics()), 60)
+        assert job.wait(timeout=120) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+    steps = samples(text, "trainbpf_steps_total")
+    key = next(iter(steps))
+    assert dict(key) == {"job": '"libs-found"', "rank": '"0"', "local_rank": '"0"',
+                         "world_size": '"1"', "role": '"trainer"'}
+    assert "pid" not in text and "tid=" not in text
+    assert samples(text, "process_resident_memory_bytes") or "process_resident_memory_bytes " in text
+    assert srv.stop() == 0
+
+
+def test_bad_options_one_line(tmp_path):
+    r = subprocess.run([TRAINBPF, "serve", "--listen", "nowhere:x"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--listen" in r.stderr, r.stderr
+    r = subprocess.run([TRAINBPF, "serve", "--match", "("], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--match" in r.stderr, r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([TRAINBPF, "serve", "--listen", f"127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot listen" in r.stderr, r.stderr
+
+
+PROM_CONFIG = """
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [{rules}]
+scrape_configs:
+  - job_name: trainbpf
+    honor_labels: true
+    static_configs:
+      - targets: [{targets}]
+"""
+
+
+class Prometheus:
+    def __init__(self, tmp_path, targets):
+        self.port = free_port()
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text(PROM_CONFIG.format(rules=json.dumps(RULES), targets=", ".join(
+            f'"127.0.0.1:{t}"' for t in targets)))
+        self.log = open(tmp_path / "prometheus.log", "w")
+        self.p = subprocess.Popen(["prometheus", f"--config.file={cfg}",
+                                   f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                   f"--web.listen-address=127.0.0.1:{self.port}"],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for("prometheus", lambda: self.ready(), 60)
+
+    def ready(self):
+        assert self.p.poll() is None, open(self.log.name).read()[-2000:]
+        try:
+            return get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200
+        except OSError:
+            return False
+
+    def query(self, q):
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        body = json.loads(get(url)[1])
+        assert body["status"] == "success", body
+        return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+def rank_cmd(rank, port, truth, slow_from):
+    return [SYSTEM_PYTHON, TORCH_JOB, "--launch", "node", "--rank", str(rank), "--port",
+            str(port), "--world-size", "2", "--workers", "0", "--epochs", "1",
+            "--steps", "420", "--slow-rank", "1", "--slow-ms", "60", "--setup-s", "3",
+            "--slow-from-step", str(slow_from), "--truth", str(truth)]
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/prometheus"),
+                    reason="never: scripts/setup.sh installs prometheus")
+def test_two_nodes_straggler_in_prometheus(tmp_path):
+    job_id = f"straggler-{os.getpid()}"
+    truth = tmp_path / "truth.json"
+    nodes = [Serve(tmp_path, f"node{r}", "--match", f"torch_job\\.py .*--rank {r} ")
+             for r in (0, 1)]
+    prom = Prometheus(tmp_path, [n.port for n in nodes])
+    port = free_port()
+    ranks, fired = [], {}
+    try:
+        for r in (0, 1):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK="0", WORLD_SIZE="2",
+                       TORCHELASTIC_RUN_ID=job_id, USE_LIBUV="0")
+            ranks.append(subprocess.Popen(rank_cmd(r, port, truth, 150), env=env,
+                                          stdout=open(tmp_path / f"rank{r}.log", "w"),
+                                          stderr=subprocess.STDOUT))
+        # While it runs: when the straggler alert fires, and for whom.
+        while any(p.poll() is None for p in ranks):
+            for m, _ in prom.query('ALERTS{alertname="TrainbpfStraggler",alertstate="firing"}'):
+                fired.setdefault(m.get("rank"), time.time())
+            time.sleep(0.5)
+        assert [p.returncode for p in ranks] == [0, 0]
+        parts = [json.loads((tmp_path / "truth.json.parts" / f"rank-{r}.json").read_text())
+                 for r in (0, 1)]
+        time.sleep(3)   # the last update after the exits, scraped
+        check_series(prom, job_id, parts)
+        slow_unix = parts[1]["slow_start"][0]
+        print(f"straggler alert: {fired}, {fired.get('1', 0) - slow_unix:.1f} s after the "
+              f"slowdown; comm-wait ratios then: "
+              f"{prom.query('last_over_time(trainbpf:rank_comm_wait:ratio30s[5m])')}")
+        assert set(fired) == {"1"}, fired
+        assert slow_unix < fired["1"] <= slow_unix + 30, (fired["1"] - slow_unix)
+        # Gone: from /metrics after the grace, then from Prometheus' latest scrape.
+        wait_for("the job's series to leave /metrics",
+                 lambda: all(job_id not in n.metrics() for n in nodes), GRACE_S + 5)
+        wait_for("the job's series to leave Prometheus",
+                 lambda: not prom.query(f'trainbpf_processes{{job="{job_id}"}}'), 10)
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+        prom.stop()
+        codes = [n.stop() for n in nodes]
+    assert codes == [0, 0]
+
+
+def check_series(prom, job_id, parts):
+    """Each rank's last samples against its own timing."""
+    last = lambda q: {m["rank"]: (m, v) for m, v in prom.query(f"last_over_time({q}[5m])")}
+    for rank, part in enumerate(parts):
+        r = str(rank)
+        life = part["end_mono"] - part["start_mono"]
+        procs = last(f'trainbpf_processes{{job="{job_id}",role="trainer"}}')
+        m, _ = procs[r]
+        assert (m["local_rank"], m["world_size"], m["instance"] != "") == ("0", "2", True), m
+        assert "pid" not in m
+        # every second of the main thread in one category: its traced life
+        cats = prom.query(f'sum by (rank) (last_over_time(trainbpf_time_seconds_total'
+                          f'{{job="{job_id}",role="trainer",rank="{r}"}}[5m]))')
+        traced = cats[0][1]
+        # traced from the first scan that saw it (every 2 s), to its exit
+        assert life - 3.0 <= traced <= life + 0.5, (rank, traced, life)
+        for ph in ("forward", "backward", "optimizer"):
+            got = prom.query(f'last_over_time(trainbpf_phase_seconds_total{{job="{job_id}",'
+                             f'rank="{r}",phase="{ph}"}}[5m])')[0][1]
+            want = part["totals"][ph]
+            print(f"rank {rank} {ph}: prometheus {got:.3f} s, the job {want:.3f} s "
+                  f"(life {life:.1f} s, traced {traced:.1f} s)")
+            assert abs(got - want) <= BOUND * life, (rank, ph, got, want, life)
+        # The job's setup (3 s) outlasts a scan's period (2 s): every step is
+        # seen, each closed by the next fetch (the last by the pass's end).
+        steps = prom.query(f'last_over_time(trainbpf_steps_total{{job="{job_id}",'
+                           f'rank="{r}"}}[5m])')[0][1]
+        assert steps == part["steps"], (rank, steps, part["steps"])

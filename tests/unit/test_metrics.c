@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * user/report/metrics.c and metrics_expose.c: counters that never go down
+ * while processes come and go, series per job and rank, their expiry,
+ * the exposition; user/acquire/labels.c: a pod from a cgroup path.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "labels.h"
+#include "metrics.h"
+
+#define S 1000000000ull
+
+static struct job job;
+static struct metrics m;
+
+static void setup(void)
+{
+	memset(&job, 0, sizeof(job));
+	metrics_init(&m, 30 * S);
+}
+
+static void teardown(void)
+{
+	metrics_free(&m);
+	job_free(&job);
+}
+
+/* A live process of role with its labels read: rank, a job id. */
+static struct proc_rec *proc(pid_t pid, pid_t ppid, enum tb_role role, int rank,
+			     const char *id)
+{
+	struct proc_rec *p = job_add_proc(&job, pid, ppid, "python", pid * S);
+
+	job_add_thread(p, pid, "python", pid * S);
+	p->role = role;
+	p->labels.reads = 1;
+	p->labels.rank = rank;
+	p->labels.world_size = 2;
+	snprintf(p->labels.job, sizeof(p->labels.job), "%s", id);
+	return p;
+}
+
+static void set_cpu(pid_t pid, uint64_t cpu)
+{
+	struct proc_rec *p = job_proc(&job, pid);
+
+	p->threads[0].cp[TB_CPU] = p->threads[0].own[TB_CPU] = cpu;
+}
+
+static const struct mx_series *series(const char *id, int rank, enum tb_role role)
+{
+	for (int i = 0; i < m.nseries; i++)
+		if (m.series[i].alive_ns && !strcmp(m.series[i].job, id) &&
+		    m.series[i].rank == rank && (int)m.series[i].role == (int)role)
+			return &m.series[i];
+	return NULL;
+}
+
+START_TEST(ranks_and_roles_are_series)
+{
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
+	proc(12, 10, TB_ROLE_WORKER, 0, "j1");
+	proc(20, 1, TB_ROLE_TRAINER, 1, "j1");
+	set_cpu(10, 3 * S);
+	set_cpu(11, 1 * S);
+	set_cpu(12, 2 * S);
+	set_cpu(20, 5 * S);
+	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	ck_assert_int_eq(m.nseries, 3);
+	ck_assert_uint_eq(series("j1", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 3 * S);
+	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 3 * S);
+	ck_assert_int_eq(series("j1", 0, TB_ROLE_WORKER)->live, 2);
+	ck_assert_uint_eq(series("j1", 1, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 5 * S);
+}
+END_TEST
+
+/*
+ * A worker exits and is folded away, a new one forks: the workers'
+ * counter keeps what the first gave and adds the second's.
+ */
+START_TEST(counters_survive_processes)
+{
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
+	set_cpu(11, 4 * S);
+	metrics_update(&m, &job, 100 * S);
+	set_cpu(11, 6 * S);
+	job_on_exit(&job, 11, 101 * S, 0);
+	metrics_update(&m, &job, 101 * S);
+	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 6 * S);
+	/* folded: it has no row of its own any more */
+	job.procs[1].folded = 1;
+	job.procs[1].pid = 0;
+	proc(12, 10, TB_ROLE_WORKER, 0, "j1");
+	set_cpu(12, 1 * S);
+	metrics_update(&m, &job, 102 * S);
+	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 7 * S);
+	/* a total read lower than before (never in the model; say a reused pid's) adds nothing */
+	set_cpu(12, 0);
+	metrics_update(&m, &job, 103 * S);
+	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 7 * S);
+}
+END_TEST
+
+START_TEST(series_go_after_the_grace_period)
+{
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	metrics_update(&m, &job, 100 * S);
+	job_on_exit(&job, 10, 101 * S, 0);
+	metrics_update(&m, &job, 101 * S);
+	metrics_update(&m, &job, 129 * S);
+	ck_assert_ptr_nonnull(series("j1", 0, TB_ROLE_TRAINER));
+	metrics_update(&m, &job, 131 * S);
+	ck_assert_ptr_null(series("j1", 0, TB_ROLE_TRAINER));
+	/* the freed series is reused by the next job, from zero */
+	proc(30, 1, TB_ROLE_TRAINER, 0, "j2");
+	set_cpu(30, S);
+	metrics_update(&m, &job, 132 * S);
+	ck_assert_int_eq(m.nseries, 1);
+	ck_assert_uint_eq(series("j2", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], S);
+}
+END_TEST
+
+/* No id from the launcher: the topmost traced ancestor's pid and start. */
+START_TEST(job_id_falls_back_to_the_launcher)
+{
+	struct proc_rec *l = proc(5, 1, TB_ROLE_OTHER, -1, "");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	l->labels.start_unix = 1700000000;
+	proc(10, 5, TB_ROLE_TRAINER, 0, "");
+	set_cpu(10, S);
+	metrics_update(&m, &job, 100 * S);
+	ck_assert_ptr_nonnull(series("5-1700000000", 0, TB_ROLE_TRAINER));
+	f = open_memstream(&text, &len);
+	metrics_write(&m, &(struct mx_self){ 0 }, f);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_time_seconds_total{job=\"5-1700000000\","
+				      "rank=\"0\",local_rank=\"unknown\",world_size=\"2\","
+				      "role=\"trainer\",category=\"cpu\"} 1.000000000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "rank=\"unknown\""));	/* the launcher */
+	free(text);
+}
+END_TEST
+
+START_TEST(label_values_are_escaped)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	proc(10, 1, TB_ROLE_TRAINER, 0, "a\"b\\c\nd");
+	metrics_update(&m, &job, 100 * S);
+	f = open_memstream(&text, &len);
+	metrics_write(&m, &(struct mx_self){ 0 }, f);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(text, "{job=\"a\\\"b\\\\c\\nd\","));
+	free(text);
+}
+END_TEST
+
+START_TEST(pods_from_cgroup_paths)
+{
+	char out[JOB_ID_LEN];
+
+	ck_assert_int_eq(labels_pod_of("0::/kubepods.slice/kubepods-burstable.slice/"
+				       "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0"
+				       ".slice/cri-containerd-ab12.scope\n", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "pod-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+	ck_assert_int_eq(labels_pod_of("0::/kubepods/besteffort/pod12345678-aaaa-bbbb-cccc-"
+				       "dddddddddddd/9f8e7d\n", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "pod-12345678-aaaa-bbbb-cccc-dddddddddddd");
+	ck_assert_int_eq(labels_pod_of("0::/user.slice/user-0.slice/session-3.scope\n", out,
+				       sizeof(out)), -1);
+}
+END_TEST
+
+static void write_file(const char *dir, pid_t pid, const char *name, const char *text,
+		       size_t len)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d", dir, pid);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%d/%s", dir, pid, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fwrite(text, 1, len, f);
+	fclose(f);
+}
+
+#define ENV(dir, pid, lit) write_file(dir, pid, "environ", lit, sizeof(lit))
+
+/*
+ * torchrun's run id is "none" without --rdzv-id: the rendezvous address
+ * instead; Slurm's variables; a pod from the cgroup; nothing at all.
+ */
+START_TEST(labels_from_the_environment)
+{
+	char dir[] = "/tmp/tb-labels-XXXXXX";
+	static const char cg[] = "0::/kubepods/burstable/pod12345678-aaaa-bbbb-cccc-dddd/c1\n";
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ENV(dir, 101, "TORCHELASTIC_RUN_ID=none\0MASTER_ADDR=10.0.0.1\0MASTER_PORT=29500\0"
+		      "RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8");
+	ENV(dir, 102, "SLURM_JOB_ID=77\0SLURM_PROCID=5\0SLURM_LOCALID=1\0SLURM_NTASKS=16");
+	ENV(dir, 103, "PATH=/bin\0RANKS=9");
+	write_file(dir, 103, "cgroup", cg, sizeof(cg) - 1);
+	for (pid_t pid = 101; pid <= 104; pid++)
+		job_add_proc(&job, pid, 1, "python", 0);
+	labels_refresh(&job, dir);
+	ck_assert_str_eq(job.procs[0].labels.job, "10.0.0.1:29500");
+	ck_assert_int_eq(job.procs[0].labels.rank, 3);
+	ck_assert_int_eq(job.procs[0].labels.local_rank, 1);
+	ck_assert_int_eq(job.procs[0].labels.world_size, 8);
+	ck_assert_str_eq(job.procs[1].labels.job, "slurm-77");
+	ck_assert_int_eq(job.procs[1].labels.rank, 5);
+	ck_assert_int_eq(job.procs[1].labels.world_size, 16);
+	ck_assert_str_eq(job.procs[2].labels.job, "pod-12345678-aaaa-bbbb-cccc-dddd");
+	ck_assert_int_eq(job.procs[2].labels.rank, -1);	/* RANKS is not RANK */
+	ck_assert_str_eq(job.procs[3].labels.job, "");	/* gone: nothing to read */
+	/* no rank yet: read again at the next refreshes, a few times at most */
+	for (int i = 0; i < 10; i++)
+		labels_refresh(&job, dir);
+	ck_assert_int_eq(job.procs[0].labels.reads, 1);
+	ck_assert_int_eq(job.procs[2].labels.reads, 4);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("metrics");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int nfail;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, ranks_and_roles_are_series);
+	tcase_add_test(tc, counters_survive_processes);
+	tcase_add_test(tc, series_go_after_the_grace_period);
+	tcase_add_test(tc, job_id_falls_back_to_the_launcher);
+	tcase_add_test(tc, label_values_are_escaped);
+	tcase_add_test(tc, pods_from_cgroup_paths);
+	tcase_add_test(tc, labels_from_the_environment);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nfail = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nfail ? EXIT_FAILURE : EXIT_SUCCESS;
+}

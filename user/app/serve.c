@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include "labels.h"
+#include "procfs.h"
+#include "serve.h"
+
+int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	s->start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
+	metrics_init(&s->mx, (uint64_t)(env->grace_s * 1e9));
+	if (discover_init(&s->dsc, env->match, env->cgroup))
+		return 1;
+	if (exporter_start(&s->ex, env->listen)) {
+		discover_free(&s->dsc);
+		return 1;
+	}
+	s->started = true;
+	/* Jobs already running (a restart of the daemon picks them up). */
+	discover_scan(&s->dsc, tr, tr->job);
+	return 0;
+}
+
+static void self_stats(const struct serve *s, struct tracer *tr, struct mx_self *me)
+{
+	struct tb_counters bpf;
+	struct rusage ru;
+	char buf[128];
+	unsigned long long size, res;
+
+	me->start_unix = s->start_unix;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		me->cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+			    ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	if (procfs_read_file("/proc/self/statm", buf, sizeof(buf)) > 0 &&
+	    sscanf(buf, "%llu %llu", &size, &res) == 2)
+		me->rss_bytes = res * sysconf(_SC_PAGESIZE);
+	tracer_counters(tr, &bpf);
+	me->events_lost = bpf.events_lost;
+	me->processes = job_live_procs(tr->job);
+}
+
+/* The exposition, rendered once here for every scrape until the next. */
+static void publish(struct serve *s, struct tracer *tr)
+{
+	struct mx_self me = { 0 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return;
+	self_stats(s, tr, &me);
+	metrics_write(&s->mx, &me, f);
+	if (fclose(f)) {
+		free(text);
+		return;
+	}
+	exporter_publish(&s->ex, text, len);
+}
+
+void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
+		bool rescan)
+{
+	if (rescan || now >= s->next_scan) {
+		discover_scan(&s->dsc, tr, tr->job);
+		s->next_scan = now + SERVE_SCAN_NS;
+	}
+	labels_refresh(tr->job, "/proc");
+	if (now < s->next_publish)
+		return;
+	s->next_publish = now + SERVE_PUBLISH_NS;
+	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
+	metrics_update(&s->mx, tr->job, now);
+	publish(s, tr);
+}
+
+void serve_stop(struct serve *s)
+{
+	if (!s->started)
+		return;
+	exporter_stop(&s->ex);
+	discover_free(&s->dsc);
+	metrics_free(&s->mx);
+	s->started = false;
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * `trainbpf serve`: the run's loop with no target of its own. Every few
+ * seconds it looks for training processes (discover.h) and traces them;
+ * after each refresh it reads their labels (labels.h), adds what they
+ * gained to the metrics (metrics.h) and publishes the exposition for the
+ * HTTP thread (exporter.h) to answer scrapes with.
+ */
+#ifndef TB_SERVE_H
+#define TB_SERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "cli.h"
+#include "discover.h"
+#include "exporter.h"
+#include "gpu_probes.h"
+#include "metrics.h"
+#include "tracer.h"
+
+#define SERVE_SCAN_NS 2000000000ull	/* new processes: an import torch takes longer */
+#define SERVE_PUBLISH_NS 500000000ull	/* the exposition: at most this stale */
+
+struct serve {
+	struct discover dsc;
+	struct metrics mx;
+	struct exporter ex;
+	bool started;
+	uint64_t next_scan, next_publish;
+	double start_unix;
+};
+
+/* Listens and finds what runs already; an exit status (1, said) or 0. */
+int serve_start(struct serve *s, const struct env *env, struct tracer *tr);
+/* After a refresh: new processes (at once if rescan), labels, metrics, exposition. */
+void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
+		bool rescan);
+void serve_stop(struct serve *s);
+
+#endif

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpu.h"
+#include "metrics.h"
+#include "phases.h"
+
+void metrics_init(struct metrics *m, uint64_t grace_ns)
+{
+	memset(m, 0, sizeof(*m));
+	m->grace_ns = grace_ns;
+}
+
+/*
+ * What a process gave so far. A trainer's categories are its main thread's
+ * critical path (the report's headline: a wait for another thread counts
+ * as what that thread did), others' their main thread's own states; so a
+ * process adds one second per second whatever its threads.
+ */
+static void proc_values(const struct job *job, const struct proc_rec *p,
+			struct mx_values *v, bool *phases)
+{
+	const struct thread_rec *t = job_main_thread(p);
+	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+	const struct ph_thread *pt;
+
+	memset(v, 0, sizeof(*v));
+	*phases = false;
+	for (int i = 0; i < p->nthreads; i++) {
+		v->rbytes += p->threads[i].io_rbytes;
+		v->wbytes += p->threads[i].io_wbytes;
+	}
+	if (t)
+		for (int c = 0; c < TB_NCAT; c++)
+			v->cat_ns[c] = p->role == TB_ROLE_TRAINER ? t->cp[c] : t->own[c];
+	if (gp) {
+		struct gpu_sums s;
+
+		gpu_sum_kinds(gp->stat, &s);
+		v->syncs = s.syncs;
+		v->nccl_ops = s.ops;
+		v->nccl_bytes = s.bytes;
+	}
+	/* Settled phase time only: a pending step's may still move between phases. */
+	pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	if (p->role != TB_ROLE_TRAINER || !pt)
+		return;
+	*phases = true;
+	memcpy(v->phase_ns, pt->tot, sizeof(v->phase_ns));
+	v->steps = pt->steps.steps;
+	v->step_ms = pt->steps.step_ms;
+}
+
+static uint64_t gain(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
+/* Adds what cur gained over last to s; whether anything was. */
+static bool add_gain(struct mx_values *s, const struct mx_values *cur,
+		     const struct mx_values *last)
+{
+	uint64_t any = 0, d;
+
+	for (int c = 0; c < TB_NCAT; c++)
+		any += d = gain(cur->cat_ns[c], last->cat_ns[c]), s->cat_ns[c] += d;
+	for (int p = 0; p < PH_NSHOWN; p++)
+		any += d = gain(cur->phase_ns[p], last->phase_ns[p]), s->phase_ns[p] += d;
+	any += d = gain(cur->steps, last->steps), s->steps += d;
+	if (cur->step_ms > last->step_ms)
+		s->step_ms += cur->step_ms - last->step_ms;
+	any += d = gain(cur->rbytes, last->rbytes), s->rbytes += d;
+	any += d = gain(cur->wbytes, last->wbytes), s->wbytes += d;
+	any += d = gain(cur->syncs, last->syncs), s->syncs += d;
+	any += d = gain(cur->nccl_ops, last->nccl_ops), s->nccl_ops += d;
+	any += d = gain(cur->nccl_bytes, last->nccl_bytes), s->nccl_bytes += d;
+	return any;
+}
+
+/*
+ * The job a process belongs to: what its launcher wrote (labels.c), else
+ * its topmost traced ancestor's pid and start time (the same after a
+ * daemon's restart, as the kernel keeps it).
+ */
+static void job_label(const struct job *job, const struct proc_rec *p, char *out, size_t len)
+{
+	const struct proc_rec *q = p, *up;
+	int hops = 0;
+
+	while (!q->labels.job[0] && (up = job_proc_const(job, q->ppid)) && up != q &&
+	       !up->folded && hops++ < 64)
+		q = up;
+	if (q->labels.job[0])
+		snprintf(out, len, "%s", q->labels.job);
+	else
+		snprintf(out, len, "%d-%" PRIu64, (int)q->pid, q->labels.start_unix);
+}
+
+static bool same_labels(const struct mx_series *s, const char *job,
+			const struct proc_labels *l, int role)
+{
+	return s->alive_ns && s->role == role && s->rank == l->rank &&
+	       s->local_rank == l->local_rank && s->world_size == l->world_size &&
+	       !strcmp(s->job, job);
+}
+
+/* The series of these labels, made if new (a free one reused); -1 past the bound. */
+static int series_of(struct metrics *m, const char *job, const struct proc_labels *l,
+		     int role, uint64_t now)
+{
+	int free_at = -1;
+	struct mx_series *s;
+
+	for (int i = 0; i < m->nseries; i++) {
+		if (same_labels(&m->series[i], job, l, role))
+			return i;
+		if (!m->series[i].alive_ns && free_at < 0)
+			free_at = i;
+	}
+	if (free_at < 0) {
+		if (m->nseries == MX_MAX_SERIES) {
+			m->series_dropped++;
+			return -1;
+		}
+		s = realloc(m->series, (m->nseries + 1) * sizeof(*s));
+		if (!s)
+			return -1;
+		m->series = s;
+		free_at = m->nseries++;
+	}
+	s = &m->series[free_at];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->job, sizeof(s->job), "%s", job);
+	s->rank = l->rank;
+	s->local_rank = l->local_rank;
+	s->world_size = l->world_size;
+	s->role = role;
+	s->alive_ns = now;
+	return free_at;
+}
+
+static unsigned int slot_of(pid_t pid, uint64_t start, int cap)
+{
+	uint64_t h = ((uint64_t)pid * 0x9E3779B97F4A7C15ull) ^ (start * 0xC2B2AE3D27D4EB4Full);
+
+	return (unsigned int)(h >> 32) & (cap - 1);
+}
+
+static int find(const struct metrics *m, pid_t pid, uint64_t start)
+{
+	if (!m->index_cap) {	/* the index could not be made: slower, never wrong */
+		for (int i = 0; i < m->nprocs; i++)
+			if (m->procs[i].pid == pid && m->procs[i].start_ns == start)
+				return i;
+		return -1;
+	}
+	for (unsigned int k = slot_of(pid, start, m->index_cap);; k = (k + 1) & (m->index_cap - 1)) {
+		int i = m->index[k];
+
+		if (i < 0 || (m->procs[i].pid == pid && m->procs[i].start_ns == start))
+			return i;
+	}
+}
+
+/* The processes followed from now on, and their index. */
+static int reindex(struct metrics *m, struct mx_proc *procs, int n)
+{
+	int cap = 64;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	free(m->index);
+	free(m->procs);
+	m->procs = procs;
+	m->nprocs = n;
+	m->index = malloc(cap * sizeof(int));
+	m->index_cap = m->index ? cap : 0;
+	if (!m->index)
+		return -1;
+	memset(m->index, 0xff, cap * sizeof(int));
+	for (int i = 0; i < n; i++) {
+		unsigned int k = slot_of(procs[i].pid, procs[i].start_ns, cap);
+
+		while (m->index[k] >= 0)
+			k = (k + 1) & (cap - 1);
+		m->index[k] = i;
+	}
+	return 0;
+}
+
+/*
+ * Its labels, or, not read yet (it exited first: a short helper), its
+ * nearest ancestor's, whose environment it inherited. NULL if none.
+ */
+static const struct proc_labels *labels_of(const struct job *job, const struct proc_rec *p)
+{
+	for (int hops = 0; p && hops < 64; hops++) {
+		const struct proc_rec *up;
+
+		if (p->labels.reads)
+			return &p->labels;
+		up = job_proc_const(job, p->ppid);
+		p = up != p ? up : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * No RANK in its environment (mp.spawn sets none): its first NCCL
+ * communicator's rank and size, where it made one. Else ranks of one
+ * job share a series ("unknown").
+ */
+static void nccl_rank(const struct job *job, const struct proc_rec *p, struct proc_labels *l)
+{
+	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+
+	if (l->rank >= 0 || !gp || !gp->ncomms || gp->comms[0].rank < 0)
+		return;
+	l->rank = gp->comms[0].rank;
+	if (l->world_size < 0)
+		l->world_size = gp->comms[0].nranks;
+}
+
+/* One process: its gain into its series. Returns its entry, kept in out. */
+static void follow(struct metrics *m, const struct job *job, const struct proc_rec *p,
+		   const struct proc_labels *l, uint64_t now, struct mx_proc *out)
+{
+	int old = find(m, p->pid, p->start_ns), si = -1;
+	bool alive = job_proc_alive(p), phases;
+	struct proc_labels eff = *l;
+	char id[JOB_ID_LEN];
+	struct mx_values cur;
+
+	proc_values(job, p, &cur, &phases);
+	if (old >= 0)
+		*out = m->procs[old];
+	else
+		*out = (struct mx_proc){ .pid = p->pid, .start_ns = p->start_ns, .series = -1 };
+	/* Labels may come late (read after an exec): a process follows them. */
+	job_label(job, p, id, sizeof(id));
+	nccl_rank(job, p, &eff);
+	if (alive || add_gain(&(struct mx_values){ 0 }, &cur, &out->last))
+		si = series_of(m, id, &eff, p->role, now);
+	if (si >= 0) {
+		struct mx_series *s = &m->series[si];
+
+		add_gain(&s->v, &cur, &out->last);
+		s->phases |= phases;
+		if (alive) {
+			s->live++;
+			s->alive_ns = now;
+		}
+	}
+	out->series = si;
+	out->last = cur;
+}
+
+int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
+{
+	struct mx_proc *procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*procs));
+	int n = 0;
+
+	if (!procs)
+		return -1;
+	for (int i = 0; i < m->nseries; i++)
+		m->series[i].live = 0;
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+		const struct proc_labels *l = labels_of(job, p);
+
+		/* Folded: their gains were given while they had rows of their own. */
+		if (p->folded || !l)
+			continue;
+		if (n == MX_MAX_PROCS) {
+			m->procs_dropped++;
+			continue;
+		}
+		follow(m, job, p, l, now, &procs[n++]);
+	}
+	/* Gone for the grace period: the series goes (alive_ns 0: free). */
+	for (int i = 0; i < m->nseries; i++)
+		if (m->series[i].alive_ns && !m->series[i].live &&
+		    now > m->series[i].alive_ns + m->grace_ns)
+			m->series[i].alive_ns = 0;
+	return reindex(m, procs, n);
+}
+
+void metrics_free(struct metrics *m)
+{
+	free(m->series);
+	free(m->procs);
+	free(m->index);
+	memset(m, 0, sizeof(*m));
+}

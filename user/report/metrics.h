@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * `trainbpf serve`'s metrics (docs/metrics.md): per training job and rank,
+ * counters of where the time went (category, training phase), steps,
+ * storage bytes and CUDA/NCCL calls, in the Prometheus text format.
+ *
+ * Counters must never go down while a series lives, yet processes come
+ * and go (workers are re-forked every epoch, exited ones are folded away
+ * by the job model): so each process adds what it gained since the last
+ * update to its series, and a series keeps what its processes gave. A
+ * series whose processes have all been gone for the grace period goes.
+ * Labels are bounded: job, rank, local_rank, world_size and role, never a
+ * pid or a step.
+ */
+#ifndef TB_METRICS_H
+#define TB_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "job.h"
+#include "phase_spans.h"
+
+/* Label sets kept; past it new ones are counted, not kept. */
+#define MX_MAX_SERIES 4096
+/* Processes followed at once (the job model's own bounds are below it). */
+#define MX_MAX_PROCS 65536
+
+struct mx_values {
+	uint64_t cat_ns[TB_NCAT];
+	uint64_t phase_ns[PH_NSHOWN];
+	uint64_t steps;
+	double step_ms;
+	uint64_t rbytes, wbytes;
+	uint64_t syncs, nccl_ops, nccl_bytes;
+};
+
+struct mx_series {
+	char job[JOB_ID_LEN];
+	int rank, local_rank, world_size;	/* -1: "unknown" */
+	int role;			/* enum tb_role */
+	struct mx_values v;
+	int live;			/* its processes alive at the last update */
+	bool phases;			/* a trainer whose phases are probed */
+	uint64_t alive_ns;		/* when one of its processes was last alive */
+};
+
+/* A process followed: what it had given at the last update, and where. */
+struct mx_proc {
+	pid_t pid;
+	uint64_t start_ns;
+	int series;
+	struct mx_values last;
+};
+
+struct metrics {
+	uint64_t grace_ns;
+	struct mx_series *series;
+	int nseries;
+	struct mx_proc *procs;
+	int nprocs;
+	int *index;			/* open addressing over procs by (pid, start) */
+	int index_cap;
+	uint64_t series_dropped;	/* label sets past MX_MAX_SERIES */
+	uint64_t procs_dropped;		/* processes past MX_MAX_PROCS */
+};
+
+/* What the daemon itself costs and lost. */
+struct mx_self {
+	double cpu_s;
+	uint64_t rss_bytes;
+	uint64_t events_lost;		/* BPF's ring buffer was full */
+	uint64_t processes;		/* processes traced now */
+	double start_unix;
+};
+
+void metrics_init(struct metrics *m, uint64_t grace_ns);
+/* Adds what each process of job gained since the last call; 0, or -1 (out of memory). */
+int metrics_update(struct metrics *m, const struct job *job, uint64_t now);
+/* The exposition (text format 0.0.4) of the series and of self. */
+void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f);
+void metrics_free(struct metrics *m);
+
+#endif

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The Prometheus text exposition format (0.0.4) of metrics.h's series:
+ * one HELP and TYPE per family, then its samples, label values escaped.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <string.h>
+#include "categories.h"
+#include "metrics.h"
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_value(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+static void put_int_label(FILE *f, const char *name, int v)
+{
+	if (v >= 0)
+		fprintf(f, ",%s=\"%d\"", name, v);
+	else
+		fprintf(f, ",%s=\"unknown\"", name);
+}
+
+/* name{job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]} */
+static void put_series(FILE *f, const char *name, const struct mx_series *s,
+		       const char *extra, const char *val)
+{
+	fprintf(f, "%s{job=\"", name);
+	put_value(f, s->job);
+	fputc('"', f);
+	put_int_label(f, "rank", s->rank);
+	put_int_label(f, "local_rank", s->local_rank);
+	put_int_label(f, "world_size", s->world_size);
+	fprintf(f, ",role=\"%s\"", role_name(s->role));
+	if (extra)
+		fprintf(f, ",%s=\"%s\"", extra, val);
+	fputs("} ", f);
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static bool live(const struct mx_series *s)
+{
+	return s->alive_ns != 0;
+}
+
+static void times(const struct metrics *m, FILE *f)
+{
+	family(f, "trainbpf_time_seconds_total", "counter",
+	       "Wall time of each process's main thread by where it went (a trainer's "
+	       "critical path: a wait for another thread counts as what that thread did).");
+	for (int i = 0; i < m->nseries; i++)
+		for (int c = 0; c < TB_NCAT && live(&m->series[i]); c++) {
+			put_series(f, "trainbpf_time_seconds_total", &m->series[i], "category",
+				   tb_cat_names[c]);
+			fprintf(f, "%.9f\n", m->series[i].v.cat_ns[c] / 1e9);
+		}
+	family(f, "trainbpf_phase_seconds_total", "counter",
+	       "Wall time of a trainer's main thread by training phase, from PyTorch's "
+	       "own brackets (settled steps).");
+	for (int i = 0; i < m->nseries; i++)
+		for (int p = 0; p < PH_NSHOWN && live(&m->series[i]) && m->series[i].phases; p++) {
+			put_series(f, "trainbpf_phase_seconds_total", &m->series[i], "phase",
+				   ph_names[p]);
+			fprintf(f, "%.9f\n", m->series[i].v.phase_ns[p] / 1e9);
+		}
+}
+
+/* A counter or gauge of one value per series; phases_only: trainers with phases. */
+static void per_series(const struct metrics *m, FILE *f, const char *name, const char *type,
+		       const char *help, bool phases_only, size_t off, bool is_double)
+{
+	family(f, name, type, help);
+	for (int i = 0; i < m->nseries; i++) {
+		const struct mx_series *s = &m->series[i];
+		const char *v = (const char *)&s->v + off;
+
+		if (!live(s) || (phases_only && !s->phases))
+			continue;
+		put_series(f, name, s, NULL, NULL);
+		if (is_double)
+			fprintf(f, "%.6f\n", *(const double *)v / 1e3);
+		else
+			fprintf(f, "%" PRIu64 "\n", *(const uint64_t *)v);
+	}
+}
+
+#define PER(m, f, name, type, help, ph, field, dbl) \
+	per_series(m, f, name, type, help, ph, offsetof(struct mx_values, field), dbl)
+
+static void counts(const struct metrics *m, FILE *f)
+{
+	PER(m, f, "trainbpf_steps_total", "counter", "Training steps completed.", true,
+	    steps, false);
+	PER(m, f, "trainbpf_step_seconds_total", "counter",
+	    "Wall time of the training steps completed (mean step time: the rate of this "
+	    "over the rate of trainbpf_steps_total).", true, step_ms, true);
+	PER(m, f, "trainbpf_storage_read_bytes_total", "counter",
+	    "Bytes read from storage by the processes' threads.", false, rbytes, false);
+	PER(m, f, "trainbpf_storage_written_bytes_total", "counter",
+	    "Bytes written to storage by the processes' threads.", false, wbytes, false);
+	PER(m, f, "trainbpf_cuda_syncs_total", "counter",
+	    "Outermost CUDA synchronisations and blocking copies.", false, syncs, false);
+	PER(m, f, "trainbpf_nccl_operations_total", "counter", "Outermost NCCL calls.",
+	    false, nccl_ops, false);
+	PER(m, f, "trainbpf_nccl_bytes_total", "counter",
+	    "Bytes of NCCL data calls (count times the datatype's size).", false, nccl_bytes,
+	    false);
+	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
+	for (int i = 0; i < m->nseries; i++)
+		if (live(&m->series[i])) {
+			put_series(f, "trainbpf_processes", &m->series[i], NULL, NULL);
+			fprintf(f, "%d\n", m->series[i].live);
+		}
+}
+
+static void self(const struct metrics *m, const struct mx_self *s, FILE *f)
+{
+	family(f, "trainbpf_events_lost_total", "counter",
+	       "BPF events lost: the ring buffer was full (phases, steps, lifecycle).");
+	fprintf(f, "trainbpf_events_lost_total %" PRIu64 "\n", s->events_lost);
+	family(f, "trainbpf_series_dropped_total", "counter",
+	       "Label sets not kept: past the bound on series.");
+	fprintf(f, "trainbpf_series_dropped_total %" PRIu64 "\n", m->series_dropped);
+	family(f, "trainbpf_traced_processes", "gauge", "Processes traced now, all jobs.");
+	fprintf(f, "trainbpf_traced_processes %" PRIu64 "\n", s->processes);
+	family(f, "process_cpu_seconds_total", "counter",
+	       "CPU time of trainbpf itself, user and system.");
+	fprintf(f, "process_cpu_seconds_total %.6f\n", s->cpu_s);
+	family(f, "process_resident_memory_bytes", "gauge", "Resident memory of trainbpf.");
+	fprintf(f, "process_resident_memory_bytes %" PRIu64 "\n", s->rss_bytes);
+	family(f, "process_start_time_seconds", "gauge", "When trainbpf started (Unix time).");
+	fprintf(f, "process_start_time_seconds %.3f\n", s->start_unix);
+	family(f, "trainbpf_build_info", "gauge", "The version running.");
+	fprintf(f, "trainbpf_build_info{version=\"%s\"} 1\n", TB_VERSION);
+}
+
+void metrics_write(const struct metrics *m, const struct mx_self *s, FILE *f)
+{
+	times(m, f);
+	counts(m, f);
+	self(m, s, f);
+}
