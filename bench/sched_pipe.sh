@@ -12,9 +12,11 @@
 #      `sleep 600`: the hooks run but every event is for an untraced task)
 #   D  /usr/sbin/runqlat 60 1 (libbpf-tools, system-wide: a reference for
 #      what a common scheduler tool costs)
+#   S  build/trainbpf serve --match THREADS_BIN (the node daemon, watching
+#      the job it found by its command line; /metrics on an ephemeral port)
 # A tracer is started, attached (its BPF links exist) and given 0.5 s before
 # perf bench starts, and stopped (SIGINT) right after. Rounds are
-# interleaved and the order rotates each round (A B C D, B C D A, ...).
+# interleaved and the order rotates each round (A B C D S, B C D S A, ...).
 # Ratios are taken within a round (X/A), then summarised.
 #
 # BPF_STATS=1 also sets kernel.bpf_stats_enabled=1 (restored after) and
@@ -90,7 +92,7 @@ fi
 
 {
 	echo "# sched_pipe: perf bench sched pipe -l $LOOPS beside threads -t 16 -r 2000;" \
-	     "$ROUNDS rounds of A B C D (rotating)"
+	     "$ROUNDS rounds of A B C D S (rotating)"
 	describe_setup
 	echo "perf:     $(perf --version)"
 } | tee "$OUT/setup.txt"
@@ -104,15 +106,17 @@ start_tracer() {
 	B) "$TRAINBPF" -i 0 -o /dev/null -p "$JOB" > "$OUT/tracer.log" 2>&1 & TRACER=$!; n=10 ;;
 	C) "$TRAINBPF" -i 0 -o /dev/null -p "$IDLE" > "$OUT/tracer.log" 2>&1 & TRACER=$!; n=10 ;;
 	D) "$RUNQLAT" 60 1 > /dev/null 2> "$OUT/tracer.log" & TRACER=$!; n=3 ;;
+	S) "$TRAINBPF" serve --listen 127.0.0.1:0 --match "^$THREADS_BIN" > "$OUT/tracer.log" 2>&1 &
+	   TRACER=$!; n=10 ;;
 	esac
 	wait_links "$TRACER" "$n" 20 || die "scenario $1: tracer did not attach (see $OUT/tracer.log)"
 }
 
-SCEN=(A B C D)
+SCEN=(A B C D S)
 for round in $(seq 1 "$ROUNDS"); do
 	line="round $round/$ROUNDS:"
-	for k in 0 1 2 3; do
-		s=${SCEN[$(((round - 1 + k) % 4))]}
+	for k in 0 1 2 3 4; do
+		s=${SCEN[$(((round - 1 + k) % 5))]}
 		is_running "$JOB" || die "background job exited early"
 		start_tracer "$s"
 		sleep 0.5
@@ -143,13 +147,16 @@ SUMMARY=$OUT/summary.md
 	echo "### sched_pipe: perf bench sched pipe -l $LOOPS (usecs/op), $ROUNDS interleaved rounds"
 	echo
 	echo "A = job (threads -t 16 -r 2000) untraced; B = job traced by trainbpf;"
-	echo "C = trainbpf tracing an idle sleep (job running, untraced); D = runqlat system-wide."
+	echo "C = trainbpf tracing an idle sleep (job running, untraced); D = runqlat system-wide;"
+	echo "S = trainbpf serve watching the job."
 	echo
-	"$PY" "$STATS" wide "$RAW" A_usecs_per_op B_usecs_per_op C_usecs_per_op D_usecs_per_op
+	"$PY" "$STATS" wide "$RAW" A_usecs_per_op B_usecs_per_op C_usecs_per_op D_usecs_per_op \
+		S_usecs_per_op
 	echo
 	"$PY" "$STATS" table "$RAW"
 	echo
-	"$PY" "$STATS" ratios "$RAW" A_usecs_per_op --max-pct 5 B_usecs_per_op C_usecs_per_op
+	"$PY" "$STATS" ratios "$RAW" A_usecs_per_op --max-pct 5 B_usecs_per_op C_usecs_per_op \
+		S_usecs_per_op
 	echo
 	echo "Reference (no target):"
 	echo

@@ -119,7 +119,16 @@ def test_one_job_found_by_its_libraries(tmp_path):
     assert dict(key) == {"job": '"libs-found"', "rank": '"0"', "local_rank": '"0"',
                          "world_size": '"1"', "role": '"trainer"'}
     assert "pid" not in text and "tid=" not in text
-    assert samples(text, "process_resident_memory_bytes") or "process_resident_memory_bytes " in text
+    assert "process_resident_memory_bytes " in text and "process_cpu_seconds_total " in text
+    # A client that connects and sends nothing holds no scrape up.
+    with socket.create_connection(("127.0.0.1", srv.port)):
+        t = time.monotonic()
+        assert "trainbpf_build_info" in srv.metrics()
+        assert time.monotonic() - t < 1.0
+    # SIGHUP looks again at once; the daemon goes on.
+    srv.p.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert srv.p.poll() is None and serving(srv.port)
     assert srv.stop() == 0
 
 
