@@ -68,6 +68,8 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
 		s->ph[to][c] += s->ph[from][c];
 		s->ph[from][c] = 0;
 	}
+	s->wio[to] += s->wio[from];
+	s->wio[from] = 0;
 }
 
 /*

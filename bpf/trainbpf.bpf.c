@@ -316,6 +316,8 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			feed_wait(s, waited_part(s, &before), d, now);
 	} else {
 		close_interval(s, own, own, now);
+		if (own == TB_IO && (s->flags & TB_SF_WRITES))
+			s->wio[s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER] += d;
 		if (s->phase == TB_PH_PEND_FWD)
 			feed_wait(s, own == TB_IDLE || own == TB_IO || own == TB_DATA_WAIT ? d : 0,
 				  d, now);
@@ -424,6 +426,10 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	__builtin_memcpy(s->comm, p->comm, sizeof(s->comm));
 	/* Preempted too: switch_in learns from it whether it resumes in a socket call. */
 	s->wait = wait;
+	if ((wait == TB_W_IOWAIT || wait == TB_W_FILE) && task_writes(p))
+		s->flags |= TB_SF_WRITES;
+	else
+		s->flags &= ~TB_SF_WRITES;
 	if (!preempt && prev_state) {
 		s->state = TB_ST_BLOCKED;
 		recent_snapshot(s, now);

@@ -79,6 +79,15 @@ static __always_inline __u32 task_wait_reason(struct task_struct *task)
 			    BPF_CORE_READ(regs, di));
 }
 
+/* Whether task, blocked for storage, is in a syscall that writes. */
+static __always_inline int task_writes(struct task_struct *task)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	return regs && (long)BPF_CORE_READ(regs, ax) == -TB_ENOSYS &&
+	       tb_syscall_writes(BPF_CORE_READ(regs, orig_ax));
+}
+
 /*
  * What kind of context is waking a task right now. The kernel's
  * preempt_count would say, but it is a per-CPU variable that BPF can only

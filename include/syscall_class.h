@@ -56,4 +56,24 @@ static inline __u32 tb_syscall_wait(long nr)
 	return TB_W_OTHER;
 }
 
+/*
+ * A storage wait in one of these is the thread's own output going out
+ * (checkpoints, logs), not its input: fsync and friends, writes throttled
+ * behind dirty pages. What is not here (reads, opens, page faults) is a
+ * read: the diagnosis keeps the two apart (docs/model.md, "I/O").
+ */
+static inline int tb_syscall_writes(long nr)
+{
+	switch (nr) {
+	case __NR_write: case __NR_pwrite64: case __NR_writev:
+	case __NR_pwritev: case __NR_pwritev2: case __NR_fsync:
+	case __NR_fdatasync: case __NR_sync: case __NR_syncfs:
+	case __NR_sync_file_range: case __NR_msync: case __NR_ftruncate:
+	case __NR_truncate: case __NR_fallocate: case __NR_copy_file_range:
+	case __NR_sendfile:
+		return 1;
+	}
+	return 0;
+}
+
 #endif /* SYSCALL_CLASS_H */

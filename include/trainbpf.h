@@ -118,6 +118,7 @@ enum tb_waker {
 
 /* Slot flags. */
 #define TB_SF_IN_SOCKET 0x1	/* switched in while inside an inet-socket syscall */
+#define TB_SF_WRITES	0x2	/* blocked in a syscall that writes (tb_syscall_writes) */
 
 /* Process roles. BPF only needs WORKER (it makes waits data_wait). */
 enum tb_role {
@@ -193,6 +194,7 @@ struct tb_slot {
 	__u8 named;		/* a fetch or an optimizer call was named: phases are told */
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
+	__u64 wio[TB_NPHASE];	/* of ph's io, blocked in syscalls that write */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */
 	struct tb_waker_snap recent[TB_NRECENT];	/* most recent first */
 };

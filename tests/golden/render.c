@@ -114,6 +114,7 @@ static void grow_job(struct scene *s, int tick)
 				add_cat(t, TB_CPU, 120 * MS, 120 * MS);
 				add_cat(t, TB_LOCK, 30 * MS, 30 * MS);
 				add_cat(t, TB_IO, 50 * MS, 50 * MS);
+				t->wio[TB_PH_OTHER] += 30 * MS;	/* 3 of its 5: writes */
 				t->io_wbytes += 3 << 19;
 			} else if (p->pid >= 200) {
 				add_cat(t, TB_CPU, 60 * MS, 60 * MS);

@@ -197,6 +197,20 @@ START_TEST(syscall_poll_futex_sleep_other)
 }
 END_TEST
 
+/* Storage waits in these are output (checkpoints, logs), the rest input. */
+START_TEST(syscall_writes_are_output)
+{
+	ck_assert(tb_syscall_writes(__NR_write));
+	ck_assert(tb_syscall_writes(__NR_pwrite64));
+	ck_assert(tb_syscall_writes(__NR_fsync));
+	ck_assert(tb_syscall_writes(__NR_fdatasync));
+	ck_assert(!tb_syscall_writes(__NR_read));
+	ck_assert(!tb_syscall_writes(__NR_openat));
+	ck_assert(!tb_syscall_writes(__NR_mmap));
+	ck_assert(!tb_syscall_writes(-1));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("classify");
@@ -221,6 +235,7 @@ int main(void)
 	tcase_add_test(tc, syscall_fd_kinds);
 	tcase_add_test(tc, syscall_file_kinds);
 	tcase_add_test(tc, syscall_poll_futex_sleep_other);
+	tcase_add_test(tc, syscall_writes_are_output);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

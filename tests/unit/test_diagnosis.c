@@ -170,6 +170,46 @@ START_TEST(data_and_checkpoint_phases)
 }
 END_TEST
 
+/*
+ * Storage waits told apart by the syscall (thread_rec.wio): a cold
+ * start's reads (imports) are neither checkpointing nor, in phases, data;
+ * only the writes outside torch.save join it. Without the split (an older
+ * recording) the bytes' ratio would have called 18 of the 30 s writes.
+ */
+START_TEST(storage_reads_are_not_checkpoints)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p;
+	struct dg_view v;
+	const struct dg_finding *f;
+
+	one_trainer(&v, &p, 100, 0, 0);
+	v.phases = v.ckpt_phase = v.wio_known = true;
+	v.ph[PH_FORWARD][TB_CPU] = 50 * S;
+	v.ph[PH_CHECKPOINT][TB_CPU] = 20 * S;
+	v.ph[PH_OTHER][TB_IO] = 30 * S;		/* 25 s of imports, then fsyncs */
+	v.wio[PH_OTHER] = 5 * S;
+	v.hl[TB_IO] = 30 * S;
+	v.hl[TB_CPU] = 70 * S;
+	v.rbytes = 400 << 20;
+	v.wbytes = 600 << 20;
+	f = find(fs, diag_run(&v, fs, 16), DG_CHECKPOINT);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.25, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "5.0% waiting for storage writes"));
+	v.wio_known = false;
+	f = find(fs, diag_run(&v, fs, 16), DG_CHECKPOINT);
+	ck_assert_double_eq_tol(f->value, 0.38, 1e-9);
+	/* No phases: reads are data loading, the writes too few to be a finding. */
+	v.phases = v.ckpt_phase = false;
+	v.wio_known = true;
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_CHECKPOINT));
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.25, 1e-9);
+}
+END_TEST
+
 START_TEST(gone_processes_forgotten_past_a_bound)
 {
 	struct diag d;
@@ -360,6 +400,7 @@ int main(void)
 	tcase_add_test(tc, folded_workers_count_one_by_one);
 	tcase_add_test(tc, workers_judged_by_their_busiest_thread);
 	tcase_add_test(tc, data_and_checkpoint_phases);
+	tcase_add_test(tc, storage_reads_are_not_checkpoints);
 	tcase_add_test(tc, gone_processes_forgotten_past_a_bound);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -74,6 +74,7 @@ static void fill_phases(struct thread_rec *t, const struct tb_slot *s)
 	unsigned int p = s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER;
 
 	memcpy(t->ph, s->ph, sizeof(t->ph));
+	memcpy(t->wio, s->wio, sizeof(t->wio));
 	for (int c = 0; c < TB_NCAT; c++)
 		t->ph[p][c] += t->cp[c] - s->cp[c];
 }

@@ -318,6 +318,17 @@ static void view_phases(struct dg_view *v, const struct job *job)
 	v->data_fetched = sum.step_source != PH_STEPS_BACKWARD;
 }
 
+/* The trainers' main threads' storage waits that were writes, by phase. */
+static void view_writes(struct dg_view *v, const struct job *job)
+{
+	uint64_t w[PH_NSHOWN];
+
+	v->wio_known = !job->wio_unknown;
+	phases_job_writes(job, w);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		v->wio[p] = (int64_t)w[p];
+}
+
 int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
 		  uint64_t now)
 {
@@ -347,6 +358,7 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 			busiest_thread(pr, v->p[v->n - 1].work);
 	}
 	view_phases(v, job);
+	view_writes(v, job);
 	for (int i = 0; st && i < st->n; i++) {
 		v->steps += st->list[i].steps.count;
 		v->syncs += st->list[i].steps.syncs;

@@ -105,6 +105,13 @@ struct dg_view {
 	bool data_fetched;
 	bool phases;		/* training phase events came: a PyTorch loop */
 	int64_t ph[PH_NSHOWN][TB_NCAT];
+	/*
+	 * Of their io, the waits in syscalls that write (checkpoints, logs),
+	 * by phase (all in other without phases); unknown in recordings of
+	 * schema < 4: then the rules split io by bytes read and written.
+	 */
+	int64_t wio[PH_NSHOWN];
+	bool wio_known;
 	uint64_t rbytes, wbytes;	/* the trainers' main threads' storage I/O */
 	const struct ep_worker_gen *gens;	/* the run's, all of them */
 	int ngens;

@@ -25,6 +25,7 @@ struct thread_rec {
 	uint64_t own[TB_NCAT];
 	uint64_t cp[TB_NCAT];
 	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */
+	uint64_t wio[TB_NPHASE];	/* of ph's io: blocked in syscalls that write */
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
 	uint64_t fed;		/* wakes of a non-worker's thread in another process */
@@ -138,6 +139,7 @@ struct job {
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
 	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
+	bool wio_unknown;	/* thread_rec.wio not measured: a recording of schema < 4 */
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */

@@ -293,9 +293,11 @@ static void add_thread(struct thread_rec *dst, const struct thread_rec *t)
 		dst->own[c] += t->own[c];
 		dst->cp[c] += t->cp[c];
 	}
-	for (int ph = 0; ph < TB_NPHASE; ph++)
+	for (int ph = 0; ph < TB_NPHASE; ph++) {
 		for (int c = 0; c < TB_NCAT; c++)
 			dst->ph[ph][c] += t->ph[ph][c];
+		dst->wio[ph] += t->wio[ph];
+	}
 	dst->io_rbytes += t->io_rbytes;
 	dst->io_wbytes += t->io_wbytes;
 	dst->nswitch += t->nswitch;

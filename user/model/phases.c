@@ -14,16 +14,19 @@ const char *const ph_source_names[PH_NSOURCES] = {
 	"none", "unnamed", "backward", "brackets",
 };
 
+/* The shown phase a BPF phase's row goes to. */
+static int fold_to(int p, bool in_val)
+{
+	return in_val && ph_is_pending(p) ? PH_VALIDATION : ph_shown_of(p);
+}
+
 void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 		 uint64_t out[PH_NSHOWN][TB_NCAT])
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
-	for (int p = 0; p < TB_NPHASE; p++) {
-		int to = in_val && ph_is_pending(p) ? PH_VALIDATION : ph_shown_of(p);
-
+	for (int p = 0; p < TB_NPHASE; p++)
 		for (int c = 0; c < TB_NCAT; c++)
-			out[to][c] += ph[p][c];
-	}
+			out[fold_to(p, in_val)][c] += ph[p][c];
 }
 
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
@@ -172,6 +175,17 @@ static void row_to_other(struct thread_rec *t, int from)
 		t->ph[TB_PH_OTHER][c] += t->ph[from][c];
 		t->ph[from][c] = 0;
 	}
+	t->wio[TB_PH_OTHER] += t->wio[from];
+	t->wio[from] = 0;
+}
+
+/* Of io moved from ph to other, the writes (as many as there were). */
+static void tail_writes(struct thread_rec *t, int ph, uint64_t io)
+{
+	uint64_t w = t->wio[ph] < io ? t->wio[ph] : io;
+
+	t->wio[ph] -= w;
+	t->wio[TB_PH_OTHER] += w;
 }
 
 void phases_settle_tail(struct phases *p, struct job *job)
@@ -189,6 +203,9 @@ void phases_settle_tail(struct phases *p, struct job *job)
 
 			t->ph[ph][c] -= tail;
 			t->ph[TB_PH_OTHER][c] += tail;
+			/* Its writes are no phase's either (fsync after the last save). */
+			if (c == TB_IO)
+				tail_writes(t, ph, tail);
 		}
 		if (!pt->sp.fetcher) {
 			row_to_other(t, TB_PH_PEND_DATA);
@@ -311,6 +328,18 @@ void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 				   PH_STEPS_MIXED;
 }
 
+/* Process i's main thread if it is a trainer's, and its steps (pt, may be NULL). */
+static const struct thread_rec *trainer_main(const struct job *job, int i,
+					     const struct ph_thread **pt)
+{
+	const struct thread_rec *t = job_main_thread(&job->procs[i]);
+
+	if (job->procs[i].role != TB_ROLE_TRAINER || !t)
+		return NULL;
+	*pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	return t;
+}
+
 int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum)
 {
 	uint64_t one[PH_NSHOWN][TB_NCAT];
@@ -319,12 +348,11 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 	memset(rows, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
 	memset(sum, 0, sizeof(*sum));
 	for (int i = 0; i < job->nprocs; i++) {
-		const struct thread_rec *t = job_main_thread(&job->procs[i]);
 		const struct ph_thread *pt;
+		const struct thread_rec *t = trainer_main(job, i, &pt);
 
-		if (job->procs[i].role != TB_ROLE_TRAINER || !t)
+		if (!t)
 			continue;
-		pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
 		phases_fold(t->ph, pt && pt->sp.in_val, one);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
@@ -335,4 +363,16 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 		}
 	}
 	return n;
+}
+
+void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN])
+{
+	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct ph_thread *pt;
+		const struct thread_rec *t = trainer_main(job, i, &pt);
+
+		for (int p = 0; t && p < TB_NPHASE; p++)
+			out[fold_to(p, pt && pt->sp.in_val)] += t->wio[p];
+	}
 }

@@ -136,6 +136,12 @@ struct job;
 int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
 
 /*
+ * The same threads' storage waits in syscalls that write (checkpoints,
+ * logs: thread_rec.wio), by shown phase; part of the rows' io.
+ */
+void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN]);
+
+/*
  * After the last refresh (live): what each thread's last phase gained
  * after its last event, the time after its last bracket (the job's
  * teardown; the stretch since then at a detach), goes to other. The wall

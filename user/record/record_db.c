@@ -86,7 +86,8 @@ static const char schema[] =
 "CREATE TABLE phase_times (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  start_ns INTEGER NOT NULL, phase TEXT NOT NULL,"
 "  cp_cpu INTEGER, cp_gpu_wait INTEGER, cp_comm INTEGER, cp_data_wait INTEGER,"
-"  cp_io INTEGER, cp_runqueue INTEGER, cp_lock INTEGER, cp_idle INTEGER);"
+"  cp_io INTEGER, cp_runqueue INTEGER, cp_lock INTEGER, cp_idle INTEGER,"
+"  io_write INTEGER);"
 "CREATE TABLE phase_steps (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  steps INTEGER, step_ms REAL, pend_data_ns INTEGER, pend_fwd_ns INTEGER,"
 "  held_ns INTEGER, phase TEXT NOT NULL, wall_ns INTEGER, total_ms REAL,"
@@ -120,7 +121,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 	[RS_GPU_PROC] = "INSERT INTO gpu_procs VALUES (?,?,?)",
 	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
-	[RS_PHASE_TIME] = "INSERT INTO phase_times VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_PHASE_TIME] = "INSERT INTO phase_times VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
 };

@@ -135,6 +135,7 @@ static void write_phase_times(struct recorder *r, const struct job *job)
 				rec_bind_text(r, RS_PHASE_TIME, 4, tb_phase_names[ph]);
 				for (int c = 0; c < TB_NCAT; c++)
 					rec_bind_int(r, RS_PHASE_TIME, 5 + c, t->ph[ph][c]);
+				rec_bind_int(r, RS_PHASE_TIME, 5 + TB_NCAT, t->wio[ph]);
 				rec_step(r, RS_PHASE_TIME);
 			}
 		}

@@ -14,6 +14,6 @@
  * training phases (phase_times, phase_steps, phase_events); a version-2
  * file has none of them, or the first two only.
  */
-#define REC_SCHEMA_VERSION 3
+#define REC_SCHEMA_VERSION 4
 
 #endif

@@ -118,6 +118,8 @@ static int check_header(struct recording *r, char *err, size_t errlen)
 	if (ver < 1)
 		return ERR("%s: not a trainbpf recording (schema version %lld)", r->path, (long long)ver);
 	r->version = (int)ver;
+	/* Until phase_times of schema 4 say which storage waits were writes. */
+	r->job.wio_unknown = true;
 	return 0;
 }
 
@@ -1169,9 +1171,14 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 	struct tref *ix = thread_index(&r->job, &nix);
 	struct q q;
 
-	if (q_open(r, &q, "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, "
-		   "cp_data_wait, cp_io, cp_runqueue, cp_lock, cp_idle FROM phase_times",
-		   err, errlen)) {
+	/* Schema 4 tells storage writes from reads; before, the diagnosis guesses. */
+	if (r->version >= 4)
+		r->job.wio_unknown = false;
+	if (q_open(r, &q, r->version >= 4 ?
+		   "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, "
+		   "cp_io, cp_runqueue, cp_lock, cp_idle, io_write FROM phase_times" :
+		   "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, "
+		   "cp_io, cp_runqueue, cp_lock, cp_idle, 0 FROM phase_times", err, errlen)) {
 		free(ix);
 		return -1;
 	}
@@ -1185,6 +1192,7 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)
 			t->t->ph[ph][c] += col_ns(&q, 4 + c);
+		t->t->wio[ph] += col_ns(&q, 4 + TB_NCAT);
 	}
 	rc = q_close(r, &q, err, errlen);
 	free(ix);
