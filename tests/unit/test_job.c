@@ -175,6 +175,26 @@ START_TEST(phases_spawn_ranks_workers_helpers)
 }
 END_TEST
 
+/*
+ * Attached as an epoch's spawn workers shut down: one woke its trainer
+ * once more, its sibling (same parent, started with it) never did. A
+ * spawn child started long after, never waking it, is no worker.
+ */
+START_TEST(phases_spawn_worker_generation)
+{
+	proc(20, 10, "python3", EXECED, 8 * S, 2 * S);
+	proc(21, 20, "python3", EXECED | JOB_PF_MP_SPAWNED, S, S)->start_ns = 100 * S;
+	proc(22, 20, "python3", EXECED | JOB_PF_MP_SPAWNED, S, S)->start_ns = 100 * S + S / 20;
+	proc(23, 20, "python3", EXECED | JOB_PF_MP_SPAWNED, S, S)->start_ns = 110 * S;
+	trains(20);
+	fed(21, 1);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(21), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(22), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(23), TB_ROLE_OTHER);
+}
+END_TEST
+
 START_TEST(phases_forkserver_is_other_its_children_workers)
 {
 	proc(10, 1, "python3", 0, 8 * S, 2 * S)->root = true;
@@ -637,6 +657,7 @@ int main(void)
 	tcase_add_test(tc, nothing_qualifies_root_is_trainer);
 	tcase_add_test(tc, classify_reports_changes_once);
 	tcase_add_test(tc, phases_spawn_ranks_workers_helpers);
+	tcase_add_test(tc, phases_spawn_worker_generation);
 	tcase_add_test(tc, phases_forkserver_is_other_its_children_workers);
 	tcase_add_test(tc, phases_launcher_above_ranks_is_other);
 	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);

@@ -451,6 +451,37 @@ static void helpers_of_trainers(struct job *job, const int *par, const bool *pow
  * first backward). A short helper (git, ip, a shell) wakes its parent
  * once or twice, as it writes its output and exits: other.
  */
+/*
+ * A DataLoader starts its workers together (spawn: fork + exec each, one
+ * after the other, without waiting for them); within this of a worker
+ * sibling, a spawn child of the same trainer is of its generation.
+ */
+#define JOB_GENERATION_NS 1000000000ull
+
+/*
+ * A spawn child that never woke its trainer while traced, one of a
+ * generation of workers: attached while it shuts down at an epoch's end,
+ * its batches all given before (CI, a loaded machine: torch 1.13, spawn
+ * workers, -p).
+ */
+static bool sibling_of_worker(const struct job *job, const int *par, int i)
+{
+	const struct proc_rec *p = &job->procs[i];
+
+	if (!(p->flags & JOB_PF_MP_SPAWNED) || par[i] < 0)
+		return false;
+	for (int j = 0; j < job->nprocs; j++) {
+		const struct proc_rec *s = &job->procs[j];
+		uint64_t gap = s->start_ns > p->start_ns ? s->start_ns - p->start_ns :
+			       p->start_ns - s->start_ns;
+
+		if (j != i && par[j] == par[i] && !s->folded && s->role == TB_ROLE_WORKER &&
+		    (s->flags & JOB_PF_MP_SPAWNED) && gap <= JOB_GENERATION_NS)
+			return true;
+	}
+	return false;
+}
+
 static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 			    unsigned int *bits)
 {
@@ -467,6 +498,14 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 			continue;
 		if (looks_like_worker(p) || (job_proc_fed(p) >= feed_min(p) &&
 					     run_by_trainer(job, par, i)))
+			p->role = TB_ROLE_WORKER;
+	}
+	for (i = 0; i < job->nprocs; i++) {
+		struct proc_rec *p = &job->procs[i];
+
+		if (!p->folded && p->role == TB_ROLE_OTHER && !trains[i] &&
+		    !p->trainer_below && run_by_trainer(job, par, i) &&
+		    sibling_of_worker(job, par, i))
 			p->role = TB_ROLE_WORKER;
 	}
 	child_roles(job, par, bits);
