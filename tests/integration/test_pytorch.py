@@ -80,10 +80,18 @@ def attach_mid_training(tmp_path, *args, link=None, timeout=300):
 
 
 def test_slow_dataset_makes_data_wait_the_top_category(tmp_path):
-    report = attach_mid_training(tmp_path, "--epochs", "1", "--slow-data", "0.02")
+    """Workers that sleep 50 ms an item: 0.8 s a batch of 32 from 2 workers,
+    against 0.2-0.3 s of compute a step here (at 20 ms an item, 0.32 s a
+    batch, the job was compute-bound on this machine: forward + backward
+    9.7 s, data 7.1 s of the two ranks'). The headline's data_wait is the
+    data phase's (PyTorch's own fetch brackets), waits for the workers."""
+    report = attach_mid_training(tmp_path, "--epochs", "1", "--slow-data", "0.05",
+                                 "--samples", "1024")
     top, times = top_category(report)
     assert top == "data_wait", times
-    assert report["headline"]["rollup_pct"]["io_data"] > 40, times
+    assert report["headline"]["rollup_pct"]["io_data"] > 50, times
+    data = next(p for p in report["phases"]["list"] if p["phase"] == "data")
+    assert data["critical_path_s"]["data_wait"] == pytest.approx(times["data_wait"], rel=0.05)
 
 
 def test_large_model_tiny_batches_make_comm_the_top_category(tmp_path):
