@@ -215,7 +215,8 @@ static void data_workers(struct dg_finding *f, const struct worker_sum *w)
 static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool main_cpu,
 			bool reads, bool fed)
 {
-	if (fed)
+	/* With workers, the thread between them and the loop is DataLoader's own (pin memory). */
+	if (fed && !w->n)
 		CAT(f, advice, "the loop waits for a thread that feeds it batches: more producers "
 		    "(DataLoader workers, num_workers > 0, instead of one Python thread), a deeper "
 		    "queue, cheaper production; ");
