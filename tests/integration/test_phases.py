@@ -310,6 +310,42 @@ def record(variant, tmp_path, name):
     return db, json.loads(live.read_text())
 
 
+SHORT = {"data": "data", "fwd": "forward", "bwd": "backward", "opt": "optimizer",
+         "ckpt": "checkpoint", "val": "validation", "other": "other"}
+
+
+def made_of_lines(lines, i):
+    """The made-of items that start at lines[i] and continue on the lines
+    indented under them: {phase: [(category, percent), ...]}."""
+    body, indent = lines[i], len(lines[i]) - len(lines[i].lstrip())
+    for nxt in lines[i + 1:]:
+        if not nxt.startswith(" " * (indent + 4)) or not body.rstrip().endswith(","):
+            break
+        body += " " + nxt.strip()
+    out = {}
+    for item in body.split(":", 1)[1].split(",") if ":" in body else body.split(","):
+        words = item.split()
+        if words and words[0].isdigit():     # a trainer's row starts with its PID
+            words = words[1:]
+        out[SHORT[words[0]]] = [(words[k], int(words[k + 1].rstrip("%")))
+                                for k in range(1, len(words), 2)]
+    return out
+
+
+def check_made_of(items, wall_s, cp):
+    """A made-of line against the JSON: the phases of 5% of wall and up,
+    each with its two largest categories (1% and up), rounded percents."""
+    all_s = sum(wall_s.values())
+    want = [ph for ph in SHORT.values() if wall_s[ph] >= 0.05 * all_s and sum(cp[ph].values())]
+    assert sorted(items) == sorted(want), (items, wall_s)
+    for ph, cats in items.items():
+        tot = sum(cp[ph].values())
+        top = sorted((c for c in cp[ph] if cp[ph][c] * 100 >= tot), key=lambda c: -cp[ph][c])
+        assert [c for c, _ in cats] == top[:2], (ph, cats, cp[ph])
+        for c, pct in cats:
+            assert abs(pct - 100 * cp[ph][c] / tot) <= 0.5 + 1e-6, (ph, c, pct, cp[ph])
+
+
 def read(*args):
     r = subprocess.run([TRAINBPF, *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -445,4 +481,19 @@ def test_phases_of_each_epoch(tmp_path, variant):
         per = len(truth["ranks"]) * e["steps"]["count"]
         assert float(cols[2]) == pytest.approx(e["phases"]["wall_s"]["data"] * 1e3 / per,
                                                abs=0.051)
-    assert sum("  phases: data" in l for l in text.splitlines()) == len(epochs)
+    lines = text.splitlines()
+    assert sum("  phases: data" in l for l in lines) == len(epochs)
+    # What each epoch's phases were made of, in its block: the JSON's.
+    made = [made_of_lines(lines, i) for i, l in enumerate(lines) if l.startswith("  made of: ")]
+    assert len(made) == len(epochs), text
+    for items, e in zip(made, epochs):
+        check_made_of(items, e["phases"]["wall_s"], e["phases"]["critical_path_s"])
+    # With more than one rank, each one's, under the table.
+    ranks = [p for p in rep["processes"] if p.get("phases") and p["phases"]["steps"]]
+    if len(ranks) > 1:
+        at = lines.index("  by trainer, made of (critical path; phases of 5% and up):")
+        for k, p in enumerate(ranks):
+            i = at + 1 + next(j for j, l in enumerate(lines[at + 1:])
+                              if l.split() and l.split()[0] == str(p["pid"]))
+            check_made_of(made_of_lines(lines, i), p["phases"]["wall_s"],
+                          p["phases"]["critical_path_s"])

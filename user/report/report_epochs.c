@@ -21,6 +21,7 @@ static double pct_of(int64_t v, int64_t total)
 static void epoch_phases_line(FILE *f, const struct epoch *e)
 {
 	uint64_t t = epoch_phase_ns(e);
+	double wall[PH_NSHOWN];
 
 	if (!t)
 		return;
@@ -29,6 +30,9 @@ static void epoch_phases_line(FILE *f, const struct epoch *e)
 		if (200 * e->ph[p] >= t)	/* 0.5% and up */
 			fprintf(f, " %s %.0f%%", ph_short[p], 100.0 * e->ph[p] / t);
 	fputc('\n', f);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		wall[p] = (double)e->ph[p];
+	report_phases_made_of(f, "  made of: ", wall, e->ph_cp);
 }
 
 static const char *span_note(const struct epoch *e)

@@ -52,6 +52,62 @@ static void made_of(FILE *f, const uint64_t row[TB_NCAT])
 	}
 }
 
+/*
+ * "  made of: data data_wait 69% cpu 14%, fwd cpu 75% runqueue 24%, ...":
+ * each phase of at least 5% of wall with its two largest categories (1% and
+ * up) on the critical path, wrapped at 80 columns under lead.
+ */
+#define MADE_OF_MIN 0.05
+#define MADE_OF_COLS 80
+
+static int made_of_item(char *buf, size_t len, int p, const uint64_t row[TB_NCAT])
+{
+	uint64_t total = row_total(row);
+	int n = snprintf(buf, len, "%s", ph_short[p]);
+	bool used[TB_NCAT] = {};
+
+	for (int k = 0; k < 2 && total; k++) {
+		int best = -1;
+
+		for (int c = 0; c < TB_NCAT; c++)
+			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
+				best = c;
+		if (best < 0)
+			break;
+		used[best] = true;
+		n += snprintf(buf + n, len - n, " %s %.0f%%", tb_cat_names[best],
+			      100.0 * row[best] / total);
+	}
+	return n;
+}
+
+void report_phases_made_of(FILE *f, const char *lead, const double wall[PH_NSHOWN],
+			   const uint64_t cp[PH_NSHOWN][TB_NCAT])
+{
+	double all = 0;
+	int col = 0, indent = (int)strlen(lead);
+	char item[96];
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		all += wall[p];
+	for (int p = 0; p < PH_NSHOWN && all > 0; p++) {
+		int n;
+
+		if (wall[p] < MADE_OF_MIN * all || !row_total(cp[p]))
+			continue;
+		n = made_of_item(item, sizeof(item), p, cp[p]);
+		if (!col) {
+			col = fprintf(f, "%s%s", lead, item);
+		} else if (col + 2 + n + 1 > MADE_OF_COLS) {	/* and its comma */
+			col = fprintf(f, ",\n%*s%s", indent, "", item) - 2;
+		} else {
+			col += fprintf(f, ", %s", item);
+		}
+	}
+	if (col)
+		fputc('\n', f);
+}
+
 static double wall_total(const struct ph_sum *sum)
 {
 	double t = 0;
@@ -87,6 +143,29 @@ static void side_head(FILE *f, const char *by, const char *key)
 	fputc('\n', f);
 }
 
+/* Each trainer's phases of 5% and up, what they were made of. */
+static void rank_made_of(FILE *f, const struct job *job)
+{
+	char lead[32];
+
+	fprintf(f, "  by trainer, made of (critical path; phases of 5%% and up):\n");
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *pr = &job->procs[i];
+		const struct thread_rec *t = job_main_thread(pr);
+		const struct ph_thread *pt;
+		uint64_t rows[PH_NSHOWN][TB_NCAT];
+		struct ph_sum s = { 0 };
+
+		if (pr->role != TB_ROLE_TRAINER || pr->folded || !t ||
+		    !(pt = phases_thread(job->phases, t->tid)) || !pt->steps.steps)
+			continue;
+		phases_thread_sum(pt, &s);
+		phases_fold(t->ph, pt->sp.in_val, rows);
+		snprintf(lead, sizeof(lead), "  %7d  ", pr->pid);
+		report_phases_made_of(f, lead, s.wall_ms, rows);
+	}
+}
+
 /*
  * With more than one trainer: each one's ms per step in each phase, side
  * by side, so that a rank slow in one phase (its data, its backward) shows
@@ -110,6 +189,7 @@ static void rank_rows(FILE *f, const struct job *job)
 			fprintf(f, " %8.1f", s.wall_ms[p] / s.steps.steps);
 		fputc('\n', f);
 	}
+	rank_made_of(f, job);
 }
 
 static bool epoch_has_rows(const struct epoch *e)

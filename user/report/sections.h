@@ -59,6 +59,9 @@ void report_epochs_json(struct jw *w, const struct job *job, const struct epochs
 
 /* Training phases: the table for the trainers' main threads. */
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c);
+/* "made of: data data_wait 69% cpu 14%, ...": phases of 5% of wall and up. */
+void report_phases_made_of(FILE *f, const char *lead, const double wall[PH_NSHOWN],
+			   const uint64_t cp[PH_NSHOWN][TB_NCAT]);
 void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c);
 void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p);
 
