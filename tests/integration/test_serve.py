@@ -232,6 +232,7 @@ def test_two_nodes_straggler_in_prometheus(tmp_path):
               f"{prom.query('last_over_time(trainbpf:rank_comm_wait:ratio30s[5m])')}")
         assert set(fired) == {"1"}, fired
         assert slow_unix < fired["1"] <= slow_unix + 30, (fired["1"] - slow_unix)
+        check_step_time_and_findings(prom, job_id, nodes)
         # Gone: from /metrics after the grace, then from Prometheus' latest scrape.
         wait_for("the job's series to leave /metrics",
                  lambda: all(job_id not in n.metrics() for n in nodes), GRACE_S + 5)
@@ -244,6 +245,23 @@ def test_two_nodes_straggler_in_prometheus(tmp_path):
         prom.stop()
         codes = [n.stop() for n in nodes]
     assert codes == [0, 0]
+
+
+def check_step_time_and_findings(prom, job_id, nodes):
+    """The ranks step together (the allreduce), at least the slowed rank's
+    sleep a step once it slows; the fast rank's node finds its job
+    communication-bound (it waits for the slow one), judged on its own
+    rank alone."""
+    steps = {m["rank"]: v for m, v in prom.query(
+        f'last_over_time(trainbpf_step_seconds{{job="{job_id}"}}[5m])')}
+    print(f"step time: {steps}")
+    assert set(steps) == {"0", "1"} and all(v >= 0.060 for v in steps.values()), steps
+    assert abs(steps["0"] - steps["1"]) <= 0.2 * max(steps.values()), steps
+    node0 = f"127.0.0.1:{nodes[0].port}"
+    found = {m["finding"]: v for m, v in prom.query(
+        f'last_over_time(trainbpf_finding{{job="{job_id}",instance="{node0}"}}[5m])')}
+    print(f"findings of rank 0's node: {found}")
+    assert "comm_bound" in found and 0 < found["comm_bound"] <= 1, found
 
 
 def check_series(prom, job_id, parts):

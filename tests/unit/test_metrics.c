@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include "labels.h"
 #include "metrics.h"
+#include "phases.h"
 
 #define S 1000000000ull
 
@@ -123,6 +124,88 @@ START_TEST(series_go_after_the_grace_period)
 	metrics_update(&m, &job, 132 * S);
 	ck_assert_int_eq(m.nseries, 1);
 	ck_assert_uint_eq(series("j2", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], S);
+}
+END_TEST
+
+/* The exposition as a string (freed by the caller). */
+static char *exposition(void)
+{
+	struct mx_self me = { 0 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	metrics_write(&m, &me, f);
+	fclose(f);
+	return text;
+}
+
+/*
+ * Findings per job, each judged on its own processes: a job whose rank
+ * waits for its workers has data_loading, the job beside it on the node
+ * (all computation) has none.
+ */
+START_TEST(findings_per_job)
+{
+	struct proc_rec *p;
+	char *text;
+
+	proc(10, 1, TB_ROLE_TRAINER, 0, "starved");
+	p = job_proc(&job, 10);
+	p->threads[0].cp[TB_DATA_WAIT] = p->threads[0].own[TB_DATA_WAIT] = 6 * S;
+	p->threads[0].cp[TB_CPU] = p->threads[0].own[TB_CPU] = 4 * S;
+	proc(20, 1, TB_ROLE_TRAINER, 0, "busy");
+	set_cpu(20, 10 * S);
+	metrics_update(&m, &job, 100 * S);
+	ck_assert_int_eq(metrics_judge(&m, &job, 100 * S), 0);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_finding{job=\"starved\","
+				     "finding=\"data_loading\"} "));
+	ck_assert_ptr_null(strstr(text, "trainbpf_finding{job=\"busy\""));
+	free(text);
+	/* Its processes gone past the grace period: its findings go too. */
+	job_on_exit(&job, 10, 101 * S, 0);
+	metrics_update(&m, &job, 140 * S);
+	metrics_judge(&m, &job, 140 * S);
+	text = exposition();
+	ck_assert_ptr_null(strstr(text, "job=\"starved\""));
+	free(text);
+}
+END_TEST
+
+/*
+ * Steps and passes from the phases: the current step time is the mean of
+ * the steps completed at the last update that had any; a pass counts once.
+ */
+START_TEST(step_time_and_epochs)
+{
+	struct phases ph = { 0 };
+	struct ph_thread *t;
+	char *text;
+
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	job.phases = &ph;
+	t = phases_add_thread(&ph, 10, 10);
+	t->steps.steps = 10;
+	t->steps.step_ms = 1000;
+	metrics_update(&m, &job, 100 * S);
+	t = phases_add_thread(&ph, 10, 10);
+	t->steps.steps = 14;
+	t->steps.step_ms = 1800;	/* 4 steps of 200 ms */
+	t->passes = 1;
+	metrics_update(&m, &job, 101 * S);
+	metrics_update(&m, &job, 102 * S);	/* no step since: the gauge stays */
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_step_seconds{job=\"j1\",rank=\"0\","
+				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} "
+				     "0.200000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_epochs_total{job=\"j1\",rank=\"0\","
+				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_steps_total{job=\"j1\",rank=\"0\","
+				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 14\n"));
+	free(text);
+	job.phases = NULL;
+	phases_free(&ph);
 }
 END_TEST
 
@@ -250,6 +333,8 @@ int main(void)
 	tcase_add_test(tc, label_values_are_escaped);
 	tcase_add_test(tc, pods_from_cgroup_paths);
 	tcase_add_test(tc, labels_from_the_environment);
+	tcase_add_test(tc, findings_per_job);
+	tcase_add_test(tc, step_time_and_epochs);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

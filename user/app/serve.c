@@ -78,6 +78,10 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 	s->next_publish = now + SERVE_PUBLISH_NS;
 	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
 	metrics_update(&s->mx, tr->job, now);
+	if (now >= s->next_judge) {
+		metrics_judge(&s->mx, tr->job, now);
+		s->next_judge = now + SERVE_JUDGE_NS;
+	}
 	publish(s, tr);
 }
 

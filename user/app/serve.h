@@ -20,13 +20,14 @@
 
 #define SERVE_SCAN_NS 2000000000ull	/* new processes: an import torch takes longer */
 #define SERVE_PUBLISH_NS 500000000ull	/* the exposition: at most this stale */
+#define SERVE_JUDGE_NS 5000000000ull	/* the findings: a diagnosis per job */
 
 struct serve {
 	struct discover dsc;
 	struct metrics mx;
 	struct exporter ex;
 	bool started;
-	uint64_t next_scan, next_publish;
+	uint64_t next_scan, next_publish, next_judge;
 	double start_unix;
 };
 

@@ -135,9 +135,15 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	memcpy(t->last_row, e->row, sizeof(t->last_row));
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
-		t->trained = true;
+		t->trained = t->in_pass = true;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
+		unsigned int how = e->resolved & TB_RS_HOW;
+
+		if (t->in_pass && (how == TB_RS_LONE || how == TB_RS_VALIDATION)) {
+			t->passes++;
+			t->in_pass = false;
+		}
 		t->fetches++;
 		next_step(t, e->ts, false);
 	} else if (e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD && !t->fetches) {

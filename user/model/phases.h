@@ -77,6 +77,13 @@ struct ph_thread {
 	struct ph_stat steps;		/* the training steps closed so far */
 	struct ph_ring *ring;		/* main threads, live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
+	/*
+	 * DataLoader passes it completed: a training step, then a fetch that
+	 * finds the step before it had no backward (the fetch that ended the
+	 * pass, told at the next fetch: a validation loop or the next pass).
+	 */
+	uint64_t passes;
+	bool in_pass;
 	/* Its last event (live): its phase, and that phase's row then. */
 	int last_phase;			/* enum tb_phase; -1: none yet */
 	uint64_t last_row[TB_NCAT];

@@ -50,6 +50,7 @@ static void proc_values(const struct job *job, const struct proc_rec *p,
 	memcpy(v->phase_ns, pt->tot, sizeof(v->phase_ns));
 	v->steps = pt->steps.steps;
 	v->step_ms = pt->steps.step_ms;
+	v->epochs = pt->passes;
 }
 
 static uint64_t gain(uint64_t now, uint64_t then)
@@ -68,6 +69,7 @@ static bool add_gain(struct mx_values *s, const struct mx_values *cur,
 	for (int p = 0; p < PH_NSHOWN; p++)
 		any += d = gain(cur->phase_ns[p], last->phase_ns[p]), s->phase_ns[p] += d;
 	any += d = gain(cur->steps, last->steps), s->steps += d;
+	any += d = gain(cur->epochs, last->epochs), s->epochs += d;
 	if (cur->step_ms > last->step_ms)
 		s->step_ms += cur->step_ms - last->step_ms;
 	any += d = gain(cur->rbytes, last->rbytes), s->rbytes += d;
@@ -245,6 +247,9 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 	if (si >= 0) {
 		struct mx_series *s = &m->series[si];
 
+		if (cur.steps > out->last.steps && cur.step_ms > out->last.step_ms)
+			s->step_now_ms = (cur.step_ms - out->last.step_ms) /
+					 (cur.steps - out->last.steps);
 		add_gain(&s->v, &cur, &out->last);
 		s->phases |= phases;
 		if (alive) {
@@ -286,8 +291,105 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
 	return reindex(m, procs, n);
 }
 
+/*
+ * The processes of the job named id as a job of their own: shallow copies
+ * with no pid index (job.h looks them up one by one then), no epochs (the
+ * node's epochs mix its jobs). Free only out->procs.
+ */
+static int subjob(const struct job *job, const char *id, struct job *out)
+{
+	char lab[JOB_ID_LEN];
+
+	*out = *job;
+	out->procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*out->procs));
+	if (!out->procs)
+		return -1;
+	out->nprocs = 0;
+	out->cap = job->nprocs;
+	out->pid_ix = NULL;
+	out->pid_cap = 0;
+	out->epochs = NULL;
+	for (int i = 0; i < job->nprocs; i++) {
+		job_label(job, &job->procs[i], lab, sizeof(lab));
+		if (!strcmp(lab, id))
+			out->procs[out->nprocs++] = job->procs[i];
+	}
+	return 0;
+}
+
+static int judge_one(struct mx_job *j, const struct job *job, uint64_t now)
+{
+	struct dg_finding fs[DG_MAX_FINDINGS];
+	struct dg_view v = { 0 };
+	struct diag none;
+	struct job sub;
+	int n, rc = -1;
+
+	diag_init(&none);	/* no memory samples: no memory findings */
+	if (subjob(job, j->job, &sub))
+		return -1;
+	if (diag_view_run(&v, &sub, job->diag ? job->diag : &none, now))
+		goto cleanup;
+	n = diag_run(&v, fs, DG_MAX_FINDINGS);
+	for (int k = 0; k < DG_NIDS; k++)
+		j->severity[k] = -1;
+	for (int k = 0; k < n; k++)
+		j->severity[fs[k].id] = fs[k].severity;
+	rc = 0;
+cleanup:
+	diag_view_free(&v);
+	free(sub.procs);
+	return rc;
+}
+
+/* The entry of job id among m->jobs, made if new (its findings unknown). */
+static struct mx_job *job_entry(struct metrics *m, const char *id)
+{
+	struct mx_job *j;
+
+	for (int i = 0; i < m->njobs; i++)
+		if (!strcmp(m->jobs[i].job, id))
+			return &m->jobs[i];
+	j = realloc(m->jobs, (m->njobs + 1) * sizeof(*j));
+	if (!j)
+		return NULL;
+	m->jobs = j;
+	j = &m->jobs[m->njobs++];
+	memset(j, 0, sizeof(*j));
+	snprintf(j->job, sizeof(j->job), "%s", id);
+	for (int k = 0; k < DG_NIDS; k++)
+		j->severity[k] = -1;
+	return j;
+}
+
+int metrics_judge(struct metrics *m, const struct job *job, uint64_t now)
+{
+	int rc = 0, n = 0;
+
+	for (int i = 0; i < m->njobs; i++)
+		m->jobs[i].live = false;
+	for (int i = 0; i < m->nseries; i++) {
+		struct mx_job *j;
+
+		if (!m->series[i].alive_ns || !(j = job_entry(m, m->series[i].job))) {
+			rc |= m->series[i].alive_ns ? -1 : 0;
+			continue;
+		}
+		if (!j->live && judge_one(j, job, now))
+			rc = -1;
+		j->live = true;
+	}
+	/* A job whose series all went leaves with them. */
+	for (int i = 0; i < m->njobs; i++)
+		if (m->jobs[i].live)
+			m->jobs[n++] = m->jobs[i];
+	m->njobs = n;
+	return rc;
+}
+
 void metrics_free(struct metrics *m)
 {
+	free(m->jobs);
 	free(m->series);
 	free(m->procs);
 	free(m->index);

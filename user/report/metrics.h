@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "diagnosis.h"
 #include "job.h"
 #include "phase_spans.h"
 
@@ -30,6 +31,7 @@ struct mx_values {
 	uint64_t phase_ns[PH_NSHOWN];
 	uint64_t steps;
 	double step_ms;
+	uint64_t epochs;		/* DataLoader passes completed */
 	uint64_t rbytes, wbytes;
 	uint64_t syncs, nccl_ops, nccl_bytes;
 };
@@ -42,6 +44,17 @@ struct mx_series {
 	int live;			/* its processes alive at the last update */
 	bool phases;			/* a trainer whose phases are probed */
 	uint64_t alive_ns;		/* when one of its processes was last alive */
+	double step_now_ms;		/* the steps completed at the last update that had any */
+};
+
+/*
+ * A training job's findings (diagnosis.h): judged on its processes alone,
+ * over their time since the daemon found them. Severity -1: not found.
+ */
+struct mx_job {
+	char job[JOB_ID_LEN];
+	double severity[DG_NIDS];
+	bool live;			/* among the series at the last judgement */
 };
 
 /* A process followed: what it had given at the last update, and where. */
@@ -62,6 +75,8 @@ struct metrics {
 	int index_cap;
 	uint64_t series_dropped;	/* label sets past MX_MAX_SERIES */
 	uint64_t procs_dropped;		/* processes past MX_MAX_PROCS */
+	struct mx_job *jobs;		/* one per job among the series */
+	int njobs;
 };
 
 /* What the daemon itself costs and lost. */
@@ -76,6 +91,11 @@ struct mx_self {
 void metrics_init(struct metrics *m, uint64_t grace_ns);
 /* Adds what each process of job gained since the last call; 0, or -1 (out of memory). */
 int metrics_update(struct metrics *m, const struct job *job, uint64_t now);
+/*
+ * Judges each job of the live series on its own processes (the node's
+ * share of it); 0, or -1 (out of memory: the last findings stay).
+ */
+int metrics_judge(struct metrics *m, const struct job *job, uint64_t now);
 /* The exposition (text format 0.0.4) of the series and of self. */
 void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f);
 void metrics_free(struct metrics *m);

@@ -118,11 +118,39 @@ static void counts(const struct metrics *m, FILE *f)
 	PER(m, f, "trainbpf_nccl_bytes_total", "counter",
 	    "Bytes of NCCL data calls (count times the datatype's size).", false, nccl_bytes,
 	    false);
+	PER(m, f, "trainbpf_epochs_total", "counter",
+	    "DataLoader passes completed (told at the loop's next fetch after a pass's end).",
+	    true, epochs, false);
+	family(f, "trainbpf_step_seconds", "gauge",
+	       "Mean wall time of the training steps completed at the last update that had any "
+	       "(updates every 0.5 s).");
+	for (int i = 0; i < m->nseries; i++)
+		if (live(&m->series[i]) && m->series[i].phases && m->series[i].v.steps) {
+			put_series(f, "trainbpf_step_seconds", &m->series[i], NULL, NULL);
+			fprintf(f, "%.6f\n", m->series[i].step_now_ms / 1e3);
+		}
 	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i])) {
 			put_series(f, "trainbpf_processes", &m->series[i], NULL, NULL);
 			fprintf(f, "%d\n", m->series[i].live);
+		}
+}
+
+static void findings(const struct metrics *m, FILE *f)
+{
+	family(f, "trainbpf_finding", "gauge",
+	       "A finding of trainbpf's diagnosis (docs/model.md) for the job's processes on this "
+	       "node, over their time since the daemon found them: its severity, 0 to 1; no "
+	       "sample: not found.");
+	for (int i = 0; i < m->njobs; i++)
+		for (int k = 0; k < DG_NIDS; k++) {
+			if (m->jobs[i].severity[k] < 0)
+				continue;
+			fputs("trainbpf_finding{job=\"", f);
+			put_value(f, m->jobs[i].job);
+			fprintf(f, "\",finding=\"%s\"} %.3f\n", diag_id_name(k),
+				m->jobs[i].severity[k]);
 		}
 }
 
@@ -151,5 +179,6 @@ void metrics_write(const struct metrics *m, const struct mx_self *s, FILE *f)
 {
 	times(m, f);
 	counts(m, f);
+	findings(m, f);
 	self(m, s, f);
 }
