@@ -86,7 +86,7 @@ CLI = [
     ("report-bad-format", ["report", "--format", "xml", "x.db"]),
     ("report-bad-epoch", ["report", "--epoch", "abc", "x.db"]),
     ("report-bad-pid", ["report", "--pid", "0", "x.db"]),
-    ("report-too-many", ["report", "a.db", "b.db"]),
+    ("report-merge-csv", ["report", "--format", "csv", "a.db", "b.db"]),
     ("trace-no-output", ["trace", "x.db"]), ("diff-one-file", ["diff", "a.db"]),
 ]
 

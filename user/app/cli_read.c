@@ -62,8 +62,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		env->filter.pid = (pid_t)parse_long(arg, state, "PID", 1);
 		break;
 	case ARGP_KEY_ARG:
-		if (env->ninputs == 2)
-			argp_error(state, "too many files: '%s'", arg);
+		if (env->ninputs == READ_MAX_INPUTS)
+			argp_error(state, "too many files: '%s' (%d at most)", arg, READ_MAX_INPUTS);
 		env->inputs[env->ninputs++] = arg;
 		break;
 	default:
@@ -122,13 +122,58 @@ static int load(struct recording *r, const char *path, const struct rec_filter *
 	return 0;
 }
 
+/*
+ * Several recordings: one job's ranks on several nodes, merged. Windows
+ * and processes are each node's own: no --epoch or --pid.
+ */
+static int run_merged(const struct read_env *env)
+{
+	struct recording *r = calloc(env->ninputs, sizeof(*r));
+	struct rec_filter flt = { .fold = true };
+	struct merged *m = NULL;
+	char err[512];
+	int loaded = 0, rc = 1;
+	FILE *out;
+
+	if (env->filter.epoch_set || env->filter.pid || env->format == TB_FMT_CSV) {
+		fprintf(stderr, "trainbpf report: several recordings are merged into one job's "
+			"report, text or json, without --epoch or --pid\n");
+		free(r);
+		return 2;
+	}
+	if (!r)
+		return 1;
+	for (; loaded < env->ninputs; loaded++)
+		if (load(&r[loaded], env->inputs[loaded], &flt))
+			goto cleanup;
+	if (merged_open(&m, r, env->ninputs, err, sizeof(err))) {
+		say(err);
+		goto cleanup;
+	}
+	if (!(out = open_out(env)))
+		goto cleanup;
+	if (env->format == TB_FMT_JSON)
+		merged_json(out, m);
+	else
+		merged_text(out, m);
+	rc = close_out(out, env->output);
+cleanup:
+	merged_close(m);
+	for (int i = 0; i < loaded; i++)
+		rec_close(&r[i]);
+	free(r);
+	return rc;
+}
+
 static int run_report(const struct read_env *env)
 {
 	struct recording r;
 	struct run_counters c;
 	FILE *out;
-
 	struct rec_filter flt = env->filter;
+
+	if (env->ninputs > 1)
+		return run_merged(env);
 
 	flt.fold = true;	/* the report shows what the live one would */
 	if (load(&r, env->inputs[0], &flt))
@@ -208,29 +253,34 @@ struct read_cmd {
 	const char *name;
 	const struct argp_option *opts;
 	const char *args, *doc;
-	int nfiles;
+	int nfiles, max_files;
 	bool needs_output;
 	int (*run)(const struct read_env *env);
 };
 
 static const struct read_cmd report_cmd = {
-	"report", report_opts, "RUN.DB",
-	"Print the report of a recording (trainbpf record), as the live tool prints it.\v"
+	"report", report_opts, "RUN.DB [RUN.DB...]",
+	"Print the report of a recording (trainbpf record), as the live tool prints it. "
+	"Several recordings of one job, one per node (matched by the job's id from the "
+	"ranks' environment, or a shared NCCL communicator), are merged into one report: "
+	"each rank side by side, and the diagnosis across them all (the straggler).\v"
 	"EXAMPLES:\n    trainbpf report run.db\n    trainbpf report run.db --format csv --epoch 3\n"
-	"    trainbpf report run.db --format json --pid 1234", 1, false, run_report,
+	"    trainbpf report run.db --format json --pid 1234\n"
+	"    trainbpf report node0.db node1.db node2.db node3.db", 1, READ_MAX_INPUTS, false,
+	run_report,
 };
 
 static const struct read_cmd trace_cmd = {
 	"trace", trace_opts, "RUN.DB -o TRACE.JSON",
 	"Write a recording as a Chrome trace (open it in ui.perfetto.dev or "
 	"chrome://tracing): each thread's states, epochs, steps, and per-process "
-	"category shares per flush.", 1, true, run_trace,
+	"category shares per flush.", 1, 1, true, run_trace,
 };
 
 static const struct read_cmd diff_cmd = {
 	"diff", diff_opts, "A.DB B.DB",
 	"Two recordings side by side: headline shares, epochs matched by label, "
-	"steps/s, and how the diagnosis changed.", 2, false, run_diff,
+	"steps/s, and how the diagnosis changed.", 2, 2, false, run_diff,
 };
 
 /* argv[0] is the subcommand's name: "trainbpf NAME" in --help and errors. */
@@ -244,7 +294,8 @@ static int read_main(const struct read_cmd *c, int argc, char **argv)
 	argv[0] = name;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, 0, NULL, &env);
-	if (env.ninputs != c->nfiles || (c->needs_output && !env.output)) {
+	if (env.ninputs < c->nfiles || env.ninputs > c->max_files ||
+	    (c->needs_output && !env.output)) {
 		fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, c->args);
 		return 2;
 	}

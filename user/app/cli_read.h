@@ -13,8 +13,11 @@
 #include "cli.h"
 #include "recording_read.h"
 
+/* A merged report's recordings at most: a job's ranks, one file per node. */
+#define READ_MAX_INPUTS 256
+
 struct read_env {
-	const char *inputs[2];
+	const char *inputs[READ_MAX_INPUTS];
 	int ninputs;
 	const char *output;	/* NULL: stdout */
 	enum tb_format format;

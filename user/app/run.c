@@ -21,6 +21,7 @@
 #include "gpu.h"
 #include "gpu_probes.h"
 #include "job.h"
+#include "labels.h"
 #include "launch.h"
 #include "live.h"
 #include "memory.h"
@@ -291,6 +292,9 @@ static uint64_t refresh(struct run *r)
 	now = now_ns();
 	account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
+	/* A recording names its training job (meta job): merged reports match by it. */
+	if (r->recording)
+		labels_refresh(job, "/proc");
 	fold(r, now);
 	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */

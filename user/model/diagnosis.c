@@ -132,9 +132,12 @@ int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 {
 	const struct dg_pinfo *pi = pinfo((struct diag *)d, pid, false);
 	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, pid) : NULL;
+	const struct proc_rec *p = job_proc_const(job, pid);
 
 	if (pi && pi->rank >= 0)
 		return pi->rank;
+	if (p && p->labels.rank >= 0)	/* its labels (serve), a recording's rank */
+		return p->labels.rank;
 	for (int i = 0; gp && i < gp->ncomms; i++)
 		if (gp->comms[i].rank >= 0)
 			return gp->comms[i].rank;
@@ -392,6 +395,76 @@ int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag 
 	}
 	v->steps = e->steps.count;
 	v->syncs = e->steps.syncs;
+	return 0;
+}
+
+static void merge_sums(struct dg_view *out, const struct dg_view *v)
+{
+	for (int c = 0; c < TB_NCAT; c++) {
+		out->hl[c] += v->hl[c];
+		out->hl_own[c] += v->hl_own[c];
+	}
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		for (int c = 0; c < TB_NCAT; c++)
+			out->ph[p][c] += v->ph[p][c];
+		out->wio[p] += v->wio[p];
+	}
+	out->rbytes += v->rbytes;
+	out->wbytes += v->wbytes;
+	out->steps += v->steps;
+	out->syncs += v->syncs;
+}
+
+/* The flags: any node's phases say what the job ran; writes known only if everywhere. */
+static void merge_flags(struct dg_view *out, const struct dg_view *v, bool first)
+{
+	out->gpu |= v->gpu;
+	out->phases |= v->phases;
+	out->data_phase |= v->data_phase;
+	out->ckpt_phase |= v->ckpt_phase;
+	out->data_fetched = first ? v->data_fetched : out->data_fetched && v->data_fetched;
+	out->wio_known = first ? v->wio_known : out->wio_known && v->wio_known;
+	if (v->wall_s > out->wall_s)
+		out->wall_s = v->wall_s;
+	if (v->ncpus > out->ncpus)
+		out->ncpus = v->ncpus;
+}
+
+/* The node with the least memory available, by its share. */
+static void merge_memory(struct dg_view *out, const struct dg_view *v)
+{
+	double mine = v->mem_total_kb ? (double)v->mem_min_avail_kb / v->mem_total_kb : 2;
+	double theirs = out->mem_total_kb ? (double)out->mem_min_avail_kb / out->mem_total_kb : 2;
+
+	if (mine < theirs) {
+		out->mem_total_kb = v->mem_total_kb;
+		out->mem_min_avail_kb = v->mem_min_avail_kb;
+		out->mem_min_at_s = v->mem_min_at_s;
+	}
+}
+
+int diag_view_merge(struct dg_view *out, const struct dg_view *in, int n,
+		    const char *const *where)
+{
+	int np = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < n; i++)
+		np += in[i].n;
+	out->p = calloc(np ? np : 1, sizeof(*out->p));
+	if (!out->p)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		for (int k = 0; k < in[i].n; k++) {
+			out->p[out->n] = in[i].p[k];
+			snprintf(out->p[out->n].where, sizeof(out->p[out->n].where), "%s",
+				 where[i]);
+			out->n++;
+		}
+		merge_sums(out, &in[i]);
+		merge_flags(out, &in[i], i == 0);
+		merge_memory(out, &in[i]);
+	}
 	return 0;
 }
 

@@ -74,6 +74,7 @@ struct dg_proc {
 	int64_t work[TB_NCAT];
 	uint64_t rbytes, wbytes;	/* the main thread's storage reads, writes */
 	bool trained;		/* ran training phases, or no phase is known */
+	char where[64];		/* merged views: the node (or recording) it ran on */
 };
 
 /* A window's memory: the run's samples, or nothing for an epoch. */
@@ -183,6 +184,15 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
 		    const struct epoch *e);
 void diag_view_free(struct dg_view *v);
+/*
+ * The views of one job's recordings from several nodes as one, to judge
+ * the job across them (the straggler among all its ranks): their
+ * processes side by side, each named by where[i], their sums summed, the
+ * node with the least memory left. Worker generations and RSS per epoch
+ * are each node's clock's: left out. Free out with diag_view_free.
+ */
+int diag_view_merge(struct dg_view *out, const struct dg_view *in, int n,
+		    const char *const *where);
 
 /* The findings of a window, most severe first; returns how many. */
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max);

@@ -96,10 +96,12 @@ static double share(const int64_t c[TB_NCAT], int cat)
 
 static void who(char *buf, size_t len, const struct dg_proc *p)
 {
+	const char *on = p->where[0] ? " on " : "";
+
 	if (p->rank >= 0)
-		snprintf(buf, len, "rank %d (PID %d)", p->rank, p->pid);
+		snprintf(buf, len, "rank %d (PID %d%s%s)", p->rank, p->pid, on, p->where);
 	else
-		snprintf(buf, len, "PID %d", p->pid);
+		snprintf(buf, len, "PID %d%s%s", p->pid, on, p->where);
 }
 
 /* Workers: how many, and how many I/O-bound or CPU-bound. */
@@ -532,7 +534,7 @@ static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 	const struct dg_proc *lo = NULL;
 	double min = 2, max = -1, others = 0, worst = 0;
 	int n = 0, worst_cat = TB_CPU;
-	char name[48];
+	char name[128];
 	struct dg_finding *f;
 
 	for (int i = 0; i < v->n; i++) {

@@ -107,6 +107,29 @@ void record_close(struct recorder *r)
 }
 
 /* One transaction: everything since the last flush, or nothing. */
+/*
+ * The training job the trainers belong to, from their environment
+ * (labels.c: a torchrun run id, a Slurm job, the rendezvous address, a
+ * pod), once one is known: `trainbpf report a.db b.db` merges recordings
+ * of one job made on several nodes.
+ */
+static void write_job_id(struct recorder *r, const struct job *job)
+{
+	char buf[32];
+
+	for (int i = 0; i < job->nprocs && !r->job_id_written; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		if (p->role != TB_ROLE_TRAINER || p->folded || !p->labels.job[0])
+			continue;
+		rec_meta(r, "job", p->labels.job);
+		snprintf(buf, sizeof(buf), "%d", p->labels.world_size);
+		if (p->labels.world_size > 0)
+			rec_meta(r, "world_size", buf);
+		r->job_id_written = true;
+	}
+}
+
 static int flush(struct recorder *r, const struct job *job,
 		 const struct tb_counters *bpf, uint64_t now, bool last)
 {
@@ -115,6 +138,7 @@ static int flush(struct recorder *r, const struct job *job,
 	if (rec_exec(r, "BEGIN", "write"))
 		return -1;
 	record_job(r, job, now, last);
+	write_job_id(r, job);
 	record_events(r, job);
 	record_counters(r, job, bpf);
 	if (last)

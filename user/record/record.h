@@ -112,6 +112,7 @@ struct recorder {
 	/* for the counters table: what recording cost */
 	uint64_t flushes, rows, flush_ns_max, flush_ns_sum;
 	uint64_t states_rows, states_dropped;	/* record_states.c */
+	bool job_id_written;	/* meta job: the training job, for merged reports */
 };
 
 /*

@@ -154,6 +154,7 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 	if (q_open(r, &q, "SELECT key, value FROM meta", err, errlen))
 		return -1;
 	r->ep.pass_ended = true;	/* recorded before it was kept: passes as they were */
+	r->world_size = -1;
 	while (q_row(&q)) {
 		const char *k = col_str(&q, 0), *v = col_str(&q, 1);
 
@@ -174,6 +175,12 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->has_phases = true;
 		} else if (!strcmp(k, "phase_threads_over")) {
 			r->phases.threads_over = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "job")) {
+			snprintf(r->job_id, sizeof(r->job_id), "%s", v);
+		} else if (!strcmp(k, "hostname")) {
+			snprintf(r->host, sizeof(r->host), "%s", v);
+		} else if (!strcmp(k, "world_size")) {
+			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
 		} else if (!strcmp(k, "epochs_pass_ended")) {
@@ -233,7 +240,8 @@ static int load_procs(struct recording *r, const struct rec_filter *flt,
 	struct q q;
 
 	snprintf(sql, sizeof(sql), "SELECT pid, ppid, comm, exe, role, flags, root, start_ns, "
-		 "end_ns, exit_code FROM processes ORDER BY %s", live_order(r, "start_ns, pid"));
+		 "end_ns, exit_code, rank FROM processes ORDER BY %s",
+		 live_order(r, "start_ns, pid"));
 	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
@@ -250,6 +258,9 @@ static int load_procs(struct recording *r, const struct rec_filter *flt,
 		p->root = col_i64(&q, 6) != 0;
 		p->end_ns = col_ns(&q, 8);
 		p->exit_code = (int)col_i64(&q, 9);
+		/* The rank it had (NULL: none known), for merged reports. */
+		if (sqlite3_column_type(q.st, 10) != SQLITE_NULL)
+			p->labels.rank = (int)col_i64(&q, 10);
 	}
 	return q_close(r, &q, err, errlen);
 }

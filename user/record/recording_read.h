@@ -49,6 +49,9 @@ struct recording {
 	bool complete;		/* meta.complete: it ended cleanly */
 	uint64_t states_lost;	/* meta.states_lost, else counters.states_lost */
 	int version;		/* user_version: 1 is read the old way */
+	char job_id[JOB_ID_LEN];	/* meta job: the training job ("": not known) */
+	char host[256];		/* meta hostname */
+	int world_size;		/* meta world_size; -1 */
 	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };
 

@@ -21,6 +21,16 @@ void report_csv(FILE *f, const struct job *job);
  * none (counters and markers only), -1 and a line in err.
  */
 int trace_export(struct recording *r, FILE *f, char *err, size_t errlen);
+/*
+ * Recordings of one job's ranks on several nodes as one job (report_merged.c):
+ * merged_open checks they are one job (a line in err and -1 if not) and
+ * judges them together; text or JSON; merged_close frees (m may be NULL).
+ */
+struct merged;
+int merged_open(struct merged **m, struct recording *r, int n, char *err, size_t len);
+void merged_text(FILE *f, const struct merged *m);
+void merged_json(FILE *f, const struct merged *m);
+void merged_close(struct merged *m);
 /* Two recordings side by side. */
 void diff_text(FILE *f, const struct recording *a, const struct recording *b);
 

@@ -82,13 +82,17 @@ void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = run_findings(job, now, fs);
 
-	if (n < 0)
-		return;
+	if (n >= 0)
+		report_findings_text(f, "Diagnosis", fs, n);
+}
+
+void report_findings_text(FILE *f, const char *title, const struct dg_finding *fs, int n)
+{
 	if (!n) {
-		fprintf(f, "Diagnosis: no bottleneck found (checked: %s)\n\n", checked);
+		fprintf(f, "%s: no bottleneck found (checked: %s)\n\n", title, checked);
 		return;
 	}
-	fprintf(f, "Diagnosis (severity 0-1, most severe first)\n");
+	fprintf(f, "%s (severity 0-1, most severe first)\n", title);
 	for (int i = 0; i < n; i++) {
 		fprintf(f, "  [%.2f] %s\n", fs[i].severity, fs[i].summary);
 		wrapped(f, "why: ", fs[i].evidence);
@@ -129,7 +133,7 @@ static void json_finding(struct jw *w, const struct dg_finding *d)
 	jw_end_object(w);
 }
 
-static void json_list(struct jw *w, const struct dg_finding *fs, int n)
+void report_findings_json(struct jw *w, const struct dg_finding *fs, int n)
 {
 	jw_name(w, "diagnosis");
 	jw_array(w);
@@ -143,7 +147,7 @@ void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now)
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = run_findings(job, now, fs);
 
-	json_list(w, fs, n > 0 ? n : 0);
+	report_findings_json(w, fs, n > 0 ? n : 0);
 }
 
 void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e)
@@ -152,5 +156,5 @@ void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const stru
 	int n = epoch_findings(job, e, fs);
 
 	jw_string_field(w, "slowest", tb_cat_names[epoch_slowest(job, e)]);
-	json_list(w, fs, n > 0 ? n : 0);
+	report_findings_json(w, fs, n > 0 ? n : 0);
 }

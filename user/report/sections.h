@@ -67,6 +67,10 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
+/* Findings judged elsewhere (a merged job): the section under title; JSON "diagnosis". */
+struct dg_finding;
+void report_findings_text(FILE *f, const char *title, const struct dg_finding *fs, int n);
+void report_findings_json(struct jw *w, const struct dg_finding *fs, int n);
 void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
 void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
