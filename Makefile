@@ -13,8 +13,9 @@ VERSION := 0.1.0
 BPF_INCLUDES := -Iinclude -Ivmlinux -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
 CFLAGS += -Wall -Wextra -Werror=implicit-function-declaration -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
-LDLIBS := -lbpf -lelf -lz -lm -lsqlite3 -lmicrohttpd -lpthread
-STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -lpthread -lm
+LDLIBS := -lbpf -lelf -lz -lm -lsqlite3 -lmicrohttpd -lgnutls -lyaml -lcrypt -lpthread
+STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -l:libyaml.a \
+		 -l:libcrypt.a -lpthread -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/*.h)

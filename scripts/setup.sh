@@ -7,6 +7,7 @@ PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       libzstd-dev libsqlite3-dev libclang-rt-14-dev check python3 python3-pytest python3-torch util-linux
       linux-perf bpftrace libbpf-tools libfuse3-dev fuse3 iproute2
       libmicrohttpd-dev   # trainbpf serve's /metrics
+      libgnutls28-dev libyaml-dev libcrypt-dev openssl   # its TLS, web config, bcrypt; test certificates
       prometheus python3-yaml   # tests: a real Prometheus scrapes serve; promtool checks deploy/
       mmdebstrap)   # scripts/torch-root.sh: the Debian 13 root with torch 2.6
 

@@ -42,7 +42,8 @@ static const char doc[] =
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
-       OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE };
+       OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE,
+       OPT_WEB_CONFIG };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -351,8 +352,9 @@ static const char serve_doc[] =
 "/metrics in the Prometheus text format: per job and rank, where the time\n"
 "went by category and by training phase, steps, storage bytes, CUDA and NCCL\n"
 "calls (docs/metrics.md). Labels: job, rank, local_rank, world_size, role.\n"
-"Binds to loopback unless --listen says otherwise. SIGHUP looks for new\n"
-"processes at once; SIGINT and SIGTERM stop it, nothing left attached.\n"
+"Binds to loopback unless --listen says otherwise; TLS and basic auth with\n"
+"--web.config.file. SIGHUP looks for new processes at once and reads the web\n"
+"config again; SIGINT and SIGTERM stop it, nothing left attached.\n"
 "\n"
 "EXAMPLES:\n"
 "    sudo trainbpf serve\n"
@@ -364,6 +366,7 @@ static const struct argp_option serve_opts[] = {
 	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
 	{ "grace", OPT_GRACE, "SEC", 0, "Keep a job's series this long after its last process exited (default 30)" },
+	{ "web.config.file", OPT_WEB_CONFIG, "FILE", 0, "TLS and basic auth for /metrics, in the web-config file format of Prometheus' exporters (docs/metrics.md); read again at SIGHUP" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
@@ -392,6 +395,9 @@ static error_t parse_serve_arg(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_GRACE:
 		env->grace_s = parse_seconds(arg, state, "grace");
+		return 0;
+	case OPT_WEB_CONFIG:
+		env->web_config = arg;
 		return 0;
 	case ARGP_KEY_ARG:
 		argp_error(state, "serve takes no command: it finds the training processes");

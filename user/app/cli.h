@@ -44,6 +44,7 @@ struct env {
 	const char *match;	/* watch processes whose command line matches */
 	const char *cgroup;	/* watch processes in this cgroup (v2 path) */
 	double grace_s;		/* a job's series stay this long after its last process */
+	const char *web_config;	/* --web.config.file: TLS and basic auth (web_config.h) */
 };
 
 /* "text", "json", and "csv" when with_csv; false if arg is none of them. */

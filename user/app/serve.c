@@ -15,10 +15,16 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 	clock_gettime(CLOCK_REALTIME, &rt);
 	s->start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
 	metrics_init(&s->mx, (uint64_t)(env->grace_s * 1e9));
-	if (discover_init(&s->dsc, env->match, env->cgroup))
+	s->env = env;
+	if (env->web_config && !(s->wc = web_config_read(env->web_config)))
 		return 1;
-	if (exporter_start(&s->ex, env->listen)) {
+	if (discover_init(&s->dsc, env->match, env->cgroup)) {
+		web_config_drop(s->wc);
+		return 1;
+	}
+	if (exporter_start(&s->ex, env->listen, s->wc)) {
 		discover_free(&s->dsc);
+		web_config_drop(s->wc);
 		return 1;
 	}
 	s->started = true;
@@ -65,9 +71,35 @@ static void publish(struct serve *s, struct tracer *tr)
 	exporter_publish(&s->ex, text, len);
 }
 
+/*
+ * SIGHUP: the web config read again (new certificates, users); if it is
+ * bad, or the exporter cannot start with it, the old one goes on (said).
+ */
+static void reload(struct serve *s)
+{
+	struct web_config *fresh;
+
+	if (!s->env->web_config)
+		return;
+	if (!(fresh = web_config_read(s->env->web_config))) {
+		fprintf(stderr, "trainbpf: SIGHUP: keeping the web config loaded before\n");
+		return;
+	}
+	if (exporter_reconfigure(&s->ex, s->env->listen, fresh)) {
+		fprintf(stderr, "trainbpf: SIGHUP: the new web config does not start: keeping the "
+			"one loaded before\n");
+		web_config_drop(fresh);
+		return;
+	}
+	web_config_drop(s->wc);
+	s->wc = fresh;
+}
+
 void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
 		bool rescan)
 {
+	if (rescan)
+		reload(s);
 	if (rescan || now >= s->next_scan) {
 		discover_scan(&s->dsc, tr, tr->job);
 		s->next_scan = now + SERVE_SCAN_NS;
@@ -90,6 +122,7 @@ void serve_stop(struct serve *s)
 	if (!s->started)
 		return;
 	exporter_stop(&s->ex);
+	web_config_drop(s->wc);
 	discover_free(&s->dsc);
 	metrics_free(&s->mx);
 	s->started = false;

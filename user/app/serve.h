@@ -17,6 +17,7 @@
 #include "gpu_probes.h"
 #include "metrics.h"
 #include "tracer.h"
+#include "web_config.h"
 
 #define SERVE_SCAN_NS 2000000000ull	/* new processes: an import torch takes longer */
 #define SERVE_PUBLISH_NS 500000000ull	/* the exposition: at most this stale */
@@ -26,6 +27,8 @@ struct serve {
 	struct discover dsc;
 	struct metrics mx;
 	struct exporter ex;
+	struct web_config *wc;	/* the exporter's, while it runs; NULL: none */
+	const struct env *env;
 	bool started;
 	uint64_t next_scan, next_publish, next_judge;
 	double start_unix;

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <crypt.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+#include "web_config.h"
+
+#define WC_MAX_FILE (1 << 20)
+
+struct parse {
+	yaml_document_t *doc;
+	const char *dir;
+	struct web_config *wc;
+	char *err;
+	size_t len;
+	char *client_ca_file;
+};
+
+/* One line into p->err; -1. */
+static int fail(struct parse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct parse *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->err, p->len, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static yaml_node_t *node(yaml_document_t *d, int id)
+{
+	return yaml_document_get_node(d, id);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* A YAML null (an empty value): the setting is not given. */
+static bool is_null(const yaml_node_t *n)
+{
+	const char *s = scalar(n);
+
+	return !n || (s && (!*s || !strcmp(s, "~") || !strcmp(s, "null")) &&
+		      n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE);
+}
+
+/* name's contents, relative to the config file's directory; NULL and err if not. */
+static char *read_file(struct parse *p, const char *what, const char *name)
+{
+	char path[4096];
+	FILE *f;
+	char *buf;
+	size_t n;
+
+	if (name[0] == '/')
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", p->dir, name);
+	f = fopen(path, "re");
+	if (!f) {
+		fail(p, "%s %s: %s", what, path, strerror(errno));
+		return NULL;
+	}
+	buf = malloc(WC_MAX_FILE + 1);
+	n = buf ? fread(buf, 1, WC_MAX_FILE + 1, f) : 0;
+	fclose(f);
+	if (!buf || !n || n > WC_MAX_FILE) {
+		fail(p, "%s %s: %s", what, path, !buf ? "out of memory" : !n ? "empty" :
+		     "over 1 MiB");
+		free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+static int tls_version(struct parse *p, const char *key, const char *v, int *out)
+{
+	static const char *const names[] = { "TLS10", "TLS11", "TLS12", "TLS13" };
+
+	for (int i = 0; i < 4; i++)
+		if (v && !strcmp(v, names[i]))
+			return *out = i, 0;
+	return fail(p, "tls_server_config.%s: '%s' (TLS10, TLS11, TLS12 or TLS13)", key,
+		    v ? v : "");
+}
+
+/* GnuTLS's priorities for the versions from lo to hi (0: TLS 1.0 .. 3: TLS 1.3). */
+static void priorities(struct web_config *wc, int lo, int hi)
+{
+	static const char *const vers[] = { "+VERS-TLS1.0", "+VERS-TLS1.1", "+VERS-TLS1.2",
+					    "+VERS-TLS1.3" };
+	int n = snprintf(wc->priorities, sizeof(wc->priorities), "NORMAL:-VERS-ALL");
+
+	for (int v = hi; v >= lo; v--)
+		n += snprintf(wc->priorities + n, sizeof(wc->priorities) - n, ":%s", vers[v]);
+}
+
+static int client_auth(struct parse *p, const char *v, bool *require)
+{
+	if (v && !strcmp(v, "NoClientCert"))
+		return *require = false, 0;
+	if (v && !strcmp(v, "RequireAndVerifyClientCert"))
+		return *require = true, 0;
+	return fail(p, "tls_server_config.client_auth_type: '%s' is not supported (NoClientCert "
+		    "or RequireAndVerifyClientCert)", v ? v : "");
+}
+
+static int tls_pair(struct parse *p, const char *k, const yaml_node_t *v, char **cert,
+		    char **key, int *lo, int *hi, bool *require)
+{
+	const char *s = scalar(v);
+
+	if (is_null(v))
+		return 0;
+	if (!strcmp(k, "cert_file") && s)
+		return (*cert = read_file(p, "tls_server_config.cert_file", s)) ? 0 : -1;
+	if (!strcmp(k, "key_file") && s)
+		return (*key = read_file(p, "tls_server_config.key_file", s)) ? 0 : -1;
+	if (!strcmp(k, "client_ca_file") && s)
+		return (p->client_ca_file = strdup(s)) ? 0 : fail(p, "out of memory");
+	if (!strcmp(k, "client_auth_type"))
+		return client_auth(p, s, require);
+	if (!strcmp(k, "min_version"))
+		return tls_version(p, k, s, lo);
+	if (!strcmp(k, "max_version"))
+		return tls_version(p, k, s, hi);
+	return fail(p, "tls_server_config.%s: not supported by trainbpf serve (cert_file, "
+		    "key_file, client_auth_type, client_ca_file, min_version, max_version)", k);
+}
+
+static int tls_section(struct parse *p, yaml_node_t *map)
+{
+	struct web_config *wc = p->wc;
+	int lo = 2, hi = 3;	/* TLS 1.2 and up, as exporter-toolkit's default */
+	bool require = false;
+
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(p, "tls_server_config: not a mapping");
+	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+	     kv < map->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key));
+
+		if (!k || tls_pair(p, k, node(p->doc, kv->value), &wc->cert_pem, &wc->key_pem,
+				   &lo, &hi, &require))
+			return k ? -1 : fail(p, "tls_server_config: a key that is not a string");
+	}
+	if (!wc->cert_pem || !wc->key_pem)
+		return fail(p, "tls_server_config: cert_file and key_file are both needed");
+	if (lo > hi)
+		return fail(p, "tls_server_config: min_version is above max_version");
+	if (require != (p->client_ca_file != NULL))
+		return fail(p, "tls_server_config: client_ca_file goes with client_auth_type "
+			    "RequireAndVerifyClientCert, and it with client_ca_file");
+	if (require && !(wc->client_ca_pem = read_file(p, "tls_server_config.client_ca_file",
+						       p->client_ca_file)))
+		return -1;
+	wc->tls = true;
+	priorities(wc, lo, hi);
+	return 0;
+}
+
+/* A header's name and value: printable, no line breaks (they would split the response). */
+static bool header_text(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+static int headers(struct parse *p, yaml_node_t *map)
+{
+	struct web_config *wc = p->wc;
+
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(p, "http_server_config.headers: not a mapping");
+	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+	     kv < map->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key)), *v = scalar(node(p->doc, kv->value));
+
+		if (!k || !v || !*k || !header_text(k) || !header_text(v) ||
+		    strlen(k) >= sizeof(wc->headers[0][0]) || strlen(v) >= sizeof(wc->headers[0][1]))
+			return fail(p, "http_server_config.headers: '%s' is not a header line",
+				    k ? k : "");
+		if (wc->nheaders == WC_MAX_HEADERS)
+			return fail(p, "http_server_config.headers: %d at most", WC_MAX_HEADERS);
+		snprintf(wc->headers[wc->nheaders][0], sizeof(wc->headers[0][0]), "%s", k);
+		snprintf(wc->headers[wc->nheaders][1], sizeof(wc->headers[0][1]), "%s", v);
+		wc->nheaders++;
+	}
+	return 0;
+}
+
+static int http_section(struct parse *p, yaml_node_t *map)
+{
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(p, "http_server_config: not a mapping");
+	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+	     kv < map->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key));
+		yaml_node_t *v = node(p->doc, kv->value);
+
+		if (k && !strcmp(k, "headers")) {
+			if (headers(p, v))
+				return -1;
+		} else if (!k || strcmp(k, "http2")) {
+			/* http2 is a wish: HTTP/1.1 serves Prometheus as well. */
+			return fail(p, "http_server_config.%s: not supported (headers, http2)",
+				    k ? k : "");
+		}
+	}
+	return 0;
+}
+
+static bool bcrypt_hash(const char *h)
+{
+	return (!strncmp(h, "$2a$", 4) || !strncmp(h, "$2b$", 4) || !strncmp(h, "$2y$", 4)) &&
+	       strlen(h) == 60;
+}
+
+static int users(struct parse *p, yaml_node_t *map)
+{
+	struct web_config *wc = p->wc;
+
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(p, "basic_auth_users: not a mapping");
+	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+	     kv < map->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key)), *v = scalar(node(p->doc, kv->value));
+
+		if (!k || !*k || strlen(k) >= sizeof(wc->users[0].name) || strchr(k, ':'))
+			return fail(p, "basic_auth_users: a user name that is not one");
+		if (!v || !bcrypt_hash(v))
+			return fail(p, "basic_auth_users.%s: not a bcrypt hash ($2y$..., as "
+				    "htpasswd -nBC 10 '' makes one)", k);
+		if (wc->nusers == WC_MAX_USERS)
+			return fail(p, "basic_auth_users: %d users at most", WC_MAX_USERS);
+		snprintf(wc->users[wc->nusers].name, sizeof(wc->users[0].name), "%s", k);
+		snprintf(wc->users[wc->nusers].hash, sizeof(wc->users[0].hash), "%s", v);
+		wc->nusers++;
+	}
+	return 0;
+}
+
+static int top(struct parse *p, yaml_node_t *root)
+{
+	if (!root || is_null(root))
+		return 0;	/* an empty file: plain HTTP, no auth */
+	if (root->type != YAML_MAPPING_NODE)
+		return fail(p, "not a mapping of settings");
+	for (yaml_node_pair_t *kv = root->data.mapping.pairs.start;
+	     kv < root->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key));
+		yaml_node_t *v = node(p->doc, kv->value);
+		int rc;
+
+		if (k && !strcmp(k, "tls_server_config"))
+			rc = tls_section(p, v);
+		else if (k && !strcmp(k, "http_server_config"))
+			rc = http_section(p, v);
+		else if (k && !strcmp(k, "basic_auth_users"))
+			rc = users(p, v);
+		else
+			rc = fail(p, "unknown setting '%s' (tls_server_config, http_server_config, "
+				  "basic_auth_users)", k ? k : "");
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+int web_config_load(struct web_config *wc, const char *path, char *err, size_t len)
+{
+	char dir[4096], msg[256];
+	struct parse p = { .wc = wc, .err = msg, .len = sizeof(msg) };
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	FILE *f;
+	int rc = -1;
+
+	memset(wc, 0, sizeof(*wc));
+	snprintf(dir, sizeof(dir), "%s", path);
+	p.dir = dirname(dir);
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, len, "--web.config.file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_load(&parser, &doc)) {
+		snprintf(err, len, "--web.config.file %s: line %zu: %s", path,
+			 parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
+		goto cleanup;
+	}
+	p.doc = &doc;
+	rc = top(&p, yaml_document_get_root_node(&doc));
+	if (rc)
+		snprintf(err, len, "--web.config.file %s: %s", path, msg);
+	yaml_document_delete(&doc);
+cleanup:
+	yaml_parser_delete(&parser);
+	fclose(f);
+	free(p.client_ca_file);
+	if (rc)
+		web_config_free(wc);
+	return rc;
+}
+
+void web_config_free(struct web_config *wc)
+{
+	free(wc->cert_pem);
+	free(wc->key_pem);
+	free(wc->client_ca_pem);
+	memset(wc, 0, sizeof(*wc));
+}
+
+struct web_config *web_config_read(const char *path)
+{
+	struct web_config *wc = malloc(sizeof(*wc));
+	char err[512];
+
+	if (!wc) {
+		fprintf(stderr, "trainbpf: --web.config.file %s: out of memory\n", path);
+		return NULL;
+	}
+	if (web_config_load(wc, path, err, sizeof(err))) {
+		fprintf(stderr, "trainbpf: %s\n", err);
+		free(wc);
+		return NULL;
+	}
+	return wc;
+}
+
+void web_config_drop(struct web_config *wc)
+{
+	if (!wc)
+		return;
+	web_config_free(wc);
+	free(wc);
+}
+
+/* Equal strings, in time that does not tell where they differ. */
+static bool same(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d = la != lb;
+
+	for (size_t i = 0; i < la && i < lb; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return !d;
+}
+
+bool web_config_check(const struct web_config *wc, const char *user, const char *password)
+{
+	void *data = NULL;
+	int size = 0;
+	bool ok = false;
+
+	for (int i = 0; i < wc->nusers; i++) {
+		const char *h;
+
+		if (strcmp(wc->users[i].name, user))
+			continue;
+		h = crypt_ra(password, wc->users[i].hash, &data, &size);
+		ok = h && h[0] != '*' && same(h, wc->users[i].hash);
+		break;
+	}
+	free(data);
+	return ok;
+}
