@@ -29,8 +29,13 @@
 # 2-core VM), so runs made at different times compare; LOOPS=0 calibrates it
 # to TARGET_S seconds instead (best of three short runs).
 #
+# PIN=CPU runs perf bench on that CPU alone (taskset; both of its
+# processes): every operation is then two context switches and a wakeup
+# on one CPU, the most the scheduler hooks can cost per unit of work, and
+# the run-to-run noise of two processes spread over busy CPUs is gone.
+#
 # Environment: ROUNDS (7) LOOPS (600000; 0 = calibrate) TARGET_S (3)
-#              BPF_STATS (0) BENCH_OUT (raw data dir)
+#              BPF_STATS (0) PIN (none) BENCH_OUT (raw data dir)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -64,7 +69,8 @@ fi
 # usecs/op of one perf bench run
 pipe_bench() {
 	local out
-	out=$(perf bench sched pipe -l "$1" 2>&1) || { echo "$out" >&2; return 1; }
+	out=$(${PIN:+taskset -c "$PIN"} perf bench sched pipe -l "$1" 2>&1) ||
+		{ echo "$out" >&2; return 1; }
 	echo "$out" | awk '/usecs\/op/ { print $1; found = 1 } END { exit !found }'
 }
 
@@ -92,7 +98,7 @@ fi
 
 {
 	echo "# sched_pipe: perf bench sched pipe -l $LOOPS beside threads -t 16 -r 2000;" \
-	     "$ROUNDS rounds of A B C D S (rotating)"
+	     "$ROUNDS rounds of A B C D S (rotating)${PIN:+; perf bench pinned to CPU $PIN}"
 	describe_setup
 	echo "perf:     $(perf --version)"
 } | tee "$OUT/setup.txt"

@@ -166,6 +166,10 @@ static void select_write_probe(struct tracer *tr, const struct tracer_opts *env)
 
 	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
+	if (env->no_writes) {
+		bpf_program__set_autoload(skel->progs.on_write, false);
+		return;
+	}
 	if (!tracefs_ready()) {
 		fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen\n");
 		bpf_program__set_autoload(skel->progs.on_write, false);

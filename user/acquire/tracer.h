@@ -68,6 +68,13 @@ struct tracer_opts {
 	bool states;		/* the state stream on, in a ring of its own */
 	unsigned int states_ring_kb;
 	bool text;		/* send the heads of writes to stdout/stderr (epoch lines) */
+	/*
+	 * No write probe at all: no epoch or step markers, no lines. A syscall
+	 * tracepoint puts every task of the machine on the slow syscall path
+	 * and runs for each of its writes (91 ns a call: serve's largest cost
+	 * beside `perf bench sched pipe`, which writes once per switch).
+	 */
+	bool no_writes;
 	tracer_event_fn on_event;	/* gets every event drained, with ctx */
 	void *ctx;
 };

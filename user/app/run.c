@@ -184,6 +184,8 @@ static int open_tracer(struct run *r)
 		.max_threads = env->max_threads, .ringbuf_kb = env->ringbuf_kb,
 		.states = env->states, .states_ring_kb = env->states_ring_kb,
 		.text = env->epochs == EP_AUTO || env->epochs == EP_REGEX,
+		/* serve: epochs and steps from the phases, per rank; lines are a job's */
+		.no_writes = env->serve,
 		.on_event = on_event, .ctx = r,
 	};
 
