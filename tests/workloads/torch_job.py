@@ -562,8 +562,12 @@ def run_rank(rank, args, parts):
             "slow_start": slow_start,
             "epochs": epochs, "intervals": [[i, round(s, 6), round(d, 6)]
                                             for i, s, d in clock.intervals]}
-    with open(os.path.join(parts, f"rank-{rank}.json"), "w") as f:
+    # Whole or not there: rank 0 reads it as soon as the name exists (a
+    # torchrun -p run read it empty under load).
+    path = os.path.join(parts, f"rank-{rank}.json")
+    with open(path + ".tmp", "w") as f:
         json.dump(part, f)
+    os.replace(path + ".tmp", path)
     if ddp:
         KEEP.append(net)
     if args.launch in ("spawn", "node"):
