@@ -18,6 +18,8 @@ struct parse {
 	char *err;
 	size_t len;
 	char *client_ca_file;
+	int tls_lo, tls_hi;	/* TLS versions, 0 (1.0) to 3 (1.3) */
+	bool require_cert;
 };
 
 /* One line into p->err; -1. */
@@ -103,35 +105,57 @@ static void priorities(struct web_config *wc, int lo, int hi)
 		n += snprintf(wc->priorities + n, sizeof(wc->priorities) - n, ":%s", vers[v]);
 }
 
-static int client_auth(struct parse *p, const char *v, bool *require)
+static int client_auth(struct parse *p, const char *v)
 {
 	if (v && !strcmp(v, "NoClientCert"))
-		return *require = false, 0;
+		return p->require_cert = false, 0;
 	if (v && !strcmp(v, "RequireAndVerifyClientCert"))
-		return *require = true, 0;
+		return p->require_cert = true, 0;
 	return fail(p, "tls_server_config.client_auth_type: '%s' is not supported (NoClientCert "
 		    "or RequireAndVerifyClientCert)", v ? v : "");
 }
 
-static int tls_pair(struct parse *p, const char *k, const yaml_node_t *v, char **cert,
-		    char **key, int *lo, int *hi, bool *require)
+/* One setting of a section: its key (a string) and value. */
+typedef int (*pair_fn)(struct parse *p, const char *key, yaml_node_t *value);
+
+/* fn for each setting of map, a mapping named what (or null: none). */
+static int each_pair(struct parse *p, const char *what, yaml_node_t *map, pair_fn fn)
 {
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(p, "%s: not a mapping", what);
+	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+	     kv < map->data.mapping.pairs.top; kv++) {
+		const char *k = scalar(node(p->doc, kv->key));
+
+		if (!k)
+			return fail(p, "%s: a key that is not a string", what);
+		if (fn(p, k, node(p->doc, kv->value)))
+			return -1;
+	}
+	return 0;
+}
+
+static int tls_pair(struct parse *p, const char *k, yaml_node_t *v)
+{
+	struct web_config *wc = p->wc;
 	const char *s = scalar(v);
 
 	if (is_null(v))
 		return 0;
 	if (!strcmp(k, "cert_file") && s)
-		return (*cert = read_file(p, "tls_server_config.cert_file", s)) ? 0 : -1;
+		return (wc->cert_pem = read_file(p, "tls_server_config.cert_file", s)) ? 0 : -1;
 	if (!strcmp(k, "key_file") && s)
-		return (*key = read_file(p, "tls_server_config.key_file", s)) ? 0 : -1;
+		return (wc->key_pem = read_file(p, "tls_server_config.key_file", s)) ? 0 : -1;
 	if (!strcmp(k, "client_ca_file") && s)
 		return (p->client_ca_file = strdup(s)) ? 0 : fail(p, "out of memory");
 	if (!strcmp(k, "client_auth_type"))
-		return client_auth(p, s, require);
+		return client_auth(p, s);
 	if (!strcmp(k, "min_version"))
-		return tls_version(p, k, s, lo);
+		return tls_version(p, k, s, &p->tls_lo);
 	if (!strcmp(k, "max_version"))
-		return tls_version(p, k, s, hi);
+		return tls_version(p, k, s, &p->tls_hi);
 	return fail(p, "tls_server_config.%s: not supported by trainbpf serve (cert_file, "
 		    "key_file, client_auth_type, client_ca_file, min_version, max_version)", k);
 }
@@ -139,33 +163,26 @@ static int tls_pair(struct parse *p, const char *k, const yaml_node_t *v, char *
 static int tls_section(struct parse *p, yaml_node_t *map)
 {
 	struct web_config *wc = p->wc;
-	int lo = 2, hi = 3;	/* TLS 1.2 and up, as exporter-toolkit's default */
-	bool require = false;
 
 	if (is_null(map))
 		return 0;
-	if (map->type != YAML_MAPPING_NODE)
-		return fail(p, "tls_server_config: not a mapping");
-	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
-	     kv < map->data.mapping.pairs.top; kv++) {
-		const char *k = scalar(node(p->doc, kv->key));
-
-		if (!k || tls_pair(p, k, node(p->doc, kv->value), &wc->cert_pem, &wc->key_pem,
-				   &lo, &hi, &require))
-			return k ? -1 : fail(p, "tls_server_config: a key that is not a string");
-	}
+	p->tls_lo = 2;	/* TLS 1.2 and up, as exporter-toolkit's default */
+	p->tls_hi = 3;
+	if (each_pair(p, "tls_server_config", map, tls_pair))
+		return -1;
 	if (!wc->cert_pem || !wc->key_pem)
 		return fail(p, "tls_server_config: cert_file and key_file are both needed");
-	if (lo > hi)
+	if (p->tls_lo > p->tls_hi)
 		return fail(p, "tls_server_config: min_version is above max_version");
-	if (require != (p->client_ca_file != NULL))
+	if (p->require_cert != (p->client_ca_file != NULL))
 		return fail(p, "tls_server_config: client_ca_file goes with client_auth_type "
 			    "RequireAndVerifyClientCert, and it with client_ca_file");
-	if (require && !(wc->client_ca_pem = read_file(p, "tls_server_config.client_ca_file",
-						       p->client_ca_file)))
+	if (p->require_cert &&
+	    !(wc->client_ca_pem = read_file(p, "tls_server_config.client_ca_file",
+					    p->client_ca_file)))
 		return -1;
 	wc->tls = true;
-	priorities(wc, lo, hi);
+	priorities(wc, p->tls_lo, p->tls_hi);
 	return 0;
 }
 
@@ -178,52 +195,30 @@ static bool header_text(const char *s)
 	return true;
 }
 
-static int headers(struct parse *p, yaml_node_t *map)
+static int header_pair(struct parse *p, const char *k, yaml_node_t *value)
 {
 	struct web_config *wc = p->wc;
+	const char *v = scalar(value);
 
-	if (is_null(map))
-		return 0;
-	if (map->type != YAML_MAPPING_NODE)
-		return fail(p, "http_server_config.headers: not a mapping");
-	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
-	     kv < map->data.mapping.pairs.top; kv++) {
-		const char *k = scalar(node(p->doc, kv->key)), *v = scalar(node(p->doc, kv->value));
-
-		if (!k || !v || !*k || !header_text(k) || !header_text(v) ||
-		    strlen(k) >= sizeof(wc->headers[0][0]) || strlen(v) >= sizeof(wc->headers[0][1]))
-			return fail(p, "http_server_config.headers: '%s' is not a header line",
-				    k ? k : "");
-		if (wc->nheaders == WC_MAX_HEADERS)
-			return fail(p, "http_server_config.headers: %d at most", WC_MAX_HEADERS);
-		snprintf(wc->headers[wc->nheaders][0], sizeof(wc->headers[0][0]), "%s", k);
-		snprintf(wc->headers[wc->nheaders][1], sizeof(wc->headers[0][1]), "%s", v);
-		wc->nheaders++;
-	}
+	if (!v || !*k || !header_text(k) || !header_text(v) ||
+	    strlen(k) >= sizeof(wc->headers[0][0]) || strlen(v) >= sizeof(wc->headers[0][1]))
+		return fail(p, "http_server_config.headers: '%s' is not a header line", k);
+	if (wc->nheaders == WC_MAX_HEADERS)
+		return fail(p, "http_server_config.headers: %d at most", WC_MAX_HEADERS);
+	snprintf(wc->headers[wc->nheaders][0], sizeof(wc->headers[0][0]), "%s", k);
+	snprintf(wc->headers[wc->nheaders][1], sizeof(wc->headers[0][1]), "%s", v);
+	wc->nheaders++;
 	return 0;
 }
 
-static int http_section(struct parse *p, yaml_node_t *map)
+static int http_pair(struct parse *p, const char *k, yaml_node_t *v)
 {
-	if (is_null(map))
+	if (!strcmp(k, "headers"))
+		return each_pair(p, "http_server_config.headers", v, header_pair);
+	/* http2 is a wish: HTTP/1.1 serves Prometheus as well. */
+	if (!strcmp(k, "http2"))
 		return 0;
-	if (map->type != YAML_MAPPING_NODE)
-		return fail(p, "http_server_config: not a mapping");
-	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
-	     kv < map->data.mapping.pairs.top; kv++) {
-		const char *k = scalar(node(p->doc, kv->key));
-		yaml_node_t *v = node(p->doc, kv->value);
-
-		if (k && !strcmp(k, "headers")) {
-			if (headers(p, v))
-				return -1;
-		} else if (!k || strcmp(k, "http2")) {
-			/* http2 is a wish: HTTP/1.1 serves Prometheus as well. */
-			return fail(p, "http_server_config.%s: not supported (headers, http2)",
-				    k ? k : "");
-		}
-	}
-	return 0;
+	return fail(p, "http_server_config.%s: not supported (headers, http2)", k);
 }
 
 static bool bcrypt_hash(const char *h)
@@ -232,57 +227,34 @@ static bool bcrypt_hash(const char *h)
 	       strlen(h) == 60;
 }
 
-static int users(struct parse *p, yaml_node_t *map)
+static int user_pair(struct parse *p, const char *k, yaml_node_t *value)
 {
 	struct web_config *wc = p->wc;
+	const char *v = scalar(value);
 
-	if (is_null(map))
-		return 0;
-	if (map->type != YAML_MAPPING_NODE)
-		return fail(p, "basic_auth_users: not a mapping");
-	for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
-	     kv < map->data.mapping.pairs.top; kv++) {
-		const char *k = scalar(node(p->doc, kv->key)), *v = scalar(node(p->doc, kv->value));
-
-		if (!k || !*k || strlen(k) >= sizeof(wc->users[0].name) || strchr(k, ':'))
-			return fail(p, "basic_auth_users: a user name that is not one");
-		if (!v || !bcrypt_hash(v))
-			return fail(p, "basic_auth_users.%s: not a bcrypt hash ($2y$..., as "
-				    "htpasswd -nBC 10 '' makes one)", k);
-		if (wc->nusers == WC_MAX_USERS)
-			return fail(p, "basic_auth_users: %d users at most", WC_MAX_USERS);
-		snprintf(wc->users[wc->nusers].name, sizeof(wc->users[0].name), "%s", k);
-		snprintf(wc->users[wc->nusers].hash, sizeof(wc->users[0].hash), "%s", v);
-		wc->nusers++;
-	}
+	if (!*k || strlen(k) >= sizeof(wc->users[0].name) || strchr(k, ':'))
+		return fail(p, "basic_auth_users: a user name that is not one");
+	if (!v || !bcrypt_hash(v))
+		return fail(p, "basic_auth_users.%s: not a bcrypt hash ($2y$..., as "
+			    "htpasswd -nBC 10 '' makes one)", k);
+	if (wc->nusers == WC_MAX_USERS)
+		return fail(p, "basic_auth_users: %d users at most", WC_MAX_USERS);
+	snprintf(wc->users[wc->nusers].name, sizeof(wc->users[0].name), "%s", k);
+	snprintf(wc->users[wc->nusers].hash, sizeof(wc->users[0].hash), "%s", v);
+	wc->nusers++;
 	return 0;
 }
 
-static int top(struct parse *p, yaml_node_t *root)
+static int top_pair(struct parse *p, const char *k, yaml_node_t *v)
 {
-	if (!root || is_null(root))
-		return 0;	/* an empty file: plain HTTP, no auth */
-	if (root->type != YAML_MAPPING_NODE)
-		return fail(p, "not a mapping of settings");
-	for (yaml_node_pair_t *kv = root->data.mapping.pairs.start;
-	     kv < root->data.mapping.pairs.top; kv++) {
-		const char *k = scalar(node(p->doc, kv->key));
-		yaml_node_t *v = node(p->doc, kv->value);
-		int rc;
-
-		if (k && !strcmp(k, "tls_server_config"))
-			rc = tls_section(p, v);
-		else if (k && !strcmp(k, "http_server_config"))
-			rc = http_section(p, v);
-		else if (k && !strcmp(k, "basic_auth_users"))
-			rc = users(p, v);
-		else
-			rc = fail(p, "unknown setting '%s' (tls_server_config, http_server_config, "
-				  "basic_auth_users)", k ? k : "");
-		if (rc)
-			return -1;
-	}
-	return 0;
+	if (!strcmp(k, "tls_server_config"))
+		return tls_section(p, v);
+	if (!strcmp(k, "http_server_config"))
+		return each_pair(p, "http_server_config", v, http_pair);
+	if (!strcmp(k, "basic_auth_users"))
+		return each_pair(p, "basic_auth_users", v, user_pair);
+	return fail(p, "unknown setting '%s' (tls_server_config, http_server_config, "
+		    "basic_auth_users)", k);
 }
 
 int web_config_load(struct web_config *wc, const char *path, char *err, size_t len)
@@ -310,7 +282,8 @@ int web_config_load(struct web_config *wc, const char *path, char *err, size_t l
 		goto cleanup;
 	}
 	p.doc = &doc;
-	rc = top(&p, yaml_document_get_root_node(&doc));
+	/* An empty file is plain HTTP with no auth. */
+	rc = each_pair(&p, "the file", yaml_document_get_root_node(&doc), top_pair);
 	if (rc)
 		snprintf(err, len, "--web.config.file %s: %s", path, msg);
 	yaml_document_delete(&doc);
