@@ -191,6 +191,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 	rollup_line(f, d);
 	phases_line(f, lv, job);
 	gpu_line(f, lv, job->gpu, now);
+	report_gpu_util_live(f, &lv->gu, job, now);
 	steps_line(f, lv, job, now);
 	fputc('\n', f);
 	fflush(f);

@@ -51,6 +51,22 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_json(struct jw *w, const struct job *job, uint64_t now);
 void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
 
+/*
+ * The GPU's own side (NVML, gpu_util.h): a line under the headline (or why
+ * there is none), the section, a line per epoch block and live table, JSON
+ * ("gpu_metrics", an epoch's "gpu"), CSV rows in columns of their own.
+ */
+struct live_gu;
+void report_gpu_util_headline(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
+void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now);
+void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now);
+void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
+bool report_gpu_util_csv_on(const struct job *job);
+void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
+			      void (*str)(FILE *, const char *));
+
 /* Epochs: one block each, the list with trend and per-process table, JSON. */
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
