@@ -269,7 +269,13 @@ static bool read_device(struct gpu_sampler *s, int d, struct gu_sample *x, nvmlR
 	unsigned int p, c;
 	bool lost = false;
 
-	if (ok(n->util(h, &u), &lost, rc)) {
+	/* The exact reading first, at the sample's time; the others are averages or points. */
+	x->ts = now_ns();
+	if (n->energy && ok(n->energy(h, &e), &lost, rc)) {
+		x->energy_mj = e;
+		x->has |= GU_HAS_ENERGY;
+	}
+	if (!lost && ok(n->util(h, &u), &lost, rc)) {
 		x->util = u.gpu > 100 ? 100 : (uint8_t)u.gpu;
 		x->has |= GU_HAS_UTIL;
 	}
@@ -282,10 +288,6 @@ static bool read_device(struct gpu_sampler *s, int d, struct gu_sample *x, nvmlR
 	if (!lost && n->power && ok(n->power(h, &p), &lost, rc)) {
 		x->power_mw = p;
 		x->has |= GU_HAS_POWER;
-	}
-	if (!lost && n->energy && ok(n->energy(h, &e), &lost, rc)) {
-		x->energy_mj = e;
-		x->has |= GU_HAS_ENERGY;
 	}
 	if (!lost && n->clock && ok(n->clock(h, NVML_CLOCK_SM, &c), &lost, rc)) {
 		x->clock_mhz = c;
@@ -308,7 +310,7 @@ static void lost(struct gpu_sampler *s, int d, uint64_t ts, nvmlReturn_t rc)
 
 static void sample_device(struct gpu_sampler *s, const struct job *job, int d)
 {
-	struct gu_sample x = { .ts = now_ns() };
+	struct gu_sample x = { 0 };
 	nvmlReturn_t rc = NVML_ERROR_GPU_IS_LOST;
 	int on;
 

@@ -657,6 +657,8 @@ static int start(struct run *r)
 	if (err)
 		return err;
 	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
+	/* The GPUs' first readings: their counters' start, the job's processes on them. */
+	gpu_sampler_tick(&r->gs, &r->job, now_ns(), true);
 	return 0;
 }
 

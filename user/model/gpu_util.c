@@ -71,7 +71,13 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* s's part of the interval (prev, s] that lies in (lo, hi], in time and kind. */
+/*
+ * s's part of the interval (prev, s] that lies in (lo, hi], in time and
+ * kind. Utilization is NVML's average over the time before s: it is s's.
+ * Power, clock, throttle reasons and the job's presence are states read at
+ * an instant: prev's holds until s (sample and hold), so a state that
+ * changes at an epoch boundary, where a reading is taken, splits there.
+ */
 static void add_interval(struct gu_agg *a, const struct gu_sample *prev,
 			 const struct gu_sample *s, uint64_t ov)
 {
@@ -85,19 +91,19 @@ static void add_interval(struct gu_agg *a, const struct gu_sample *prev,
 		a->energy_ns += ov;
 		a->energy_mj += (double)(s->energy_mj - prev->energy_mj) * ov / (s->ts - prev->ts);
 	}
-	if (s->has & GU_HAS_POWER) {
+	if (prev->has & GU_HAS_POWER) {
 		a->power_ns += ov;
-		a->power_mw_ns += (double)s->power_mw * ov;
+		a->power_mw_ns += (double)prev->power_mw * ov;
 	}
-	if (s->has & GU_HAS_CLOCK) {
+	if (prev->has & GU_HAS_CLOCK) {
 		a->clock_ns += ov;
-		a->clock_mhz_ns += (double)s->clock_mhz * ov;
+		a->clock_mhz_ns += (double)prev->clock_mhz * ov;
 	}
-	if ((s->has & GU_HAS_THROTTLE) && (s->throttle & GU_THR_POWER))
+	if ((prev->has & GU_HAS_THROTTLE) && (prev->throttle & GU_THR_POWER))
 		a->thr_power_ns += ov;
-	if ((s->has & GU_HAS_THROTTLE) && (s->throttle & GU_THR_THERMAL))
+	if ((prev->has & GU_HAS_THROTTLE) && (prev->throttle & GU_THR_THERMAL))
 		a->thr_thermal_ns += ov;
-	if (s->has & GU_JOB)
+	if (prev->has & GU_JOB)
 		a->job_ns += ov;
 }
 

@@ -7,10 +7,13 @@
  * reports it, its utilization. acquire/gpu_sampler.c reads them on
  * trainbpf's own clock and adds them here; this file only keeps and sums.
  *
- * A reading at ts stands for the time since the series' previous one:
- * utilization is NVML's average over its own recent period, power the
- * draw now, the energy counter is exact (mJ since the driver loaded), and
- * memory is a point (a window's peak is its highest reading). A window
+ * A reading at ts and the series' previous one bound an interval:
+ * utilization is NVML's average over its own recent period, so the
+ * reading's value holds for the interval before it; power, clock,
+ * throttle reasons and the job's presence are states read at an instant,
+ * held from one reading to the next; the energy counter is exact (mJ since
+ * the driver loaded); memory is a point (a window's peak is its highest
+ * reading). A window
  * (a, b] gets each reading's share of its interval that lies inside, the
  * energy counter interpolated linearly at a and b, and the memory readings
  * taken inside it.

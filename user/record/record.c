@@ -63,6 +63,7 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 
 static void close_db(struct recorder *r)
 {
+	record_gpu_close(r);
 	for (int i = 0; i < RS_N; i++) {
 		sqlite3_finalize(r->st[i]);
 		r->st[i] = NULL;
@@ -116,9 +117,12 @@ static int flush(struct recorder *r, const struct job *job,
 		return -1;
 	record_job(r, job, now, last);
 	record_events(r, job);
+	record_gpu_flush(r, job);
 	record_counters(r, job, bpf);
-	if (last)
+	if (last) {
 		record_final(r, job, now);
+		record_gpu_final(r, job, now);
+	}
 	if (r->failed || rec_exec(r, "COMMIT", "write")) {
 		sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;

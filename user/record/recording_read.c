@@ -1476,7 +1476,8 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
 	    fold(r, flt) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
-	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen))
+	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen) ||
+	    rec_load_gpu_util(r, flt, err, errlen))
 		return -1;
 	r->job.window_start_ns = r->start_ns;
 	r->ep.prev.ts = r->end_ns;
@@ -1491,6 +1492,7 @@ void rec_close(struct recording *r)
 	steps_free(&r->steps);
 	phases_free(&r->phases);
 	gpu_free(&r->gpu);
+	gu_free(&r->gu);
 	free(r->saved);
 	job_free(&r->job);
 	rec_close_file(r);

@@ -23,5 +23,7 @@ void report_csv(FILE *f, const struct job *job);
 int trace_export(struct recording *r, FILE *f, char *err, size_t errlen);
 /* Two recordings side by side. */
 void diff_text(FILE *f, const struct recording *a, const struct recording *b);
+/* diff's GPU block (diff_gpu.c): utilization and energy per step; nothing without GPUs. */
+void diff_gpu(FILE *f, const struct recording *a, const struct recording *b);
 
 #endif

@@ -85,7 +85,9 @@ void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 	if (n < 0)
 		return;
 	if (!n) {
-		fprintf(f, "Diagnosis: no bottleneck found (checked: %s)\n\n", checked);
+		fprintf(f, "Diagnosis: no bottleneck found (checked: %s%s)\n\n", checked,
+			job->gu && job->gu->state == GU_ACTIVE ?
+			"; GPU utilization, memory and throttling" : "");
 		return;
 	}
 	fprintf(f, "Diagnosis (severity 0-1, most severe first)\n");

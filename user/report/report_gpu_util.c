@@ -115,6 +115,41 @@ static int notes(const struct job *job, const struct gu_win *w, char out[][NOTE_
 	return n;
 }
 
+/* ---- summaries, for the reports and diff ---- */
+
+bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary *s,
+			 double *jps)
+{
+	const struct gpu_util *g = gu_of(job);
+	struct ep_steps st;
+	struct gu_win w;
+	int n;
+
+	*jps = -1;
+	memset(s, 0, sizeof(*s));
+	if (!g || g->state != GU_ACTIVE)
+		return false;
+	gu_run_window(g, now, &w);
+	n = gu_win_summary(g, &w, s);
+	gu_win_free(&w);
+	if (n && run_steps(job, &st))
+		*jps = j_per_step(s, &st, job->window_start_ns, now);
+	return n > 0;
+}
+
+bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct gu_summary *s,
+			   double *jps)
+{
+	const struct gpu_util *g = gu_of(job);
+
+	*jps = -1;
+	memset(s, 0, sizeof(*s));
+	if (!g || g->state != GU_ACTIVE || !e->gpu || !gu_win_summary(g, e->gpu, s))
+		return false;
+	*jps = j_per_step(s, &e->steps, e->start, e->end);
+	return true;
+}
+
 /* ---- text ---- */
 
 /* Under the headline: what the GPUs did, or why nothing is known. */

@@ -64,6 +64,11 @@ void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, ui
 void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now);
 void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 bool report_gpu_util_csv_on(const struct job *job);
+/* The run's (an epoch's) summary over the job's GPUs and energy per step (-1: unknown). */
+bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary *s,
+			 double *jps);
+bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct gu_summary *s,
+			   double *jps);
 void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
 			      void (*str)(FILE *, const char *));
 

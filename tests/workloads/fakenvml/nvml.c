@@ -14,7 +14,8 @@
  *   init_fail CODE        nvmlInit_v2 returns CODE
  *   util_period_ms MS     utilization is the average over the last MS (NVML's
  *                         own sample period: 1/6 s to 1 s; default 166.667)
- *   log PATH              append "ts_ns dev" for each utilization read
+ *   log PATH              append "t0 NS" (the timeline's start) at nvmlInit and
+ *                         "util TS_NS IDX" at each utilization read
  *   device IDX MEM_TOTAL NAME...
  *   no_energy IDX         nvmlDeviceGetTotalEnergyConsumption: NOT_SUPPORTED
  *   no_proc_util IDX      nvmlDeviceGetProcessUtilization: NOT_SUPPORTED
@@ -262,6 +263,10 @@ static int load(void)
 	if (!S.t0)
 		S.t0 = mono_ns();
 	S.loaded = 1;
+	if (S.log[0] && (f = fopen(S.log, "a"))) {
+		fprintf(f, "t0 %llu\n", (unsigned long long)S.t0);
+		fclose(f);
+	}
 	return 0;
 }
 
@@ -518,7 +523,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
 		FILE *f = fopen(S.log, "a");
 
 		if (f) {
-			fprintf(f, "%llu %d\n", (unsigned long long)mono_ns(), d->idx);
+			fprintf(f, "util %llu %d\n", (unsigned long long)mono_ns(), d->idx);
 			fclose(f);
 		}
 	}
