@@ -79,7 +79,7 @@ int record_open(struct recorder *r, const char *path, bool force,
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	r->path = path;
-	if (rec_create(r, force) || rec_exec(r, "BEGIN", "write"))
+	if (rec_create(r, force) || record_gpu_schema(r) || rec_exec(r, "BEGIN", "write"))
 		goto err;
 	write_start_meta(r, m, job);
 	if (rec_exec(r, "COMMIT", "write"))

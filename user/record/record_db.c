@@ -382,8 +382,7 @@ int rec_create(struct recorder *r, bool force)
 		 "PRAGMA journal_mode=MEMORY; PRAGMA application_id=%d; PRAGMA user_version=%d;"
 		 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 		 REC_APP_ID, REC_SCHEMA_VERSION);
-	if (rec_exec(r, pragmas, "create") || rec_exec(r, schema, "create") ||
-	    record_gpu_schema(r))
+	if (rec_exec(r, pragmas, "create") || rec_exec(r, schema, "create"))
 		return -1;
 	return prepare_all(r);
 }
