@@ -535,3 +535,50 @@ def test_diff_compares_energy_per_step(tmp_path):
     # twice the steps in the same time: half the energy per step
     assert row[-1] == "-50.0%" or abs(float(row[-1].rstrip("%")) + 50) < 1.5, row
     assert any(l.strip().startswith("1 ") for l in lines[i:i + 12]), d.stdout
+
+
+# ---- trainbpf serve's /metrics ----
+
+def test_serve_gpu_series(tmp_path, monkeypatch):
+    """`trainbpf serve` with the stand-in: trainbpf_gpu_* series per job,
+    rank and gpu (never a pid), the device's readings while the rank's
+    process is on it; energy as a counter in joules."""
+    from test_serve import Serve, samples, wait_for
+    script = tmp_path / "script.txt"
+    script.write_text("device 0 85899345920 Fake H100\n"
+                      "device 1 85899345920 Fake H100\n"
+                      "at 0 0 util 60 mem 4294967296 power 250000\n"
+                      "at 0 1 util 10 mem 1073741824 power 80000\n"
+                      "proc 0 0 epochs 3221225472\n")
+    monkeypatch.setenv("LD_LIBRARY_PATH", FAKE_NVML_DIR)
+    monkeypatch.setenv("FAKE_NVML_SCRIPT", str(script))
+    srv = Serve(tmp_path, "serve", "--match", "/epochs ")
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+               TORCHELASTIC_RUN_ID="gpu-job")
+    job = subprocess.Popen([workload("epochs"), "-e", "6", "-d", "1", "-s", "2", "-o",
+                            str(tmp_path / "truth.json"), "--mode", "marker"], env=env)
+    try:
+        def energy():
+            t = srv.metrics()
+            e = samples(t, "trainbpf_gpu_energy_joules_total")
+            return (t, e) if e and all(v > 50 for v in e.values()) else None
+        text, first = wait_for("GPU energy", energy, 40)
+        time.sleep(1.5)
+        later = samples(srv.metrics(), "trainbpf_gpu_energy_joules_total")
+        assert job.wait(timeout=60) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+        assert srv.stop() == 0
+    key = frozenset({("job", '"gpu-job"'), ("rank", '"0"'), ("local_rank", '"0"'),
+                     ("world_size", '"1"'), ("role", '"trainer"'), ("gpu", '"0"')})
+    assert set(first) == {key}, first          # GPU 1 has none of the job's processes
+    assert later[key] > first[key]             # a counter: 250 W while the job is on GPU 0
+    assert later[key] - first[key] < 250 * 5
+    assert samples(text, "trainbpf_gpu_utilization_ratio") == {key: 0.6}
+    assert samples(text, "trainbpf_gpu_memory_used_bytes") == {key: 3221225472}
+    assert samples(text, "trainbpf_gpu_memory_total_bytes") == {key: 85899345920}
+    busy = samples(text, "trainbpf_gpu_busy_seconds_total")[key]
+    assert busy == pytest.approx(first[key] / 250 * 0.6, rel=0.1)   # 60% of the same time
+    assert "# TYPE trainbpf_gpu_energy_joules_total counter" in text
+    assert "pid" not in text

@@ -58,6 +58,7 @@ static void publish(struct serve *s, struct tracer *tr)
 		return;
 	self_stats(s, tr, &me);
 	metrics_write(&s->mx, &me, f);
+	metrics_gpu_write(&s->mx, f);	/* the GPU's own side, when NVML is read */
 	if (fclose(f)) {
 		free(text);
 		return;
@@ -78,6 +79,7 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 	s->next_publish = now + SERVE_PUBLISH_NS;
 	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
 	metrics_update(&s->mx, tr->job, now);
+	metrics_gpu_update(&s->mx, tr->job, now);
 	publish(s, tr);
 }
 
