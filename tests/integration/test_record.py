@@ -51,7 +51,7 @@ def as_report(db):
 
 def check_header(db):
     assert db.execute("PRAGMA application_id").fetchone()[0] == 0x74627066
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # REC_SCHEMA_VERSION
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4  # REC_SCHEMA_VERSION
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
