@@ -188,7 +188,7 @@ static void dev_row(FILE *f, const struct gpu_util *g, const struct gu_win_dev *
 {
 	const struct gu_dev *d = &g->dev[wd->dev];
 	const struct gu_agg *a = &wd->a;
-	char peak[32], total[32], e[32], name[ESC_LEN(24)], thr[40] = "-";
+	char peak[32], total[32], e[32], name[ESC_LEN(GU_NAME_LEN)], thr[40] = "-";
 	double u = gu_agg_util(a), p = gu_agg_power_w(a);
 
 	gib(peak, sizeof(peak), a->mem_peak);
@@ -198,7 +198,7 @@ static void dev_row(FILE *f, const struct gpu_util *g, const struct gu_win_dev *
 		snprintf(thr, sizeof(thr), "power %.0f%% thermal %.0f%%",
 			 100.0 * a->thr_power_ns / a->span_ns, 100.0 * a->thr_thermal_ns / a->span_ns);
 	report_esc(name, sizeof(name), d->name);
-	fprintf(f, "  %3d %-18.18s %6.1f%% %10s %10s %7.1f W %9s  %s%s\n", d->index, name,
+	fprintf(f, "  %3d %-22.22s %6.1f%% %10s %10s %7.1f W %9s  %s%s\n", d->index, name,
 		u >= 0 ? u : 0.0, peak, total, p >= 0 ? p : 0.0, a->energy_ns ? e : "n/a", thr,
 		a->job_ns ? "" : " (not the job's)");
 }
@@ -253,7 +253,7 @@ void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now)
 			fprintf(f, ", %.1f J/step", jps);
 		fputc('\n', f);
 	}
-	fprintf(f, "  %3s %-18s %7s %10s %10s %9s %9s  %s\n", "GPU", "NAME", "UTIL", "MEM PEAK",
+	fprintf(f, "  %3s %-22s %7s %10s %10s %9s %9s  %s\n", "GPU", "NAME", "UTIL", "MEM PEAK",
 		"OF", "POWER", "ENERGY", "THROTTLED");
 	for (int i = 0; i < w.ndev; i++)
 		dev_row(f, g, &w.devs[i]);
