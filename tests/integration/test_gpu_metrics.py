@@ -254,7 +254,8 @@ def test_text_report_and_live_line(tmp_path):
     """The headline's GPU line, each epoch block's, the section and the live table's."""
     script, log = tmp_path / "script.txt", tmp_path / "nvml.log"
     write_script(script, log)
-    r, truth = run_job(tmp_path, script, epochs=2, fmt="text", extra=("-i", "1"))
+    r, truth = run_job(tmp_path, script, epochs=2, fmt="text",
+                       extra=("-i", "1", "--step-blocks", "5"))
     out = r.stdout
     assert "  gpu: util " in out and "over 2 GPUs" in out, out
     assert "a kernel ran, not which one" in out
@@ -264,6 +265,15 @@ def test_text_report_and_live_line(tmp_path):
     live = [l for l in out.split("\n") if l.startswith("gpu: util ")]
     assert live and "on 2 GPUs" in live[0], out
     assert "12.00 GiB" in out          # GPU 0's peak
+    # --step-blocks: the GPUs over each block of 5 steps, and energy per step
+    lines = out.split("\n")
+    heads = [i for i, l in enumerate(lines) if l.startswith("=== Steps ")]
+    assert heads, out
+    block = lines[heads[0]:heads[0] + 8]
+    gpu = [l for l in block if l.startswith("  gpu: util ")]
+    assert len(gpu) == 1 and "J/step)" in gpu[0], block
+    j, per = re.search(r"; ([0-9.]+) J \(([0-9.]+) J/step\)", gpu[0]).groups()
+    assert abs(float(j) / 5 - float(per)) <= 0.1, gpu
 
 
 def notes_of(report):

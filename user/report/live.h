@@ -39,6 +39,7 @@ struct live {
 		long done;		/* steps in earlier blocks */
 	} block;			/* --step-blocks: the block under way */
 	struct live_gu gu;		/* the GPUs' (NVML) at the last table */
+	struct live_gu block_gu;	/* and where the step block began */
 };
 
 void live_init(struct live *lv);

@@ -288,48 +288,90 @@ void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epo
 	fputc('\n', f);
 }
 
-/* ---- the live table: since the last one ---- */
+/* ---- the live table and --step-blocks: since the last one ---- */
+
+/* What the job's devices did since prev (then prev := now). */
+struct since {
+	int n;				/* devices with the job on them meanwhile */
+	double usum, umin, energy_j;
+	bool energy_ok;
+	uint64_t mem, total;		/* the fullest one's last reading, and its size */
+	int mdev;
+};
+
+static void since(const struct gpu_util *g, struct live_gu *prev, uint64_t now,
+		  struct since *d)
+{
+	struct gu_win w;
+
+	*d = (struct since){ .umin = 101, .mdev = -1, .energy_ok = true };
+	gu_run_window(g, now, &w);
+	for (int i = 0; i < w.ndev; i++) {
+		const struct gu_win_dev *wd = &w.devs[i];
+		struct gu_agg *p = &prev->prev[wd->dev];
+		const struct gu_sample *last = gu_series_last(&g->dev[wd->dev].s);
+		uint64_t un = wd->a.util_ns - p->util_ns;
+
+		if (wd->a.job_ns > p->job_ns && un) {
+			double u = (wd->a.util_pct_ns - p->util_pct_ns) / un;
+
+			d->usum += u;
+			d->umin = u < d->umin ? u : d->umin;
+			d->energy_j += (wd->a.energy_mj - p->energy_mj) / 1e3;
+			d->energy_ok &= wd->a.energy_ns > p->energy_ns;
+			if (last && last->mem >= d->mem) {
+				d->mem = last->mem;
+				d->total = g->dev[wd->dev].mem_total;
+				d->mdev = g->dev[wd->dev].index;
+			}
+			d->n++;
+		}
+		*p = wd->a;
+	}
+	gu_win_free(&w);
+}
 
 void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now)
 {
 	const struct gpu_util *g = gu_of(job);
-	double usum = 0, umin = 101, energy = 0;
-	uint64_t mem = 0, total = 0;
-	int n = 0, mdev = -1;
-	struct gu_win w;
+	struct since d;
 
 	if (!g || g->state != GU_ACTIVE)
 		return;
-	gu_run_window(g, now, &w);
-	for (int i = 0; i < w.ndev; i++) {
-		const struct gu_win_dev *wd = &w.devs[i];
-		struct gu_agg *prev = &lv->prev[wd->dev];
-		const struct gu_sample *last = gu_series_last(&g->dev[wd->dev].s);
-		uint64_t un = wd->a.util_ns - prev->util_ns;
-
-		if (wd->a.job_ns > prev->job_ns && un) {
-			double u = (wd->a.util_pct_ns - prev->util_pct_ns) / un;
-
-			usum += u;
-			umin = u < umin ? u : umin;
-			energy += (wd->a.energy_mj - prev->energy_mj) / 1e3;
-			if (last && last->mem >= mem) {
-				mem = last->mem;
-				total = g->dev[wd->dev].mem_total;
-				mdev = g->dev[wd->dev].index;
-			}
-			n++;
-		}
-		*prev = wd->a;
-	}
-	gu_win_free(&w);
-	if (!n) {
+	since(g, lv, now, &d);
+	if (!d.n) {
 		fprintf(f, "gpu: none of the job's processes on a GPU (NVML lists %d)\n", g->ndev);
 		return;
 	}
 	fprintf(f, "gpu: util %.0f%% (min %.0f%%) on %d GPU%s, %.0f J; mem %.1f/%.1f GiB (GPU %d)\n",
-		usum / n, umin, n, n == 1 ? "" : "s", energy, mem / (double)(1ull << 30),
-		total / (double)(1ull << 30), mdev);
+		d.usum / d.n, d.umin, d.n, d.n == 1 ? "" : "s", d.energy_j,
+		d.mem / (double)(1ull << 30), d.total / (double)(1ull << 30), d.mdev);
+}
+
+void report_gpu_util_block_start(struct live_gu *b, const struct job *job, uint64_t ts)
+{
+	const struct gpu_util *g = gu_of(job);
+	struct since d;
+
+	if (g && g->state == GU_ACTIVE)
+		since(g, b, ts, &d);
+}
+
+void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct job *job,
+				uint64_t now, int steps)
+{
+	const struct gpu_util *g = gu_of(job);
+	struct since d;
+
+	if (!g || g->state != GU_ACTIVE)
+		return;
+	since(g, b, now, &d);
+	if (!d.n)
+		return;
+	fprintf(f, "  gpu: util %.1f%% avg, %.1f%% min", d.usum / d.n, d.umin);
+	if (d.energy_ok)
+		fprintf(f, "; %.1f J (%.1f J/step)", d.energy_j, steps ? d.energy_j / steps : 0.0);
+	fputc('\n', f);
 }
 
 /* ---- JSON ---- */

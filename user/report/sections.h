@@ -61,6 +61,10 @@ void report_gpu_util_headline(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
 void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now);
+/* --step-blocks: the GPUs' sums where a block begins (tick ts); its line, steps in it. */
+void report_gpu_util_block_start(struct live_gu *b, const struct job *job, uint64_t ts);
+void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct job *job,
+				uint64_t now, int steps);
 void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now);
 void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 bool report_gpu_util_csv_on(const struct job *job);
