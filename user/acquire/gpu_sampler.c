@@ -72,8 +72,14 @@ void gpu_sampler_close(struct gpu_sampler *s)
 {
 	nvml_close(&s->lib);
 	free(s->cache);
+	free(s->ns_pid);
+	free(s->ns);
+	free(s->nns);
 	s->cache = NULL;
-	s->ncache = 0;
+	s->ns_pid = NULL;
+	s->ns = NULL;
+	s->nns = NULL;
+	s->ncache = s->nns_n = s->ns_cap = 0;
 }
 
 /* ---- NVML's pids to the job's ---- */
@@ -124,39 +130,60 @@ static const struct gs_nspid *nspid_of(struct gpu_sampler *s, const struct job *
 	return e;
 }
 
-/*
- * The job's process NVML calls nvml_pid: the same pid, or one whose pid in
- * its own namespace it is (gu_match_pid); 0 if none.
- */
-static pid_t job_pid(struct gpu_sampler *s, const struct job *job, pid_t nvml_pid)
+/* Room for n rows in the namespace table; false: out of memory. */
+static bool ns_room(struct gpu_sampler *s, int n)
 {
-	pid_t *pids, found = 0;
-	pid_t (*ns)[4];
-	int *nns, n = 0;
+	pid_t *p, (*ns)[4];
+	int *nns;
 
-	if (listed_alive(job, nvml_pid))
-		return nvml_pid;
-	pids = calloc(job->nprocs + 1, sizeof(*pids));
-	ns = calloc(job->nprocs + 1, sizeof(*ns));
-	nns = calloc(job->nprocs + 1, sizeof(*nns));
-	if (!pids || !ns || !nns)
-		goto cleanup;
+	if (n <= s->ns_cap)
+		return true;
+	p = realloc(s->ns_pid, n * sizeof(*p));
+	if (p)
+		s->ns_pid = p;
+	ns = realloc(s->ns, n * sizeof(*ns));
+	if (ns)
+		s->ns = ns;
+	nns = realloc(s->nns, n * sizeof(*nns));
+	if (nns)
+		s->nns = nns;
+	if (!p || !ns || !nns)
+		return false;
+	s->ns_cap = n;
+	return true;
+}
+
+/* The job's live processes that have a pid namespace of their own, once a tick. */
+static void ns_table(struct gpu_sampler *s, const struct job *job)
+{
+	if (s->ns_tick == s->last)
+		return;
+	s->ns_tick = s->last;
+	s->nns_n = 0;
+	if (!ns_room(s, job->nprocs + 1))
+		return;
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 		const struct gs_nspid *e;
 
 		if (p->end_ns || p->folded || !(e = nspid_of(s, job, p)) || e->n < 2)
 			continue;	/* outside a namespace of its own: its pid is ours */
-		pids[n] = p->pid;
-		memcpy(ns[n], e->ns, sizeof(ns[n]));
-		nns[n++] = e->n;
+		s->ns_pid[s->nns_n] = p->pid;
+		memcpy(s->ns[s->nns_n], e->ns, sizeof(s->ns[0]));
+		s->nns[s->nns_n++] = e->n;
 	}
-	found = gu_match_pid(nvml_pid, pids, n, (const pid_t (*)[4])ns, nns);
-cleanup:
-	free(pids);
-	free(ns);
-	free(nns);
-	return found;
+}
+
+/*
+ * The job's process NVML calls nvml_pid: the same pid, or one whose pid in
+ * its own namespace it is (gu_match_pid); 0 if none.
+ */
+static pid_t job_pid(struct gpu_sampler *s, const struct job *job, pid_t nvml_pid)
+{
+	if (listed_alive(job, nvml_pid))
+		return nvml_pid;
+	ns_table(s, job);
+	return gu_match_pid(nvml_pid, s->ns_pid, s->nns_n, (const pid_t (*)[4])s->ns, s->nns);
 }
 
 /* ---- one device ---- */

@@ -40,6 +40,12 @@ struct gpu_sampler {
 	uint64_t last;			/* the last sample */
 	struct gs_nspid *cache;
 	int ncache;
+	/* This tick's table of the job's processes in namespaces of their own (gu_match_pid) */
+	pid_t *ns_pid;
+	pid_t (*ns)[4];
+	int *nns;
+	int nns_n, ns_cap;
+	uint64_t ns_tick;		/* the tick it was built at; 0: never */
 };
 
 /*

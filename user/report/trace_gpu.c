@@ -10,7 +10,6 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
-#include "sections.h"
 #include "trace_gpu.h"
 
 #define GPU_PID(dev) (0x7f000000 + (dev))
