@@ -592,3 +592,38 @@ def test_serve_gpu_series(tmp_path, monkeypatch):
     assert busy == pytest.approx(first[key] / 250 * 0.6, rel=0.1)   # 60% of the same time
     assert "# TYPE trainbpf_gpu_energy_joules_total counter" in text
     assert "pid" not in text
+
+
+def test_ranks_on_their_gpus(tmp_path):
+    """Two ranks (tests/workloads/bottleneck ranks-even, RANK=0/1 in their
+    environment), each on its own GPU as LOCAL_RANK would pick it: each
+    rank's process is on its device and nowhere else, the launcher on none;
+    with only rank 0 on a GPU, the report says rank 1's process was on no
+    GPU."""
+    script = tmp_path / "script.txt"
+
+    def run(procs):
+        script.write_text("device 0 85899345920 Fake H100\ndevice 1 85899345920 Fake H100\n"
+                          "at 0 0 util 70 mem 8589934592 power 300000\n"
+                          "at 0 1 util 40 mem 8589934592 power 200000\n" + procs)
+        out = tmp_path / "truth.json"
+        r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "--", workload("bottleneck"),
+                            "-m", "ranks-even", "-d", "2", "-o", str(out)],
+                           capture_output=True, text=True, timeout=120, env=env_for(script))
+        assert r.returncode == 0, r.stderr
+        pids = [json.loads((tmp_path / f"truth.json.rank{i}").read_text())["pid"] for i in (0, 1)]
+        return json.loads(r.stdout), pids
+
+    # the ranks are exec'd through /proc/self/exe: their comm is "exe"
+    report, (p0, p1) = run("proc 0 0 exe 2147483648 env RANK=0\n"
+                           "proc 0 1 exe 3221225472 env RANK=1\n")
+    gm = report["gpu_metrics"]
+    assert {(p["pid"], p["gpu"], p["memory_peak_bytes"]) for p in gm["processes"]} == \
+        {(p0, 0, 2147483648), (p1, 1, 3221225472)}, gm["processes"]
+    assert gm["job"]["gpus"] == 2 and gm["notes"] == [], gm
+    assert gm["job"]["utilization_min_pct"] == pytest.approx(40, abs=1)
+    report, (p0, p1) = run("proc 0 0 exe 2147483648 env RANK=0\n")
+    gm = report["gpu_metrics"]
+    assert [(p["pid"], p["gpu"]) for p in gm["processes"]] == [(p0, 0)]
+    assert gm["job"]["gpus"] == 1       # GPU 1 has none of the job's processes
+    assert gm["notes"] == [f"trainer PID {p1} (exe) was on no GPU"], gm["notes"]

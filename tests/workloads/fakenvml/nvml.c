@@ -22,11 +22,13 @@
  *   at T IDX KEY VAL ...  from T on: util (percent), mem (bytes used),
  *                         power (mW), clock (SM MHz), throttle (reason bits,
  *                         0x... accepted)
- *   proc T IDX COMM MEM [util PCT] [inner]
+ *   proc T IDX COMM MEM [util PCT] [inner] [env NAME=VALUE]
  *                         from T on, processes whose comm is COMM are on
  *                         device IDX with MEM bytes (0: no longer listed);
  *                         inner: listed by their pid in their own pid
- *                         namespace (NSpid's last field)
+ *                         namespace (NSpid's last field); env: only those
+ *                         with NAME=VALUE in their environment (a rank's
+ *                         device, as LOCAL_RANK picks it)
  *   lost T IDX            from T on, every call on IDX: NVML_ERROR_GPU_IS_LOST
  *
  * The energy counter is the power timeline integrated exactly, in mJ, from
@@ -108,6 +110,7 @@ struct proc_rule {
 	unsigned long long mem;
 	int util;
 	int inner;
+	char env[64];			/* "NAME=VALUE", or "" */
 };
 
 struct nvmlDevice_st {
@@ -182,6 +185,8 @@ static void parse_proc(char *rest)
 		if (!strcmp(opt, "inner"))
 			p->inner = 1;
 		else if (!strcmp(opt, "util") && sscanf(rest, "%d %n", &p->util, &off) == 1)
+			rest += off;
+		else if (!strcmp(opt, "env") && sscanf(rest, "%63s %n", p->env, &off) == 1)
 			rest += off;
 	}
 	S.npr++;
@@ -357,15 +362,35 @@ static unsigned int inner_pid(const char *pid)
 	return last;
 }
 
-/* The rule for comm on dev in force at t (the latest), or NULL. */
-static const struct proc_rule *rule_for(int dev, const char *comm, double t)
+/* Whether pid's environment holds want ("NAME=VALUE"). */
+static int has_env(const char *pid, const char *want)
+{
+	char path[300], buf[16384];
+	size_t n, len = strlen(want);
+	FILE *f;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%s/environ", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t i = 0; i < n && !found; i += strlen(buf + i) + 1)
+		found = !strncmp(buf + i, want, len) && buf[i + len] == '\0';
+	return found;
+}
+
+/* The rule for comm (and its environment) on dev in force at t (the latest), or NULL. */
+static const struct proc_rule *rule_for(int dev, const char *pid, const char *comm, double t)
 {
 	const struct proc_rule *best = NULL;
 
 	for (int i = 0; i < S.npr; i++) {
 		const struct proc_rule *r = &S.pr[i];
 
-		if (r->dev == dev && r->t <= t && !strcmp(r->comm, comm) && (!best || r->t >= best->t))
+		if (r->dev == dev && r->t <= t && !strcmp(r->comm, comm) &&
+		    (!r->env[0] || has_env(pid, r->env)) && (!best || r->t >= best->t))
 			best = r;
 	}
 	return best && best->mem ? best : NULL;
@@ -392,7 +417,7 @@ static int list_procs(int dev, struct listed *out)
 		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
 		    read_comm(e->d_name, comm, sizeof(comm)))
 			continue;
-		if (!(r = rule_for(dev, comm, t)))
+		if (!(r = rule_for(dev, e->d_name, comm, t)))
 			continue;
 		out[n].pid = r->inner ? inner_pid(e->d_name) : (unsigned int)atoi(e->d_name);
 		out[n++].r = r;
