@@ -10,7 +10,10 @@ Four kinds of case:
   compared byte for byte, stdout, stderr and exit status. All are schema
   1 (the reader's fallback) but gpujob.db, schema 2 (sub-second interval
   epochs, steps from calls, NCCL communicators, launches counted), whose
-  report.json is gpujob.live.json, the report `record --report` wrote.
+  report.json is gpujob.live.json, the report `record --report` wrote,
+  and gpumetrics.db, schema 4: the CUDA stand-ins' stepjob on two GPUs of
+  the stand-in NVML library (tests/workloads/fakenvml: a power cap from
+  0.6 s, GPU 1 lost at 1.2 s, 90% of GPU 0's memory), docs/gpu-metrics.md.
 - render: tests/golden/render.c prints a fixed model through the live
   table, live epoch and step blocks, and the text, JSON and CSV reports:
   byte for byte but the wall-clock stamp of each live table.
@@ -45,9 +48,11 @@ CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 RECORDINGS = [os.path.join(CORPUS, n) for n in
               ("full.db", "two_flushes.db", "no_states.db", "crashed.db")] + \
              [os.path.join(HERE, "recordings", n) for n in
-              ("stepjob.db", "epochs.db", "workers.db", "ddp.db", "gpujob.db")]
+              ("stepjob.db", "epochs.db", "workers.db", "ddp.db", "gpujob.db",
+               "gpumetrics.db")]
 DIFFS = [("full.db", "crashed.db"), ("epochs.db", "workers.db"), ("stepjob.db", "ddp.db"),
-         ("ddp.db", "ddp.db"), ("gpujob.db", "stepjob.db")]
+         ("ddp.db", "ddp.db"), ("gpujob.db", "stepjob.db"), ("stepjob.db", "gpumetrics.db"),
+         ("gpumetrics.db", "gpumetrics.db")]
 
 
 def stem(path):

@@ -388,7 +388,7 @@ def test_errors_are_one_line(rec, tmp_path):
     db.close()
     assert "not a trainbpf recording" in bad(["report", other])
     newer = str(tmp_path / "newer.db")
-    rf.make_recording(newer, version=5)     # REC_SCHEMA_VERSION + 1
+    rf.make_recording(newer, version=5)  # one past REC_SCHEMA_VERSION
     assert "newer trainbpf" in bad(["report", newer])
     for sub in (["trace", newer, "-o", str(tmp_path / "t.json")], ["diff", path, newer]):
         assert "newer trainbpf" in bad(sub)

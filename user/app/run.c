@@ -20,6 +20,8 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "gpu_probes.h"
+#include "gpu_sampler.h"
+#include "gpu_util.h"
 #include "job.h"
 #include "labels.h"
 #include "launch.h"
@@ -45,6 +47,9 @@ struct run {
 	struct tracer tr;
 	struct gpu gpu;
 	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into gpu */
+	struct gpu_util gu;	/* the GPU's own readings (NVML) */
+	struct gpu_sampler gs;	/* reads them into gu */
+	bool ending;		/* the last refresh: the GPUs are read whatever the time */
 	struct epochs ep;
 	struct steps steps;
 	struct phases phases;
@@ -301,6 +306,8 @@ static uint64_t refresh(struct run *r)
 	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	mem_sample(&r->mem, job, now, epochs_pending(&r->ep));
+	/* The GPUs too, before the boundary closes their windows. */
+	gpu_sampler_tick(&r->gs, job, now, epochs_pending(&r->ep) || r->ending);
 	/* Periods first: an epoch that ends now counts the steps found now. */
 	steps_tick(&r->steps);
 	epochs_tick(&r->ep, job, now);
@@ -420,7 +427,10 @@ static int wait_untraced(struct launch *l, uint64_t deadline)
 /* The last refresh: every total final, every epoch closed. */
 static uint64_t final_refresh(struct run *r)
 {
-	uint64_t now = refresh(r);
+	uint64_t now;
+
+	r->ending = true;
+	now = refresh(r);
 
 	mem_sample(&r->mem, &r->job, now, true);
 	phases_settle_tail(&r->phases, &r->job);
@@ -601,6 +611,8 @@ static int run_free(struct run *r, uint64_t report_ns)
 	record_close(&r->rec);
 	gpu_probes_free(&r->gp);	/* the probes before the programs they run */
 	gpu_free(&r->gpu);
+	gpu_sampler_close(&r->gs);
+	gu_free(&r->gu);
 	epochs_free(&r->ep);
 	diag_free(&r->dg);
 	steps_free(&r->steps);
@@ -635,6 +647,10 @@ static int start(struct run *r)
 	start_window(&r->job);
 	if (start_epochs(&r->ep, env, &r->job))
 		return 1;
+	gpu_sampler_open(&r->gs, &r->gu, r->job.window_start_ns);
+	r->job.gu = &r->gu;
+	if (r->gu.state == GU_ACTIVE)
+		r->ep.gu = &r->gu;
 	r->ep.calls = &r->steps;
 	r->ep.phases = &r->phases;
 	r->job.epochs = &r->ep;
@@ -647,6 +663,8 @@ static int start(struct run *r)
 	if (err)
 		return err;
 	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
+	/* The GPUs' first readings: their counters' start, the job's processes on them. */
+	gpu_sampler_tick(&r->gs, &r->job, now_ns(), true);
 	return 0;
 }
 
@@ -660,6 +678,7 @@ int run_trace(const struct env *given)
 	int err;
 
 	diag_init(&r->dg);
+	gu_init(&r->gu);
 	mem_sampler_init(&r->mem, &r->dg);
 	r->job.diag = &r->dg;
 	live_init(&r->lv);

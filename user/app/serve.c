@@ -64,6 +64,7 @@ static void publish(struct serve *s, struct tracer *tr)
 		return;
 	self_stats(s, tr, &me);
 	metrics_write(&s->mx, &me, f);
+	metrics_gpu_write(&s->mx, f);	/* the GPU's own side, when NVML is read */
 	if (fclose(f)) {
 		free(text);
 		return;
@@ -114,6 +115,7 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 		metrics_judge(&s->mx, tr->job, now);
 		s->next_judge = now + SERVE_JUDGE_NS;
 	}
+	metrics_gpu_update(&s->mx, tr->job, now);
 	publish(s, tr);
 }
 

@@ -373,6 +373,7 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 			(d->mem_min_ts - job->window_start_ns) / 1e9 : 0;
 		view_rss(v, d, job);
 	}
+	diag_gpu_view_run(v, job, now);
 	return 0;
 }
 
@@ -395,6 +396,7 @@ int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag 
 	}
 	v->steps = e->steps.count;
 	v->syncs = e->steps.syncs;
+	diag_gpu_view_epoch(v, job, e);
 	return 0;
 }
 

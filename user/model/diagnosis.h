@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "categories.h"
+#include "gpu_util.h"
 #include "phases.h"
 #include "trainbpf.h"
 
@@ -38,6 +39,9 @@ enum dg_id {
 	DG_MEMORY,
 	DG_RSS_GROWTH,
 	DG_CHECKPOINT,
+	DG_GPU_IDLE,		/* diagnosis_gpu.c: the GPU's own side (NVML) */
+	DG_GPU_MEMORY,
+	DG_GPU_THROTTLE,
 	DG_NIDS,
 };
 
@@ -86,6 +90,19 @@ struct dg_rss_at {
 	long label[64];
 };
 
+/* A window's GPUs as NVML read them (diagnosis_gpu.c); read false: none. */
+struct dg_gpu {
+	bool read;
+	struct gu_summary s;		/* over the job's GPUs in the window */
+	int util_min_gpu, mem_gpu, thr_gpu;	/* NVML's indexes */
+	uint64_t mem_total;		/* of mem_gpu */
+	pid_t mem_pid;			/* the process with the most memory on it */
+	uint64_t mem_pid_peak;
+	double own_ms;			/* an epoch: its ms/step; the run: 0 */
+	double thr_ms, unthr_ms;	/* ms/step of the throttled epochs, of the others */
+	int thr_n, unthr_n;
+};
+
 struct dg_view {
 	double wall_s;
 	int64_t hl[TB_NCAT];	/* the trainers' main threads' critical path */
@@ -122,6 +139,7 @@ struct dg_view {
 	double mem_min_at_s;	/* when MemAvailable was lowest, into the window */
 	struct dg_rss_at *rss;
 	int nrss;
+	struct dg_gpu nvml;	/* the GPU's own side (NVML) */
 };
 
 /* A finding read back from a recording: reported as it was judged. */
@@ -193,6 +211,14 @@ void diag_view_free(struct dg_view *v);
  */
 int diag_view_merge(struct dg_view *out, const struct dg_view *in, int n,
 		    const char *const *where);
+
+/*
+ * diagnosis_gpu.c: a window's GPU readings into v->gpu (called by the view
+ * builders); its rules' findings appended to out[n..max), the new count.
+ */
+void diag_gpu_view_run(struct dg_view *v, const struct job *job, uint64_t now);
+void diag_gpu_view_epoch(struct dg_view *v, const struct job *job, const struct epoch *e);
+int diag_gpu_rules(const struct dg_view *v, struct dg_finding *out, int n, int max);
 
 /* The findings of a window, most severe first; returns how many. */
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max);

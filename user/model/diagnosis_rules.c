@@ -20,6 +20,7 @@ static const char *const id_names[DG_NIDS] = {
 	"data_loading", "host_bound", "syncs_per_step", "worker_restarts",
 	"cpu_contention", "lock_contention", "io_bound_workers", "comm_bound",
 	"slow_rank", "memory_pressure", "rss_growth", "checkpointing",
+	"gpu_underused", "gpu_memory_pressure", "gpu_throttling",
 };
 
 const char *diag_id_name(enum dg_id id)
@@ -651,6 +652,7 @@ int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
 	}
 	rule_memory(v, &fs);
 	rule_rss(v, &fs);
+	fs.n = diag_gpu_rules(v, out, fs.n, fs.max);
 	qsort(out, fs.n, sizeof(*out), by_severity);
 	return fs.n;
 }

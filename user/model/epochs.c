@@ -52,6 +52,8 @@ int epochs_init(struct epochs *ep, enum ep_source want, double interval_s,
 	ep->next_window = window_start;	/* the first window opens at once */
 	ep->prev.ts = window_start;
 	ep->window_start = window_start;
+	for (int s = 0; s < EP_NSRC; s++)
+		ep->src[s].gu_h = -1;
 	rc = regcomp(&ep->re, re ? re : EP_DEFAULT_REGEX, REG_EXTENDED | REG_ICASE);
 	if (rc) {
 		regerror(rc, &ep->re, err, errlen);
@@ -753,6 +755,7 @@ static void close_epoch(struct epochs *ep, struct ep_stream *st,
 	 * naming the first one may be a step or progress line well into it.
 	 */
 	e->late_start = !st->closed && st->first_by_line && st->summed;
+	e->gpu = gu_close_new(ep->gu, &st->gu_h, e->end);
 	d = calloc(end->n ? end->n : 1, sizeof(*d));
 	if (!d)
 		return;
@@ -791,8 +794,10 @@ struct epoch *epochs_add(struct epochs *ep, enum ep_source s, long label, uint64
 
 static void free_stream(struct ep_stream *st)
 {
-	for (int i = 0; i < st->n; i++)
+	for (int i = 0; i < st->n; i++) {
 		free(st->list[i].d);
+		gu_win_drop(&st->list[i].gpu);
+	}
 	free(st->list);
 	free(st->open.p);
 	free(st->pend);
@@ -815,8 +820,10 @@ bool epochs_keep_label(struct epochs *ep, enum ep_source s, long label)
 		if (st->list[i].label != label)
 			continue;
 		for (int k = 0; k < st->n; k++)
-			if (k != i)
+			if (k != i) {
 				free(st->list[k].d);
+				gu_win_drop(&st->list[k].gpu);
+			}
 		st->list[0] = st->list[i];
 		st->n = 1;
 		return true;
@@ -881,6 +888,8 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 			ep_snap_release(ep, &st->open);
 		}
 		st->nfolds = 0;		/* what folds from now on is the new epoch's */
+		gu_drop(ep->gu, &st->gu_h);	/* never left open: a failed close */
+		st->gu_h = ep->gu ? gu_open(ep->gu, at.ts) : -1;
 		st->open = at;
 		st->open_label = st->pend[i].label;
 		st->is_open = true;
@@ -1349,6 +1358,7 @@ void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 		if (st->is_open && ep->prev.ts > st->open.ts && !is_tail(ep, st, ep->prev.ts))
 			close_epoch(ep, st, &ep->prev, false);
 		ep_snap_release(ep, &st->open);
+		gu_drop(ep->gu, &st->gu_h);	/* a tail, or one that just began */
 		st->is_open = false;
 	}
 }

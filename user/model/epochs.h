@@ -24,6 +24,7 @@
 #include <sys/types.h>
 #include "categories.h"
 #include "gpu_api.h"
+#include "gpu_util.h"
 #include "phase_spans.h"
 #include "steps.h"
 #include "trainbpf.h"
@@ -224,6 +225,7 @@ struct epoch {
 	int n;
 	struct ep_proc *d;	/* per process: totals at end minus at start */
 	struct ep_steps steps;
+	struct gu_win *gpu;	/* the GPU's readings in it (gpu_util.h); NULL: none */
 };
 
 struct ep_pending {
@@ -249,6 +251,7 @@ struct ep_stream {
 	bool summed;		/* regex: a summary line came */
 	bool inferred;		/* regex: last_label followed a summary, and
 				 * no line has named it since */
+	int gu_h;		/* the open epoch's GPU window (gpu_util.h); -1: none */
 };
 
 /*
@@ -283,6 +286,7 @@ struct epochs {
 	pid_t loop_tid, loop_pid;	/* that thread: the first to train */
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
+	struct gpu_util *gu;	/* the GPU's readings (gpu_util.h); may be NULL */
 	struct ep_snap prev;	/* totals at the last tick */
 	struct ep_snap hist[EP_HIST_MAX];	/* the ticks before prev, oldest first */
 	int nhist;

@@ -350,6 +350,7 @@ static void merge_epochs(struct epoch *a, struct epoch *b)
 			a->ph_cp[p][c] += b->ph_cp[p][c];
 	}
 	merge_steps(&a->steps, &b->steps);
+	gu_win_join(&a->gpu, &b->gpu);
 	fold_rows(a, false);	/* an old stretch: the processes that ended, summed */
 	epoch_fold_rows(a);
 	d = realloc(a->d, (a->n ? a->n : 1) * sizeof(*d));

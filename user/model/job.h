@@ -118,6 +118,7 @@ struct job_fold {
 };
 
 struct gpu;
+struct gpu_util;
 struct diag;
 struct phases;
 
@@ -136,6 +137,7 @@ struct job {
 	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
 	double window_start_unix;
 	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
+	struct gpu_util *gu;	/* the GPU's own readings, NVML (gpu_util.h); may be NULL */
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
 	struct phases *phases;	/* training phases per step (phases.h); may be NULL */

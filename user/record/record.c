@@ -63,6 +63,7 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 
 static void close_db(struct recorder *r)
 {
+	record_gpu_close(r);
 	for (int i = 0; i < RS_N; i++) {
 		sqlite3_finalize(r->st[i]);
 		r->st[i] = NULL;
@@ -78,7 +79,7 @@ int record_open(struct recorder *r, const char *path, bool force,
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	r->path = path;
-	if (rec_create(r, force) || rec_exec(r, "BEGIN", "write"))
+	if (rec_create(r, force) || record_gpu_schema(r) || rec_exec(r, "BEGIN", "write"))
 		goto err;
 	write_start_meta(r, m, job);
 	if (rec_exec(r, "COMMIT", "write"))
@@ -140,9 +141,12 @@ static int flush(struct recorder *r, const struct job *job,
 	record_job(r, job, now, last);
 	write_job_id(r, job);
 	record_events(r, job);
+	record_gpu_flush(r, job);
 	record_counters(r, job, bpf);
-	if (last)
+	if (last) {
 		record_final(r, job, now);
+		record_gpu_final(r, job, now);
+	}
 	if (r->failed || rec_exec(r, "COMMIT", "write")) {
 		sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;

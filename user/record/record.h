@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include "job.h"
 #include "epochs.h"
+#include "gpu_util.h"
 #include "recording.h"
 
 struct sqlite3;
@@ -87,6 +88,20 @@ enum rec_stmt {
 	RS_N,
 };
 
+/* Schema 4's GPU tables (record_gpu.c): their statements and what was written. */
+enum rec_gpu_stmt { RG_DEV, RG_WIN, RG_SAMPLE, RG_N };
+struct rec_gpu {
+	struct sqlite3_stmt *st[RG_N];
+	bool meta_done;
+	uint64_t dev_ts[GU_MAX_DEVS];		/* each series' last reading written */
+	uint64_t proc_ts[GU_MAX_PROCS];
+	pid_t proc_pid[GU_MAX_PROCS];		/* whose series the slot held then */
+	uint64_t rows, dropped;			/* gpu_samples written; past the cap */
+};
+
+/* GPU readings kept for the trace (~50 bytes a row: ~0.1 GB; 20 a second for 2 GPUs: 27 h). */
+#define REC_GPU_MAX_ROWS 2000000ull
+
 struct recorder {
 	struct sqlite3 *db;
 	const char *path;
@@ -113,6 +128,7 @@ struct recorder {
 	uint64_t flushes, rows, flush_ns_max, flush_ns_sum;
 	uint64_t states_rows, states_dropped;	/* record_states.c */
 	bool job_id_written;	/* meta job: the training job, for merged reports */
+	struct rec_gpu gpu;	/* record_gpu.c */
 };
 
 /*
@@ -180,6 +196,16 @@ int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n);
 int record_counters(struct recorder *r, const struct job *job,
 		    const struct tb_counters *bpf);
 int record_final(struct recorder *r, const struct job *job, uint64_t now);
+
+/*
+ * record_gpu.c, schema 4: its tables (at create), each flush's readings,
+ * an epoch's window (with its epochs row), the run's at the end.
+ */
+int record_gpu_schema(struct recorder *r);
+void record_gpu_close(struct recorder *r);
+int record_gpu_flush(struct recorder *r, const struct job *job);
+int record_gpu_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e);
+int record_gpu_final(struct recorder *r, const struct job *job, uint64_t now);
 
 /*
  * record_db.c, under the record_*.c files: the file with its schema and

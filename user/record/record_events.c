@@ -257,6 +257,7 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 	rec_step(r, RS_EPOCH);
 	for (int i = 0; i < e->n && !r->failed; i++)
 		write_epoch_proc(r, s, seq, &e->d[i]);
+	record_gpu_epoch(r, s, seq, e);
 	return r->failed ? -1 : 0;
 }
 

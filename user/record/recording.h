@@ -12,7 +12,9 @@
  * cannot recompute from the flushes (epoch_procs, nccl_comms, gpu_procs,
  * the epochs' steps); a version-1 file is read the old way. 3 added the
  * training phases (phase_times, phase_steps, phase_events); a version-2
- * file has none of them, or the first two only.
+ * file has none of them, or the first two only. 4 added the GPU's own
+ * side (record_gpu.c: gpu_devices, gpu_windows, gpu_samples, meta
+ * gpu_metrics); an older file has none, and its reports no GPU line.
  */
 #define REC_SCHEMA_VERSION 4
 

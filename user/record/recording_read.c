@@ -1189,7 +1189,7 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 		   "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, "
 		   "cp_io, cp_runqueue, cp_lock, cp_idle, io_write FROM phase_times" :
 		   "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, "
-		   "cp_io, cp_runqueue, cp_lock, cp_idle, 0 FROM phase_times", err, errlen)) {
+		   "cp_io, cp_runqueue, cp_lock, cp_idle, NULL FROM phase_times", err, errlen)) {
 		free(ix);
 		return -1;
 	}
@@ -1204,6 +1204,9 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 		for (int c = 0; c < TB_NCAT; c++)
 			t->t->ph[ph][c] += col_ns(&q, 4 + c);
 		t->t->wio[ph] += col_ns(&q, 4 + TB_NCAT);
+		/* NULL: not measured (a column added to a file made before it) */
+		if (sqlite3_column_type(q.st, 4 + TB_NCAT) == SQLITE_NULL)
+			r->job.wio_unknown = true;
 	}
 	rc = q_close(r, &q, err, errlen);
 	free(ix);
@@ -1495,7 +1498,8 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    load_gens(r, flt, err, errlen) || load_epoch_deltas(r, flt, err, errlen) ||
 	    fold(r, flt) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
-	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen))
+	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen) ||
+	    rec_load_gpu_util(r, flt, err, errlen))
 		return -1;
 	r->job.window_start_ns = r->start_ns;
 	r->ep.prev.ts = r->end_ns;
@@ -1510,6 +1514,7 @@ void rec_close(struct recording *r)
 	steps_free(&r->steps);
 	phases_free(&r->phases);
 	gpu_free(&r->gpu);
+	gu_free(&r->gu);
 	free(r->saved);
 	job_free(&r->job);
 	rec_close_file(r);

@@ -15,6 +15,7 @@
 #include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
+#include "gpu_util.h"
 #include "job.h"
 #include "phases.h"
 #include "recording.h"
@@ -37,6 +38,7 @@ struct recording {
 	const char *path;
 	struct job job;
 	struct gpu gpu;
+	struct gpu_util gu;	/* schema 4: the GPU's own side (recording_read_gpu.c) */
 	struct epochs ep;
 	struct steps steps;
 	struct diag diag;
@@ -77,6 +79,13 @@ void rec_close_file(struct recording *r);
 int rec_query(struct recording *r, const char *sql,
 	      void (*row)(struct sqlite3_stmt *st, void *arg), void *arg,
 	      char *err, size_t errlen);
+
+/*
+ * recording_read_gpu.c: schema 4's GPU tables into r->gu (job.gu points at
+ * it); an older file leaves it GU_NOT_TRIED. After the epochs are picked.
+ */
+int rec_load_gpu_util(struct recording *r, const struct rec_filter *flt,
+		      char *err, size_t errlen);
 
 /* The counters of report_text/report_json. */
 void rec_counters(const struct recording *r, struct run_counters *out);

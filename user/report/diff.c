@@ -244,6 +244,7 @@ void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 	headline(f, a, b);
 	fputc('\n', f);
 	steps_line(f, a, b);
+	diff_gpu(f, a, b);
 	phases_table(f, a, b);
 	epochs_table(f, a, b);
 	diagnosis(f, a, b);

@@ -191,6 +191,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 	rollup_line(f, d);
 	phases_line(f, lv, job);
 	gpu_line(f, lv, job->gpu, now);
+	report_gpu_util_live(f, &lv->gu, job, now);
 	steps_line(f, lv, job, now);
 	fputc('\n', f);
 	fflush(f);
@@ -221,6 +222,7 @@ static void block_start(struct live *lv, const struct job *job, uint64_t from, u
 	job_headline(job, hl);
 	lv->block.from = from;
 	lv->block.ts = ts;
+	report_gpu_util_block_start(&lv->block_gu, job, ts);
 	for (int c = 0; c < TB_NCAT; c++)
 		lv->block.hl[c] = hl[c];
 }
@@ -274,6 +276,7 @@ void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, ui
 		fprintf(f, ", %.1f syncs/step", (double)s.syncs / s.count);
 	fprintf(f, " ===\n");
 	report_rollup_rows(f, pct, false);
+	report_gpu_util_block_line(f, &lv->block_gu, job, now, s.count);
 	fprintf(f, "  slowest: %s\n", tb_cat_names[best]);
 	fflush(f);
 	lv->block.done += s.count;

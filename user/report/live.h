@@ -14,6 +14,11 @@
 #include "job.h"
 #include "phases.h"
 
+/* The GPUs' readings at the last table (report_gpu_util.c): the next shows what came since. */
+struct live_gu {
+	struct gu_agg prev[GU_MAX_DEVS];
+};
+
 struct live {
 	uint64_t (*shown)[TB_NCAT];	/* per job->procs[i]: totals at the last table */
 	int nshown;
@@ -33,6 +38,8 @@ struct live {
 		int64_t hl[TB_NCAT];	/* the headline then */
 		long done;		/* steps in earlier blocks */
 	} block;			/* --step-blocks: the block under way */
+	struct live_gu gu;		/* the GPUs' (NVML) at the last table */
+	struct live_gu block_gu;	/* and where the step block began */
 };
 
 void live_init(struct live *lv);

@@ -387,9 +387,17 @@ int metrics_judge(struct metrics *m, const struct job *job, uint64_t now)
 	return rc;
 }
 
+int metrics_series_of(const struct metrics *m, const struct proc_rec *p)
+{
+	int i = find(m, p->pid, p->start_ns);
+
+	return i >= 0 ? m->procs[i].series : -1;
+}
+
 void metrics_free(struct metrics *m)
 {
 	free(m->jobs);
+	free(m->gpu.s);
 	free(m->series);
 	free(m->procs);
 	free(m->index);

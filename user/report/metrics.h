@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "diagnosis.h"
+#include "gpu_util.h"
 #include "job.h"
 #include "phase_spans.h"
 
@@ -57,6 +58,28 @@ struct mx_job {
 	bool live;			/* among the series at the last judgement */
 };
 
+/*
+ * The GPU's own side (metrics_gpu.c): a label set on one device. Counters
+ * add what the device did while the set's processes were on it.
+ */
+#define MX_MAX_GPU_SERIES 1024
+struct mx_gpu_series {
+	int series;			/* index into metrics.series */
+	int dev, gpu;			/* gpu_util.dev's index; NVML's */
+	double energy_j, busy_s, thr_power_s, thr_thermal_s;
+	uint64_t mem_used;		/* its processes' memory on it at the last update */
+	bool on;			/* one of its processes was on it then */
+};
+
+struct mx_gpu {
+	struct mx_gpu_series *s;
+	int n;
+	uint64_t dropped;		/* past MX_MAX_GPU_SERIES */
+	struct gu_agg last[GU_MAX_DEVS];	/* each device's sums at the last update */
+	uint64_t updated;
+	const struct gpu_util *g;	/* NULL: NVML not read, no GPU series */
+};
+
 /* A process followed: what it had given at the last update, and where. */
 struct mx_proc {
 	pid_t pid;
@@ -77,6 +100,7 @@ struct metrics {
 	uint64_t procs_dropped;		/* processes past MX_MAX_PROCS */
 	struct mx_job *jobs;		/* one per job among the series */
 	int njobs;
+	struct mx_gpu gpu;		/* metrics_gpu.c */
 };
 
 /* What the daemon itself costs and lost. */
@@ -99,5 +123,16 @@ int metrics_judge(struct metrics *m, const struct job *job, uint64_t now);
 /* The exposition (text format 0.0.4) of the series and of self. */
 void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f);
 void metrics_free(struct metrics *m);
+/* The series of a process followed at the last update, or -1. */
+int metrics_series_of(const struct metrics *m, const struct proc_rec *p);
+/* name{job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]} and a space. */
+void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
+			const char *extra, const char *val);
+/*
+ * metrics_gpu.c: after metrics_update, the GPU series; after metrics_write,
+ * their families (none when NVML is not read).
+ */
+void metrics_gpu_update(struct metrics *m, const struct job *job, uint64_t now);
+void metrics_gpu_write(const struct metrics *m, FILE *f);
 
 #endif

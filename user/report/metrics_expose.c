@@ -31,8 +31,8 @@ static void put_int_label(FILE *f, const char *name, int v)
 }
 
 /* name{job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]} */
-static void put_series(FILE *f, const char *name, const struct mx_series *s,
-		       const char *extra, const char *val)
+void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
+			const char *extra, const char *val)
 {
 	fprintf(f, "%s{job=\"", name);
 	put_value(f, s->job);
@@ -63,7 +63,7 @@ static void times(const struct metrics *m, FILE *f)
 	       "critical path: a wait for another thread counts as what that thread did).");
 	for (int i = 0; i < m->nseries; i++)
 		for (int c = 0; c < TB_NCAT && live(&m->series[i]); c++) {
-			put_series(f, "trainbpf_time_seconds_total", &m->series[i], "category",
+			metrics_put_series(f, "trainbpf_time_seconds_total", &m->series[i], "category",
 				   tb_cat_names[c]);
 			fprintf(f, "%.9f\n", m->series[i].v.cat_ns[c] / 1e9);
 		}
@@ -72,7 +72,7 @@ static void times(const struct metrics *m, FILE *f)
 	       "own brackets (settled steps).");
 	for (int i = 0; i < m->nseries; i++)
 		for (int p = 0; p < PH_NSHOWN && live(&m->series[i]) && m->series[i].phases; p++) {
-			put_series(f, "trainbpf_phase_seconds_total", &m->series[i], "phase",
+			metrics_put_series(f, "trainbpf_phase_seconds_total", &m->series[i], "phase",
 				   ph_names[p]);
 			fprintf(f, "%.9f\n", m->series[i].v.phase_ns[p] / 1e9);
 		}
@@ -89,7 +89,7 @@ static void per_series(const struct metrics *m, FILE *f, const char *name, const
 
 		if (!live(s) || (phases_only && !s->phases))
 			continue;
-		put_series(f, name, s, NULL, NULL);
+		metrics_put_series(f, name, s, NULL, NULL);
 		if (is_double)
 			fprintf(f, "%.6f\n", *(const double *)v / 1e3);
 		else
@@ -126,13 +126,13 @@ static void counts(const struct metrics *m, FILE *f)
 	       "(updates every 0.5 s).");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i]) && m->series[i].phases && m->series[i].v.steps) {
-			put_series(f, "trainbpf_step_seconds", &m->series[i], NULL, NULL);
+			metrics_put_series(f, "trainbpf_step_seconds", &m->series[i], NULL, NULL);
 			fprintf(f, "%.6f\n", m->series[i].step_now_ms / 1e3);
 		}
 	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i])) {
-			put_series(f, "trainbpf_processes", &m->series[i], NULL, NULL);
+			metrics_put_series(f, "trainbpf_processes", &m->series[i], NULL, NULL);
 			fprintf(f, "%d\n", m->series[i].live);
 		}
 }

@@ -28,13 +28,17 @@ static void csv_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* The times, and the phase column (empty but on phase rows). */
-static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT], const char *phase)
+/*
+ * The times, and the phase column (empty but on phase rows); the GPU's
+ * columns, when the run has them, empty (report_gpu_util_csv_rows).
+ */
+static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT], const char *phase,
+		      bool gpu)
 {
 	fprintf(f, ",%.9f", total / 1e9);
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, ",%.9f", c[i] / 1e9);
-	fprintf(f, ",%s\n", phase);
+	fprintf(f, ",%s%s\n", phase, gpu ? ",,,,," : "");
 }
 
 /* A thread's phase rows, if it ran any phase (not all its time is other). */
@@ -53,19 +57,22 @@ static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
 		fprintf(f, "phase,%d,%d,", p->pid, t->tid);
 		csv_str(f, t->comm);
 		fprintf(f, ",%s", role_name(p->role));
-		csv_times(f, sum_cats(rows[ph]), rows[ph], ph_names[ph]);
+		csv_times(f, sum_cats(rows[ph]), rows[ph], ph_names[ph],
+			  report_gpu_util_csv_on(job));
 	}
 }
 
 void report_csv(FILE *f, const struct job *job)
 {
 	uint64_t tot[TB_NCAT];
+	bool gpu = report_gpu_util_csv_on(job);
 
 	/* Folded rows (job.h): pid (and tid) 0, comm "N exited". */
 	fprintf(f, "kind,pid,tid,comm,role,time_s");
 	for (int i = 0; i < TB_NCAT; i++)
 		fprintf(f, ",%s_s", tb_cat_names[i]);
-	fprintf(f, ",phase\n");
+	fprintf(f, ",phase%s\n",
+		gpu ? ",gpu,gpu_util_pct,gpu_mem_peak_bytes,gpu_energy_j,gpu_power_w" : "");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
@@ -76,7 +83,7 @@ void report_csv(FILE *f, const struct job *job)
 		fprintf(f, "process,%d,,", p->pid);
 		csv_str(f, name);
 		fprintf(f, ",%s", role_name(p->role));
-		csv_times(f, sum_cats(tot), tot, "");
+		csv_times(f, sum_cats(tot), tot, "", gpu);
 	}
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
@@ -94,10 +101,12 @@ void report_csv(FILE *f, const struct job *job)
 			fprintf(f, "thread,%d,%d,", p->pid, t->tid);
 			csv_str(f, name);
 			fprintf(f, ",%s", role_name(p->role));
-			csv_times(f, sum_cats(t->own), t->own, "");
+			csv_times(f, sum_cats(t->own), t->own, "", gpu);
 		}
 	}
 	for (int i = 0; job->phases && i < job->nprocs; i++)
 		for (int j = 0; j < job->procs[i].nthreads; j++)
 			phase_rows(f, job, &job->procs[i], &job->procs[i].threads[j]);
+	/* The whole window: its last reading is the report's (UINT64_MAX: all of them). */
+	report_gpu_util_csv_rows(f, job, UINT64_MAX, csv_str);
 }

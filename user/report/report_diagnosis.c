@@ -83,13 +83,15 @@ void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 	int n = run_findings(job, now, fs);
 
 	if (n >= 0)
-		report_findings_text(f, "Diagnosis", fs, n);
+		report_findings_text(f, "Diagnosis", job->gu && job->gu->state == GU_ACTIVE ?
+				     "; GPU utilization, memory and throttling" : "", fs, n);
 }
 
-void report_findings_text(FILE *f, const char *title, const struct dg_finding *fs, int n)
+void report_findings_text(FILE *f, const char *title, const char *more,
+			  const struct dg_finding *fs, int n)
 {
 	if (!n) {
-		fprintf(f, "%s: no bottleneck found (checked: %s)\n\n", title, checked);
+		fprintf(f, "%s: no bottleneck found (checked: %s%s)\n\n", title, checked, more);
 		return;
 	}
 	fprintf(f, "%s (severity 0-1, most severe first)\n", title);

@@ -64,6 +64,7 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 		pct[c] = pct_of(hl[c], total);
 	report_rollup_rows(f, pct, false);
 	epoch_phases_line(f, e);
+	report_gpu_util_epoch_line(f, job, e);
 	if (job->diag)
 		report_diagnosis_epoch_line(f, job, e);
 }
@@ -447,6 +448,7 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 	jw_end_object(w);
 	json_steps(w, &e->steps);
 	json_epoch_phases(w, e);
+	report_gpu_util_epoch_json(w, job, e);
 	if (job->diag)
 		report_diagnosis_epoch_json(w, job, e);
 	json_epoch_procs(w, job, e);

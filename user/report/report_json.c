@@ -147,6 +147,7 @@ void report_json(FILE *f, const struct job *job,
 	if (job->diag)
 		report_diagnosis_json(&w, job, now);
 	report_gpu_json(&w, job, now);
+	report_gpu_util_json(&w, job, now);
 	json_counters(&w, c);
 	jw_end_object(&w);
 	fputc('\n', f);

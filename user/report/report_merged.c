@@ -311,7 +311,7 @@ void merged_text(FILE *f, const struct merged *m)
 	report_rollup_rows(f, pct, true);
 	fputc('\n', f);
 	if (m->nfs >= 0)
-		report_findings_text(f, "Diagnosis across the ranks", m->fs, m->nfs);
+		report_findings_text(f, "Diagnosis across the ranks", "", m->fs, m->nfs);
 }
 
 static void json_rank(struct jw *w, const struct merged *m, const struct mg_rank *k)

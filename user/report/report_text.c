@@ -5,7 +5,7 @@
 #include "report.h"
 #include "sections.h"
 
-static void headline_block(FILE *f, const struct job *job)
+static void headline_block(FILE *f, const struct job *job, uint64_t now)
 {
 	uint64_t hl[TB_NCAT], total;
 	double pct[TB_NCAT];
@@ -17,7 +17,9 @@ static void headline_block(FILE *f, const struct job *job)
 	fprintf(f, "Headline: critical path of %d trainer main thread%s (%.2f s)\n",
 		ntr, ntr == 1 ? "" : "s", total / 1e9);
 	report_rollup_rows(f, pct, true);
-	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n\n");
+	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n");
+	report_gpu_util_headline(f, job, now);	/* what the GPUs did, as NVML says */
+	fputc('\n', f);
 }
 
 static uint64_t proc_time(const struct proc_rec *p)
@@ -108,7 +110,7 @@ void report_text(FILE *f, const struct job *job,
 	fprintf(f, "trainbpf %s: %.2f s traced, %d processes, %d threads (%.2f thread-s)\n\n",
 		TB_VERSION, (now - job->window_start_ns) / 1e9, nprocs,
 		nthreads, all / 1e9);
-	headline_block(f, job);
+	headline_block(f, job, now);
 	if (job->phases)
 		report_phases_text(f, job, c);
 	if (job->diag)
@@ -119,6 +121,7 @@ void report_text(FILE *f, const struct job *job,
 	thread_table(f, job, now);
 	folded_note(f, job);
 	report_gpu_text(f, job, now);
+	report_gpu_util_text(f, job, now);
 	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
 	fmt_bytes(wb, sizeof(wb), c->io_wbytes);
 	fprintf(f, "Counters: storage read %s, written %s; %llu context switches; "

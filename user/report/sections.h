@@ -51,6 +51,31 @@ void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
 void report_gpu_json(struct jw *w, const struct job *job, uint64_t now);
 void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
 
+/*
+ * The GPU's own side (NVML, gpu_util.h): a line under the headline (or why
+ * there is none), the section, a line per epoch block and live table, JSON
+ * ("gpu_metrics", an epoch's "gpu"), CSV rows in columns of their own.
+ */
+struct live_gu;
+void report_gpu_util_headline(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now);
+void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
+void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now);
+/* --step-blocks: the GPUs' sums where a block begins (tick ts); its line, steps in it. */
+void report_gpu_util_block_start(struct live_gu *b, const struct job *job, uint64_t ts);
+void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct job *job,
+				uint64_t now, int steps);
+void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now);
+void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
+bool report_gpu_util_csv_on(const struct job *job);
+/* The run's (an epoch's) summary over the job's GPUs and energy per step (-1: unknown). */
+bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary *s,
+			 double *jps);
+bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct gu_summary *s,
+			   double *jps);
+void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
+			      void (*str)(FILE *, const char *));
+
 /* Epochs: one block each, the list with trend and per-process table, JSON. */
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
@@ -69,7 +94,9 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
 /* Findings judged elsewhere (a merged job): the section under title; JSON "diagnosis". */
 struct dg_finding;
-void report_findings_text(FILE *f, const char *title, const struct dg_finding *fs, int n);
+/* more: what else was checked ("; GPU ...") when nothing was found */
+void report_findings_text(FILE *f, const char *title, const char *more,
+			  const struct dg_finding *fs, int n);
 void report_findings_json(struct jw *w, const struct dg_finding *fs, int n);
 void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "json_writer.h"
 #include "report.h"
+#include "trace_gpu.h"
 
 #define MARK_PID 0
 #define EPOCH_TID 1
@@ -33,6 +34,7 @@ struct tw {
 	struct jw j;
 	uint64_t t0;
 	long states;
+	long gpu_rows;		/* the GPU's readings (trace_gpu.c) */
 	const struct recording *r;
 	struct tw_phases ph;
 };
@@ -281,7 +283,8 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		      "GROUP BY pid, ts_ns ORDER BY pid, ts_ns", counter_row, &w, err, errlen) ||
 	    rec_query(r, "SELECT tid, pid, start_ns, end_ns, cat, cp_cat FROM states",
 		      state_row, &w, err, errlen) ||
-	    phase_tracks(&w, r, err, errlen))
+	    phase_tracks(&w, r, err, errlen) ||
+	    (w.gpu_rows = trace_gpu_tracks(&w.j, r, w.t0, err, errlen)) < 0)
 		return -1;
 	jw_end_array(&w.j);
 	jw_name(&w.j, "otherData");
@@ -294,6 +297,8 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		jw_int_field(&w.j, "phase_spans", w.ph.spans);
 		jw_uint_field(&w.j, "phase_events_dropped", w.ph.dropped);
 	}
+	if (r->gu.state == GU_ACTIVE)
+		jw_int_field(&w.j, "gpu_readings", w.gpu_rows);
 	jw_end_object(&w.j);
 	jw_end_object(&w.j);
 	fputc('\n', f);

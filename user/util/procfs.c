@@ -251,3 +251,28 @@ int procfs_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_k
 	*avail_kb = strtoull(a + 13, NULL, 10);
 	return *total_kb ? 0 : -1;
 }
+
+int procfs_nspid(pid_t pid, pid_t *out, int max)
+{
+	char path[64], line[256];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + 6, *end;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (long v = strtol(p, &end, 10); end != p && n < max; v = strtol(p, &end, 10)) {
+			out[n++] = (pid_t)v;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return n;
+}

@@ -45,6 +45,12 @@ const char *procfs_env_get(const char *env, ssize_t len, const char *name);
 uint64_t procfs_code_kb(pid_t pid);
 /* MemTotal and MemAvailable of a /proc/meminfo text, in kB; -1 if absent. */
 int procfs_parse_meminfo(const char *text, uint64_t *total_kb, uint64_t *avail_kb);
+/*
+ * pid's NSpid (/proc/PID/status): its pid in each pid namespace it is in,
+ * ours first, its own last; at most max. The count (1 outside containers),
+ * or -1 if pid is gone.
+ */
+int procfs_nspid(pid_t pid, pid_t *out, int max);
 /* Every process on the machine with its parent, for descendant scans. */
 int procfs_all(pid_t *pids, pid_t *ppids, int max);
 
