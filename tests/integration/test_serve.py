@@ -129,7 +129,27 @@ def test_one_job_found_by_its_libraries(tmp_path):
     srv.p.send_signal(signal.SIGHUP)
     time.sleep(0.5)
     assert srv.p.poll() is None and serving(srv.port)
+    links = bpf_links(srv.p.pid)
+    assert len(links) >= 3, links     # the scheduler hooks at least
     assert srv.stop() == 0
+    # SIGTERM: nothing of it left attached in the kernel
+    left = subprocess.run(["bpftool", "link", "show", "-j"], capture_output=True, text=True,
+                          check=True).stdout
+    assert not links & {l["id"] for l in json.loads(left)}, (links, left)
+
+
+def bpf_links(pid):
+    """The ids of the BPF links a process holds (its fds' fdinfo)."""
+    out = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("link_id:"):
+                        out.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return out
 
 
 def test_bad_options_one_line(tmp_path):
