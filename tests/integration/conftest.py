@@ -38,6 +38,19 @@ def trace_json(cmd, extra=(), timeout=180):
     return json.loads(r.stdout), r
 
 
+def steal_s():
+    """The host's steal so far, all CPUs together (/proc/stat), in seconds.
+
+    A VM's vCPU taken by the hypervisor while a thread runs on it: the
+    guest's scheduler sees the thread on its CPU all along (sched_switch,
+    so trainbpf says cpu), the kernel's schedstat leaves the stolen time
+    out (CONFIG_PARAVIRT_TIME_ACCOUNTING). A test that holds trainbpf to
+    schedstat allows a thread the steal of its run: at most all of it."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
 def disk_dir():
     """A directory on a real block-device filesystem (O_DIRECT works)."""
     return "/var/tmp"

@@ -151,7 +151,9 @@ def test_text_table_by_trainer(tmp_path):
     truth = json.loads((tmp_path / "spawn.truth.json").read_text())
     text = read("report", str(db))
     table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0]
-    table = table.split("  by epoch (ms/step):")[0].splitlines()   # the epochs' rows follow
+    # what each rank's phases were made of follows, then the epochs' rows
+    table = table.split("  by trainer, made of")[0].split("  by epoch (ms/step):")[0]
+    table = table.splitlines()
     cols = table[1].split()
     rows = {int(l.split()[0]): l.split() for l in table[2:]}
     assert set(rows) == {r["pid"] for r in truth["ranks"]}

@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import time
 
-from conftest import TRAINBPF, disk_dir, workload
+from conftest import TRAINBPF, disk_dir, steal_s, workload
 from test_accuracy import CATS, check_composition
 
 FLUSH_S = 1.0
@@ -69,9 +69,11 @@ def check_sums_are_lifetimes(db):
 
 def test_record_matches_truth(tmp_path):
     db_path, truth_path = tmp_path / "run.db", tmp_path / "truth.json"
+    steal0 = steal_s()
     r = subprocess.run([TRAINBPF, "record", "-o", str(db_path), "--",
                         workload("mixed"), "-d", "4", "-o", str(truth_path),
                         "-D", disk_dir()], capture_output=True, text=True, timeout=120)
+    steal = steal_s() - steal0
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
     db = open_db(db_path)
@@ -80,6 +82,7 @@ def test_record_matches_truth(tmp_path):
     assert m["complete"] == "1" and m["format"] == "trainbpf-recording"
     assert int(m["end_mono_ns"]) > int(m["start_mono_ns"])
     truth = json.loads(truth_path.read_text())
+    truth["steal_s"] = steal
     check_composition(as_report(db), truth)
     check_sums_are_lifetimes(db)
     # A thread busy all along has a row per flush, none with zero gains.
