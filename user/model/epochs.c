@@ -1180,7 +1180,8 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 			continue;
 		add_worker(ep, job, cur, f, end);
 	}
-	memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));
+	if (i && ep->nforks > i)	/* forks is NULL before the first */
+		memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));
 	ep->nforks -= i;
 }
 

@@ -131,7 +131,8 @@ static struct cand *candidates(const struct job *job, uint64_t settled, int *n)
 			c[(*n)++] = (struct cand){ end, i, j };
 		}
 	}
-	qsort(c, *n, sizeof(*c), by_end);
+	if (*n)		/* c is NULL with none: qsort's pointer must not be */
+		qsort(c, *n, sizeof(*c), by_end);
 	return c;
 }
 
