@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <string.h>
+#include "job.h"
 #include "phases.h"
 
 #define MS 1000000ull
@@ -338,6 +339,62 @@ START_TEST(time_before)
 }
 END_TEST
 
+/*
+ * A daemon's bound is on threads alive: those of a process exited before
+ * the cut, or gone from the job, are forgotten with their rings; those of
+ * a process alive, or exited after the cut, are kept with their times.
+ */
+START_TEST(forget_gone)
+{
+	struct phases p = { 0 };
+	struct job job = { 0 };
+	struct tb_phase_event e = ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+	pid_t pids[] = { 7, 8, 9, 10 };
+	const struct ph_thread *t;
+
+	for (int i = 0; i < 4; i++) {
+		ck_assert_ptr_nonnull(job_add_proc(&job, pids[i], 1, "python3", AT(0)));
+		e.pid = e.tid = pids[i];
+		phases_on_event(&p, &e);
+	}
+	/* 10 is never in the job: gone from it */
+	job.nprocs--;
+	job_reindex(&job);
+	two_steps(&p);
+	ck_assert_int_eq(p.nth, 4);
+	ck_assert_int_gt(p.nrings, 0);
+	job_on_exit(&job, 8, AT(50), 0);
+	job_on_exit(&job, 9, AT(150), 0);
+	phases_forget_gone(&p, &job, AT(100));
+	ck_assert_int_eq(p.nth, 2);
+	ck_assert_ptr_nonnull(phases_thread(&p, 9));
+	ck_assert_ptr_null(phases_thread(&p, 8));
+	ck_assert_ptr_null(phases_thread(&p, 10));
+	t = phases_thread(&p, 7);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(t->tot[PH_BACKWARD], 10 * MS);	/* 4 + 6 */
+	ck_assert_int_le(p.nrings, p.nth);
+	phases_free(&p);
+	job_free(&job);
+}
+END_TEST
+
+/* serve cuts no epochs: no thread gets a ring, its times are kept the same */
+START_TEST(no_rings)
+{
+	struct phases p = { .no_rings = true };
+	const struct ph_thread *t;
+
+	two_steps(&p);
+	t = phases_thread(&p, 7);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_null(t->ring);
+	ck_assert_int_eq(p.nrings, 0);
+	ck_assert_uint_eq(t->tot[PH_BACKWARD], 10 * MS);	/* 4 + 6 */
+	phases_free(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("phases");
@@ -354,6 +411,8 @@ int main(void)
 	tcase_add_test(tc, pending_bounded);
 	tcase_add_test(tc, steps_and_wall);
 	tcase_add_test(tc, time_before);
+	tcase_add_test(tc, forget_gone);
+	tcase_add_test(tc, no_rings);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

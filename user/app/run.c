@@ -653,6 +653,7 @@ static int start(struct run *r)
 		r->ep.gu = &r->gu;
 	r->ep.calls = &r->steps;
 	r->ep.phases = &r->phases;
+	r->phases.no_rings = env->serve;	/* a daemon cuts no epochs */
 	r->job.epochs = &r->ep;
 	r->job.phases = env->no_phases ? NULL : &r->phases;
 	if (env->record_path && start_recording(r))

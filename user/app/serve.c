@@ -114,6 +114,8 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 	if (now >= s->next_judge) {
 		metrics_judge(&s->mx, tr->job, now);
 		s->next_judge = now + SERVE_JUDGE_NS;
+		if (tr->job->phases && now > SERVE_FORGET_NS)
+			phases_forget_gone(tr->job->phases, tr->job, now - SERVE_FORGET_NS);
 	}
 	metrics_gpu_update(&s->mx, tr->job, now);
 	publish(s, tr);

@@ -22,6 +22,8 @@
 #define SERVE_SCAN_NS 2000000000ull	/* new processes: an import torch takes longer */
 #define SERVE_PUBLISH_NS 500000000ull	/* the exposition: at most this stale */
 #define SERVE_JUDGE_NS 5000000000ull	/* the findings: a diagnosis per job */
+/* a dead process's phase threads: kept past the judge window that may read them */
+#define SERVE_FORGET_NS (4 * SERVE_JUDGE_NS)
 
 struct serve {
 	struct discover dsc;

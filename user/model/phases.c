@@ -63,7 +63,8 @@ static void ring_push(struct phases *p, struct ph_thread *t, const struct ph_spa
 		return;
 	if (!t->ring && !t->ring_tried) {
 		t->ring_tried = true;
-		if (p->nrings < PH_MAX_RINGS && (t->ring = calloc(1, sizeof(*t->ring))))
+		if (!p->no_rings && p->nrings < PH_MAX_RINGS &&
+		    (t->ring = calloc(1, sizeof(*t->ring))))
 			p->nrings++;
 	}
 	if (!t->ring)
@@ -227,6 +228,25 @@ int ph_source_find(const char *name)
 		if (!strcmp(name, ph_source_names[i]))
 			return i;
 	return -1;
+}
+
+void phases_forget_gone(struct phases *p, const struct job *job, uint64_t before)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nth; i++) {
+		struct ph_thread *t = &p->th[i];
+		const struct proc_rec *pr = job_proc_const(job, t->pid);
+
+		if (!pr || (pr->end_ns && pr->end_ns < before)) {
+			if (t->ring)
+				p->nrings--;
+			free(t->ring);
+			continue;
+		}
+		p->th[n++] = *t;
+	}
+	p->nth = n;
 }
 
 void phases_free(struct phases *p)

@@ -114,6 +114,7 @@ struct phases {
 	uint64_t named;		/* named brackets opened */
 	int source;		/* enum ph_source, as of phases_finish */
 	int nrings;
+	bool no_rings;		/* no per-epoch cut wanted (serve): no rings */
 };
 
 struct gpu;
@@ -124,6 +125,13 @@ int ph_source_find(const char *name);
 
 
 void phases_on_event(struct phases *p, const struct tb_phase_event *e);
+/*
+ * A node's daemon sees threads come and go for months: the threads of
+ * processes gone from job, or exited before `before` (their last gains
+ * read), are forgotten, so that the bound on threads is on those alive.
+ */
+struct job;
+void phases_forget_gone(struct phases *p, const struct job *job, uint64_t before);
 /* pid/tid's entry, made if new (a recording's rows); NULL if out of memory. */
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid);
 /* A thread's steps (NULL if it ran no phase). */
