@@ -137,12 +137,82 @@ def test_events_lost_are_counted_and_reported(tmp_path):
     assert sum(p.get("folded", 1) for p in report["processes"]) > 20000 * 0.99
 
 
+def stdin_reader():
+    """A process that ends when its stdin is closed, and stays a zombie
+    until the test reaps it."""
+    return subprocess.Popen(["python3", "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+
+
 def test_target_exit_mid_run_is_not_an_error():
-    proc = subprocess.Popen(["sleep", "1"])
-    r = run_trainbpf(["-i", "0", "-p", str(proc.pid)])
+    """The target ends once traced (a zombie until the test reaps it, after
+    trainbpf is done): the final report, exit 0. A fixed `sleep 1` raced
+    trainbpf's start on a slow machine (a zombie before it was traced)."""
+    proc = stdin_reader()
+    tb = subprocess.Popen([TRAINBPF, "-i", "1", "-p", str(proc.pid)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = tb.stdout.readline()  # the first live view: the target is traced
+        assert " s traced" in first, first + tb.stderr.read()
+    finally:
+        proc.stdin.close()
+    out, err = tb.communicate(timeout=60)
     proc.wait()
-    assert r.returncode == 0, r.stderr
-    assert "Headline" in r.stdout
+    assert tb.returncode == 0, err
+    assert "Headline" in out
+
+
+def test_zombie_target_is_said():
+    """A target that ended before trainbpf came (a zombie its parent has not
+    reaped) gets the same one line as one already reaped, not a run that
+    waits for an exit the probes will never see."""
+    proc = stdin_reader()
+    proc.stdin.close()
+    deadline = time.time() + 10
+    while open(f"/proc/{proc.pid}/stat").read().split(") ")[1][0] != "Z":
+        assert time.time() < deadline
+        time.sleep(0.02)
+    r = run_trainbpf(["-i", "0", "-p", str(proc.pid)], timeout=60)
+    proc.wait()
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1] == \
+        f"trainbpf: no such process: {proc.pid}"
+
+
+ZOMBIE_PARENT = """
+import os, sys
+child = os.fork()
+if child == 0:
+    os._exit(3)
+print(child, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_zombie_child_does_not_hold_the_run(tmp_path):
+    """A child that ended before trainbpf came, left unreaped by the target:
+    no exit event will come for it (init reaps it once the target ends).
+    /proc says it ended; trainbpf ends it then, and the run with its target."""
+    proc = subprocess.Popen(["python3", "-c", ZOMBIE_PARENT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    report = tmp_path / "report.json"
+    tb = subprocess.Popen([TRAINBPF, "-i", "1", "--format", "json", "-o", str(report),
+                           "-p", str(proc.pid)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = 0
+        while seen < 3:  # three live views (on stderr, beside JSON): traced, the child seen ended
+            line = tb.stderr.readline()
+            assert line, "trainbpf ended"
+            seen += " s traced" in line
+    finally:
+        proc.stdin.close()
+    out, err = tb.communicate(timeout=60)
+    proc.wait()
+    assert tb.returncode == 0, err
+    procs = {p["pid"]: p for p in json.loads(report.read_text())["processes"]}
+    assert procs[child]["end_s"] < procs[proc.pid]["end_s"] - 1
 
 
 def wait_attached(pid, timeout=10):

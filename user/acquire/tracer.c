@@ -369,11 +369,14 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	struct proc_stat st;
 	struct proc_rec *p;
 	bool added = true;
-	int pi, err;
+	int pi, err, code;
 
 	errno = 0;
 	if (procfs_stat(pid, 0, &st))
 		return out_of(errno) ? -errno : -ESRCH;
+	/* A target that is a zombie ended before its probes; a child is the job's */
+	if (root && procfs_exited(pid, &code))
+		return -ESRCH;
 	p = job_proc(tr->job, pid);
 	if (!p) {
 		p = job_add_proc(tr->job, pid, st.ppid, st.comm, now_ns());

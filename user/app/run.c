@@ -39,6 +39,8 @@
 #include "tracer.h"
 
 #define TICK_NS 200000000ull	/* refresh period: rare enough to cost nothing */
+#define REAP_NS 1000000000ull	/* how often /proc is asked who has ended */
+#define REAP_MAX 64		/* silent exits taken a tick: the rest the next */
 
 /* Everything one run holds; the parts point at each other through job. */
 struct run {
@@ -65,6 +67,7 @@ struct run {
 	FILE *out, *states_out;
 	bool out_failed;	/* the final report could not be written: said */
 	sigset_t ignored;	/* signals ignored when trainbpf started */
+	uint64_t next_reap;
 };
 
 static volatile sig_atomic_t stop_signal, rescan_signal;
@@ -149,6 +152,46 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 			tracer_forget_process(&r->tr, e->pid);
 		}
 	}
+}
+
+/*
+ * Processes /proc says have ended, asked before the events are drained: an
+ * exit's event is sent before its process is a zombie, so one still alive
+ * in the job after the drain sent none that will come.
+ */
+static int ended_unheard(struct run *r, uint64_t now, pid_t *pids, int *codes)
+{
+	int n = 0;
+
+	if (now < r->next_reap)
+		return 0;
+	r->next_reap = now + REAP_NS;
+	for (int i = 0; i < r->job.nprocs && n < REAP_MAX; i++) {
+		const struct proc_rec *p = &r->job.procs[i];
+
+		if (job_proc_alive(p) && procfs_exited(p->pid, &codes[n]))
+			pids[n++] = p->pid;
+	}
+	return n;
+}
+
+/*
+ * An exit the probes never sent: a target that was a zombie when attached
+ * (it ended before the probes were in), or an event the ring buffer lost.
+ * It ends when it is seen ended, so that a run following it ends too.
+ */
+static void exit_unheard(struct run *r, pid_t pid, int code, uint64_t now)
+{
+	const struct proc_rec *p = job_proc_const(&r->job, pid);
+	struct tb_event e = { .type = TB_EV_EXIT, .pid = pid, .ts = now, .exit_code = code };
+
+	if (!p || !job_proc_alive(p))
+		return;
+	e.ppid = p->ppid;
+	memcpy(e.comm, p->comm, sizeof(e.comm));
+	if (r->env->verbose)
+		fprintf(stderr, "trainbpf: process %d ended unseen by the probes\n", pid);
+	on_lifecycle(r, &e);
 }
 
 /* Every event the tracer drains, handed on in this order. */
@@ -291,12 +334,17 @@ static void fold(struct run *r, uint64_t now)
 static uint64_t refresh(struct run *r)
 {
 	struct job *job = &r->job;
+	pid_t ended[REAP_MAX];
+	int codes[REAP_MAX], nended;
 	uint64_t now;
 
+	nended = ended_unheard(r, now_ns(), ended, codes);
 	if (r->stream)
 		states_drain(r->stream);
 	tracer_drain_events(&r->tr);
 	now = now_ns();
+	for (int i = 0; i < nended; i++)
+		exit_unheard(r, ended[i], codes[i], now);
 	account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
 	/* A recording names its training job (meta job): merged reports match by it. */

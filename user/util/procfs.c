@@ -63,6 +63,37 @@ int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 	return 0;
 }
 
+/* Field 52 of /proc/PID/stat (Linux 3.5+), the exit status; -1 if unread. */
+static int stat_exit_code(pid_t pid)
+{
+	char path[64], buf[1024], *at;
+	int field = 2;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || !(at = strrchr(buf, ')')))
+		return -1;
+	while (field < 52 && (at = strchr(at + 1, ' ')))
+		field++;
+	return at ? atoi(at + 1) : -1;
+}
+
+bool procfs_exited(pid_t pid, int *code)
+{
+	struct proc_stat st;
+	pid_t tids[2];
+
+	*code = -1;
+	errno = 0;
+	if (procfs_stat(pid, 0, &st))
+		return errno == ENOENT || errno == ESRCH;
+	if (st.state != 'Z' && st.state != 'X')
+		return false;
+	if (procfs_tasks(pid, tids, 2) > 1)
+		return false;
+	*code = stat_exit_code(pid);
+	return true;
+}
+
 bool procfs_is_kthread(const struct proc_stat *st)
 {
 	return st->flags & PF_KTHREAD;

@@ -31,6 +31,12 @@ long procfs_syscall(pid_t pid, pid_t tid, long *arg0);
 unsigned int procfs_fd_wait(pid_t pid, long fd);
 /* The thread ids of pid; returns the count, -1 if pid is gone. */
 int procfs_tasks(pid_t pid, pid_t *tids, int max);
+/*
+ * Whether process pid has ended: reaped, or a zombie with no thread left
+ * (a leader that is a zombie while other threads run is no end). *code is
+ * its exit status as wait(2) reads it, -1 once reaped.
+ */
+bool procfs_exited(pid_t pid, int *code);
 int procfs_cmdline(pid_t pid, char *buf, size_t len);
 /*
  * NAME's value in an environment block (/proc/PID/environ: len bytes of
