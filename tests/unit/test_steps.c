@@ -182,6 +182,46 @@ START_TEST(stream_to_steps)
 }
 END_TEST
 
+/*
+ * A host-bound loop of two collectives (stepjob's "collectives"): the gap
+ * before the second is 200 us, stretched by 1-8 ms in about one step in 8
+ * (a preemption in it, where no pattern says which). Each such call is one
+ * miss, not two; a period found is its shortest: every step is counted.
+ */
+START_TEST(preempted_gaps)
+{
+	struct steps st = {};
+	uint64_t t = 1000 * MS, tick = t + 200 * MS, next;
+	uint32_t h = 2463534242u;	/* xorshift32: no period a step finder could lock on */
+	pid_t pid;
+	int n;
+
+	for (int i = 0; i < 180; i++) {
+		uint64_t gap = 200 * US;
+
+		h ^= h << 13;
+		h ^= h >> 17;
+		h ^= h << 5;
+
+		if ((h >> 13) % 8 == 0)
+			gap += (1 + (h >> 20) % 8) * MS;
+		call(&st, 100, 1, TB_AK_COLL, t, 300 * US);
+		t += 300 * US + gap;
+		call(&st, 100, 2, TB_AK_COLL, t, 20 * US);
+		t += 20 * US + 3 * MS + (h >> 7) % 2500 * US;
+		if (t >= tick) {
+			steps_tick(&st);
+			tick += 200 * MS;
+		}
+	}
+	steps_tick(&st);
+	ck_assert_ptr_nonnull(steps_bounds(&st, 0, t, &n, &next, &pid));
+	ck_assert_int_eq(st.th[0].period, 2);
+	ck_assert_int_eq(n, 180);
+	steps_free(&st);
+}
+END_TEST
+
 START_TEST(pattern_change_drops_the_period)
 {
 	struct steps st = {};
@@ -286,6 +326,7 @@ int main(void)
 	tcase_add_test(tc, gap_buckets);
 	tcase_add_test(tc, stream_to_steps);
 	tcase_add_test(tc, pattern_change_drops_the_period);
+	tcase_add_test(tc, preempted_gaps);
 	tcase_add_test(tc, markers_win);
 	tcase_add_test(tc, bounded_lists);
 	suite_add_tcase(s, tc);

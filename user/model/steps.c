@@ -21,13 +21,21 @@ uint8_t steps_gap_bucket(uint64_t gap_ns)
 	return us < 16 ? 0 : 64 - __builtin_clzll(us) - 4;
 }
 
+/*
+ * The share of calls that match their phase a lag back or a lag on: a call
+ * whose gap a preemption stretched is one miss, not two (the call a lag
+ * after it matches the one after that), and one for every lag (all calls
+ * are scored), so that a multiple of the period scores no better than it.
+ * A wrong lag compares other phases both ways.
+ */
 static double lag_score(const struct st_sym *s, int n, int lag)
 {
 	int match = 0;
 
-	for (int i = 0; i + lag < n; i++)
-		match += steps_sym_match(s[i], s[i + lag]);
-	return (double)match / (n - lag);
+	for (int i = 0; i < n; i++)
+		match += (i >= lag && steps_sym_match(s[i], s[i - lag])) ||
+			 (i + lag < n && steps_sym_match(s[i], s[i + lag]));
+	return (double)match / n;
 }
 
 int steps_find_period(const struct st_sym *s, int n, double *score)
@@ -211,25 +219,51 @@ static void unlock(struct st_thread *t, uint64_t from)
 }
 
 /*
+ * Whether a shorter period explains every call since the window the period
+ * was found in: found in a noisy window, period 10 was a loop of 2 calls
+ * (each step counted once in 5), and those steps go too.
+ */
+static bool wrong_from_start(const struct st_thread *t, uint64_t to, int p)
+{
+	return to - t->locked_from <= ST_RING && shorter_period(t, t->locked_from, to, p);
+}
+
+/*
  * Call i of a thread with a locked period: a step starts at its phase. The
  * period is dropped at the end of a check block that matches less than
  * ST_KEEP, or that a shorter period explains (a loop of one sync also
  * repeats every 3 calls): the loop changed (evaluation, another phase of
  * training).
  */
+/*
+ * Call i matches its phase one period back, or two: a call whose gap a
+ * preemption stretched is one miss, not a second one for the call a
+ * period after it.
+ */
+static bool matches_back(const struct st_thread *t, uint64_t i, uint64_t p)
+{
+	struct st_sym s = call_at(t, i)->sym;
+
+	return steps_sym_match(s, call_at(t, i - p)->sym) ||
+	       (i >= 2 * p && steps_sym_match(s, call_at(t, i - 2 * p)->sym));
+}
+
 static void follow(struct st_thread *t, uint64_t i)
 {
 	uint64_t p = t->period, len;
 
-	if (!steps_sym_match(call_at(t, i)->sym, call_at(t, i - p)->sym) && !t->miss++)
+	if (!matches_back(t, i, p) && !t->miss++)
 		t->first_miss = i;
 	if ((i - t->anchor) % p == 0)
 		add_bound(t, call_at(t, i)->entry);
 	len = i + 1 - t->block;
 	if (len < ST_MIN_REPS * p || len < ST_MIN_CALLS)
 		return;
-	if (t->miss > (1 - ST_KEEP) * len || shorter_period(t, t->block, i + 1, p))
-		unlock(t, t->miss ? t->first_miss : t->block);
+	if (t->miss > (1 - ST_KEEP) * len)
+		unlock(t, t->first_miss);
+	else if (shorter_period(t, t->block, i + 1, p))
+		unlock(t, wrong_from_start(t, i + 1, p) ? t->locked_from :
+			  t->miss ? t->first_miss : t->block);
 	t->block = i + 1;
 	t->miss = 0;
 }
@@ -284,6 +318,7 @@ void steps_add_sync(struct steps *st, pid_t pid, uint64_t ts)
 static void lock(struct st_thread *t, const struct st_sym *s, uint64_t w0, int p)
 {
 	t->period = p;
+	t->locked_from = w0;
 	t->anchor = w0 + steps_phase(s, t->n - w0, p);
 	for (uint64_t i = t->anchor; i < t->n; i += p)
 		add_bound(t, call_at(t, i)->entry);

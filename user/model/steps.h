@@ -85,6 +85,7 @@ struct st_thread {
 	uint64_t tried;		/* n at the last detection that failed */
 	int period;		/* calls per step; 0 while none is locked */
 	uint64_t anchor;	/* a call at the step's phase */
+	uint64_t locked_from;	/* first call of the window the period was found in */
 	uint64_t block;		/* first call of the current check block */
 	int miss;		/* calls of the block not matching one period back */
 	uint64_t first_miss;	/* the first of them */
