@@ -84,14 +84,25 @@ def test_slow_dataset_makes_data_wait_the_top_category(tmp_path):
     against 0.2-0.3 s of compute a step here (at 20 ms an item, 0.32 s a
     batch, the job was compute-bound on this machine: forward + backward
     9.7 s, data 7.1 s of the two ranks'). The headline's data_wait is the
-    data phase's (PyTorch's own fetch brackets), waits for the workers."""
+    data phase's (PyTorch's own fetch brackets), waits for the workers, but
+    for the fetch each rank may be in when trainbpf attaches: its bracket
+    opened before the probes, so its wait up to its close is in "other"
+    (docs/phases.md). Attached during an epoch's first fetch, the workers
+    starting, that was 0.84 s a rank of 18.8 s; the CI saw 2.1 of 17.5 s."""
     report = attach_mid_training(tmp_path, "--epochs", "1", "--slow-data", "0.05",
                                  "--samples", "1024")
     top, times = top_category(report)
     assert top == "data_wait", times
     assert report["headline"]["rollup_pct"]["io_data"] > 50, times
-    data = next(p for p in report["phases"]["list"] if p["phase"] == "data")
-    assert data["critical_path_s"]["data_wait"] == pytest.approx(times["data_wait"], rel=0.05)
+    waits = {p["phase"]: p["critical_path_s"].get("data_wait", 0)
+             for p in report["phases"]["list"]}
+    # The phases split the trainers' main threads: their waits are the headline's.
+    assert sum(waits.values()) == pytest.approx(times["data_wait"], rel=1e-3), waits
+    # A fetch's, or the one in flight at the attach (in other): never a step's compute.
+    assert waits["forward"] + waits["backward"] + waits["optimizer"] < \
+        0.01 * times["data_wait"], waits
+    # In flight at the attach: at most one fetch a rank, of 16 a rank here.
+    assert waits["data"] > 0.75 * times["data_wait"], waits
 
 
 def test_large_model_tiny_batches_make_comm_the_top_category(tmp_path):
