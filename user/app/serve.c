@@ -8,6 +8,8 @@
 #include "procfs.h"
 #include "serve.h"
 
+static void publish(struct serve *s, struct tracer *tr);
+
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 {
 	struct timespec rt;
@@ -28,6 +30,8 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 		return 1;
 	}
 	s->started = true;
+	/* A scrape during the scan (it attaches to every job) gets the daemon's own series */
+	publish(s, tr);
 	/* Jobs already running (a restart of the daemon picks them up). */
 	discover_scan(&s->dsc, tr, tr->job);
 	return 0;
