@@ -154,6 +154,19 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 	}
 }
 
+/* A process that switched since: it ran, so it had not ended; /proc is not asked. */
+static bool ran_since_asked(struct proc_rec *p)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < p->nthreads; i++)
+		n += p->threads[i].nswitch;
+	if (n == p->reap_nswitch)
+		return false;
+	p->reap_nswitch = n;
+	return true;
+}
+
 /*
  * Processes /proc says have ended, asked before the events are drained: an
  * exit's event is sent before its process is a zombie, so one still alive
@@ -167,9 +180,9 @@ static int ended_unheard(struct run *r, uint64_t now, pid_t *pids, int *codes)
 		return 0;
 	r->next_reap = now + REAP_NS;
 	for (int i = 0; i < r->job.nprocs && n < REAP_MAX; i++) {
-		const struct proc_rec *p = &r->job.procs[i];
+		struct proc_rec *p = &r->job.procs[i];
 
-		if (job_proc_alive(p) && procfs_exited(p->pid, &codes[n]))
+		if (job_proc_alive(p) && !ran_since_asked(p) && procfs_exited(p->pid, &codes[n]))
 			pids[n++] = p->pid;
 	}
 	return n;

@@ -63,6 +63,7 @@ struct proc_rec {
 	bool root;		/* named by -p, or the launched command */
 	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
 	int exit_code;
+	uint64_t reap_nswitch;	/* its threads' switches when /proc was last asked if it ended */
 	struct thread_rec *threads;
 	int nthreads, cap;
 	/*
