@@ -299,7 +299,7 @@ START_TEST(labels_from_the_environment)
 	write_file(dir, 103, "cgroup", cg, sizeof(cg) - 1);
 	for (pid_t pid = 101; pid <= 104; pid++)
 		job_add_proc(&job, pid, 1, "python", 0);
-	labels_refresh(&job, dir);
+	labels_refresh(&job, dir, false);
 	ck_assert_str_eq(job.procs[0].labels.job, "10.0.0.1:29500");
 	ck_assert_int_eq(job.procs[0].labels.rank, 3);
 	ck_assert_int_eq(job.procs[0].labels.local_rank, 1);
@@ -312,9 +312,27 @@ START_TEST(labels_from_the_environment)
 	ck_assert_str_eq(job.procs[3].labels.job, "");	/* gone: nothing to read */
 	/* no rank yet: read again at the next refreshes, a few times at most */
 	for (int i = 0; i < 10; i++)
-		labels_refresh(&job, dir);
+		labels_refresh(&job, dir, false);
 	ck_assert_int_eq(job.procs[0].labels.reads, 1);
 	ck_assert_int_eq(job.procs[2].labels.reads, 4);
+}
+END_TEST
+
+/* A recording reads its trainers' labels alone: a worker's environ is not read. */
+START_TEST(labels_of_trainers_only)
+{
+	char dir[] = "/tmp/tb-labels-XXXXXX";
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ENV(dir, 101, "RANK=0\0WORLD_SIZE=2\0TORCHELASTIC_RUN_ID=r1");
+	ENV(dir, 102, "RANK=0\0WORLD_SIZE=2\0TORCHELASTIC_RUN_ID=r1");
+	job_add_proc(&job, 101, 1, "python", 0)->role = TB_ROLE_TRAINER;
+	job_add_proc(&job, 102, 101, "python", 0)->role = TB_ROLE_WORKER;
+	labels_refresh(&job, dir, true);
+	ck_assert_str_eq(job.procs[0].labels.job, "r1");
+	ck_assert_int_eq(job.procs[0].labels.world_size, 2);
+	ck_assert_int_eq(job.procs[1].labels.reads, 0);
+	ck_assert_str_eq(job.procs[1].labels.job, "");
 }
 END_TEST
 
@@ -333,6 +351,7 @@ int main(void)
 	tcase_add_test(tc, label_values_are_escaped);
 	tcase_add_test(tc, pods_from_cgroup_paths);
 	tcase_add_test(tc, labels_from_the_environment);
+	tcase_add_test(tc, labels_of_trainers_only);
 	tcase_add_test(tc, findings_per_job);
 	tcase_add_test(tc, step_time_and_epochs);
 	suite_add_tcase(s, tc);

@@ -126,12 +126,13 @@ static void read_labels(const char *root, struct proc_rec *p)
 	free(env);
 }
 
-void labels_refresh(struct job *job, const char *proc_root)
+void labels_refresh(struct job *job, const char *proc_root, bool trainers_only)
 {
 	for (int i = 0; i < job->nprocs; i++) {
 		struct proc_rec *p = &job->procs[i];
 
 		if (p->folded || !job_proc_alive(p) || p->labels.reads >= LABEL_READS ||
+		    (trainers_only && p->role != TB_ROLE_TRAINER) ||
 		    (p->labels.reads && p->labels.rank >= 0))
 			continue;
 		read_labels(proc_root, p);

@@ -9,6 +9,7 @@
 #ifndef TB_LABELS_H
 #define TB_LABELS_H
 
+#include <stdbool.h>
 #include "job.h"
 
 /*
@@ -16,7 +17,8 @@
  * a few times, of those whose environment had no rank: a child read
  * between its fork and its exec shows its parent's environment.
  */
-void labels_refresh(struct job *job, const char *proc_root);
+/* trainers_only: a recording names its job by its trainers' labels alone. */
+void labels_refresh(struct job *job, const char *proc_root, bool trainers_only);
 
 /* The job id in a Kubernetes cgroup path ("pod" and its uid), into out; 0 if found. */
 int labels_pod_of(const char *cgroup, char *out, size_t len);

@@ -362,7 +362,7 @@ static uint64_t refresh(struct run *r)
 	sync_roles(&r->tr, job);
 	/* A recording names its training job (meta job): merged reports match by it. */
 	if (r->recording)
-		labels_refresh(job, "/proc");
+		labels_refresh(job, "/proc", true);
 	fold(r, now);
 	gpu_probes_tick(&r->gp, job, now);
 	/* Memory at an epoch's end is read at the boundary, not a second on. */

@@ -109,7 +109,7 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 		discover_scan(&s->dsc, tr, tr->job);
 		s->next_scan = now + SERVE_SCAN_NS;
 	}
-	labels_refresh(tr->job, "/proc");
+	labels_refresh(tr->job, "/proc", false);
 	if (now < s->next_publish)
 		return;
 	s->next_publish = now + SERVE_PUBLISH_NS;
