@@ -327,10 +327,22 @@ def test_step_blocks(tmp_path):
                       "-o", str(tmp_path / "t2.json"), "-e", "2", "-d", "1.5", "-s", "10",
                       "--mode", "marker"], timeout=60)
     assert r.returncode == 0, r.stderr
-    heads = re.findall(r"=== Steps (\d+)-(\d+) \(marker\) [\d.]+ s, ([\d.]+) ms/step", r.stdout)
-    assert [(int(a), int(b)) for a, b, _ in heads] == [(1, 4), (5, 8), (9, 12), (13, 16)], r.stdout
-    for _, _, avg in heads:
-        assert abs(float(avg) - 150.0) <= 0.2, heads    # absolute deadlines; 0.1 ms rounding
+    heads = re.findall(r"=== Steps (\d+)-(\d+) \(marker\) [\d.]+ s, ([\d.]+) ms/step "
+                       r"\(min ([\d.]+), max ([\d.]+)", r.stdout)
+    assert [(int(h[0]), int(h[1])) for h in heads] == [(1, 4), (5, 8), (9, 12), (13, 16)], r.stdout
+    # A step runs from its marker to the next one. The workload stamps the
+    # clock right before and right after each marker, so trainbpf's steps lie
+    # in brackets built from those stamps; the 150 ms deadlines do not bound
+    # them: a loaded machine wakes a sleeper milliseconds late.
+    truth = json.loads((tmp_path / "t2.json").read_text())
+    before = [ns for e in truth["epochs"] for ns in e["step_start_ns"]]
+    after = [ns for e in truth["epochs"] for ns in e["step_mark_end_ns"]]
+    lo_ms = [(b - a) / 1e6 for a, b in zip(after, before[1:])]
+    hi_ms = [(b - a) / 1e6 for a, b in zip(before, after[1:])]
+    for h in heads:
+        lo, hi = lo_ms[int(h[0]) - 1:int(h[1])], hi_ms[int(h[0]) - 1:int(h[1])]
+        for got, f in zip(h[2:], (statistics.mean, min, max)):
+            assert f(lo) - 0.05 <= float(got) <= f(hi) + 0.05, (h, lo, hi)  # 0.1 ms print
     blocks = r.stdout.split("=== Steps ")[1:]
     cpu = [float(re.search(r"computation\s+([\d.]+)%", b).group(1)) for b in blocks]
     idle = [float(re.search(r"idle ([\d.]+)%", b).group(1)) for b in blocks]
