@@ -344,7 +344,7 @@ static void fold(struct run *r, uint64_t now)
  * since a long drain (a recording's state rows) lets BPF close intervals
  * past an instant read before it, and totals past their own timestamp.
  */
-static uint64_t refresh(struct run *r)
+static uint64_t refresh(struct run *r, bool tick)
 {
 	struct job *job = &r->job;
 	pid_t ended[REAP_MAX];
@@ -352,7 +352,8 @@ static uint64_t refresh(struct run *r)
 	uint64_t now;
 
 	nended = ended_unheard(r, now_ns(), ended, codes);
-	if (r->stream)
+	/* A recording's drain is a transaction: 5 a second, not one a fork. */
+	if (r->stream && tick)
 		states_drain(r->stream);
 	tracer_drain_events(&r->tr);
 	now = now_ns();
@@ -360,11 +361,18 @@ static uint64_t refresh(struct run *r)
 		exit_unheard(r, ended[i], codes[i], now);
 	account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
-	/* A recording names its training job (meta job): merged reports match by it. */
-	if (r->recording)
-		labels_refresh(job, "/proc", true);
-	fold(r, now);
-	gpu_probes_tick(&r->gp, job, now);
+	/*
+	 * A fork asks for a refresh of its own (epochs.c), 25 a second in a
+	 * soak: what keeps to its own pace waits for the tick, since each is a
+	 * pass over every process (folding, over every thread).
+	 */
+	if (tick) {
+		/* A recording names its training job (meta job): merged reports match by it. */
+		if (r->recording)
+			labels_refresh(job, "/proc", true);
+		fold(r, now);
+		gpu_probes_tick(&r->gp, job, now);
+	}
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	mem_sample(&r->mem, job, now, epochs_pending(&r->ep));
 	/* The GPUs too, before the boundary closes their windows. */
@@ -377,9 +385,9 @@ static uint64_t refresh(struct run *r)
 
 /*
  * Sleeps until the next tick, or less: an epoch boundary or a fork wakes
- * us so that the totals it splits are read at once. Returns the time.
+ * us so that the totals it splits are read at once. True at a tick.
  */
-static uint64_t wait_tick(struct run *r, uint64_t *next_tick)
+static bool wait_tick(struct run *r, uint64_t *next_tick)
 {
 	uint64_t now = now_ns();
 
@@ -393,9 +401,10 @@ static uint64_t wait_tick(struct run *r, uint64_t *next_tick)
 		tracer_wait(&r->tr, (until - now + 999999) / 1000000);
 		now = now_ns();
 	}
-	if (now >= *next_tick)
-		*next_tick = now + TICK_NS;
-	return now;
+	if (now < *next_tick)
+		return false;
+	*next_tick = now + TICK_NS;
+	return true;
 }
 
 static int record_tick_now(struct run *r, uint64_t now)
@@ -452,8 +461,7 @@ static int trace_loop(struct run *r, FILE *live)
 	while (!stop_signal) {
 		uint64_t now;
 
-		wait_tick(r, &next_tick);
-		now = refresh(r);
+		now = refresh(r, wait_tick(r, &next_tick));
 		launch_reap(&r->l);
 		if (r->recording && record_tick_now(r, now)) {
 			err = -1;
@@ -491,7 +499,7 @@ static uint64_t final_refresh(struct run *r)
 	uint64_t now;
 
 	r->ending = true;
-	now = refresh(r);
+	now = refresh(r, true);
 
 	mem_sample(&r->mem, &r->job, now, true);
 	phases_settle_tail(&r->phases, &r->job);
