@@ -108,8 +108,10 @@ static void grow_job(struct scene *s, int tick)
 				add_cat(t, TB_RUNQUEUE, data_bound ? 20 * MS : 20 * MS,
 					20 * MS);
 				t->io_rbytes += 1 << 20;
-				if (s->phases)
+				if (s->phases) {
 					phase_rows(t, data_bound);
+					job_note_backward(p, t);	/* as account.c */
+				}
 			} else if (p->pid == 110 && t->tid == 110) {
 				add_cat(t, TB_CPU, 120 * MS, 120 * MS);
 				add_cat(t, TB_LOCK, 30 * MS, 30 * MS);

@@ -134,7 +134,10 @@ END_TEST
 /* Backward time on a process's main thread: it ran PyTorch's phases. */
 static void trains(pid_t pid)
 {
-	job_proc(&job, pid)->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = S / 10;
+	struct proc_rec *p = job_proc(&job, pid);
+
+	p->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = S / 10;
+	job_note_backward(p, &p->threads[0]);
 }
 
 static void fed(pid_t pid, uint64_t wakes)

@@ -159,6 +159,7 @@ void account_refresh(struct tracer *tr, uint64_t now)
 	struct tb_slot s;
 
 	for (unsigned int i = 0; i < tr->nslots; i++) {
+		struct proc_rec *p;
 		struct thread_rec *t;
 
 		if (i < tr->scan_end && quarantine(tr, i, now)) {
@@ -176,10 +177,11 @@ void account_refresh(struct tracer *tr, uint64_t now)
 		t = slot_thread(tr, i, &s);
 		if (!t)
 			continue;
+		p = &tr->job->procs[tr->owner[i].proc];
 		fill_thread(t, &s, now);
+		job_note_backward(p, t);
 		if (s.tid == s.tgid)	/* processes rename themselves too */
-			memcpy(tr->job->procs[tr->owner[i].proc].comm, s.comm,
-			       sizeof(s.comm));
+			memcpy(p->comm, s.comm, sizeof(s.comm));
 		if (s.state == TB_ST_EXITED) {
 			t->slot = -1;
 			tr->owner[i].exited_at = now;

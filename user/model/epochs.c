@@ -367,7 +367,7 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 		return -1;
 	s->n = job->nprocs;
 	for (int i = 0; i < s->n; i++)
-		ep_tot_of(&s->p[i], &job->procs[i]);
+		ep_tot_of(&s->p[i], &job->procs[i], ep_tot_at(&ep->prev, i));
 	phases_main_now(ep->phases, s->ph);
 	main_phase_rows(ep, job, final, s->ph_cp);
 	return 0;

@@ -19,8 +19,11 @@ void ep_pool_free(struct epochs *ep);
 
 /* Row i of a snapshot, NULL if the process was not in the job then. */
 const struct ep_tot *ep_tot_at(const struct ep_snap *s, int i);
-/* A process's totals now, into a snapshot entry. */
-void ep_tot_of(struct ep_tot *t, const struct proc_rec *p);
+/*
+ * A process's totals now, into a snapshot entry; those of before (its
+ * entry in the last snapshot, or NULL) if they were final.
+ */
+void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct ep_tot *before);
 /* An epoch row's identity (not its times) from a snapshot entry. */
 void ep_row_of(struct ep_proc *d, const struct ep_tot *t);
 

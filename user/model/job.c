@@ -157,6 +157,8 @@ struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 	t->slot = -1;
 	t->start_ns = start_ns;
 	strncpy(t->comm, comm, sizeof(t->comm) - 1);
+	if (tid == p->pid)
+		p->main_at = p->nthreads;
 	return t;
 }
 
@@ -274,10 +276,22 @@ const char *role_name(enum tb_role role)
 	}
 }
 
+/*
+ * The newest thread with the process's pid (a thread that execs takes it
+ * over from its leader). Each epoch snapshot asks it of every process, and
+ * a process that churns threads keeps a thousand rows after the main
+ * thread's: main_at, kept by whoever adds or moves rows, spares the search.
+ */
 const struct thread_rec *job_main_thread(const struct proc_rec *p)
 {
 	if (p->folded)	/* an aggregate: its members' main threads, summed */
 		return p->nthreads && p->threads[0].folded ? &p->threads[0] : NULL;
+	if (p->main_at > 0 && p->main_at <= p->nthreads) {
+		const struct thread_rec *t = &p->threads[p->main_at - 1];
+
+		if (t->tid == p->pid && !t->folded)
+			return t;
+	}
 	for (int i = p->nthreads - 1; i >= 0; i--)
 		if (p->threads[i].tid == p->pid && !p->threads[i].folded)
 			return &p->threads[i];
@@ -385,13 +399,20 @@ static void trainers_below(struct job *job, const int *par)
 	}
 }
 
-/* A thread ran PyTorch's backward (THPEngine_run_backward): it trains. */
+/*
+ * A thread ran PyTorch's backward (THPEngine_run_backward): it trains.
+ * Noted as its rows are read (job_note_backward): roles are judged at every
+ * refresh, and a pass over every thread's rows was a fifth of a soak's CPU.
+ */
 static bool proc_trains(const struct proc_rec *p)
 {
-	for (int i = 0; i < p->nthreads; i++)
-		if (sum_cats(p->threads[i].ph[TB_PH_BACKWARD]))
-			return true;
-	return false;
+	return p->backward;
+}
+
+void job_note_backward(struct proc_rec *p, const struct thread_rec *t)
+{
+	if (!p->backward && sum_cats(t->ph[TB_PH_BACKWARD]))
+		p->backward = true;
 }
 
 /* Wakes of another process's threads, workers' aside (bpf: slot.fed). */

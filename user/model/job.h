@@ -66,6 +66,7 @@ struct proc_rec {
 	uint64_t reap_nswitch;	/* its threads' switches when /proc was last asked if it ended */
 	struct thread_rec *threads;
 	int nthreads, cap;
+	int main_at;		/* 1 + the main thread's index; 0: unknown (job_main_thread) */
 	/*
 	 * 0: one process. N: N exited processes summed, all children of ppid
 	 * with this role (pid 0; threads[0] their main threads, threads[1]
@@ -75,6 +76,7 @@ struct proc_rec {
 	struct worker_tally tally;
 	unsigned int child_roles;	/* JOB_CHILD_* of its children folded away */
 	bool trainer_below;	/* a trainer among its descendants (roles) */
+	bool backward;		/* a thread ran PyTorch's backward (roles) */
 	struct proc_labels labels;
 	int pid_prev;		/* the previous process with this pid; -1 */
 };
@@ -209,6 +211,8 @@ void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
  * Returns true if any role changed.
  */
 bool job_classify_roles(struct job *job);
+/* Its rows were read: p trains if t ran backward (before the next roles). */
+void job_note_backward(struct proc_rec *p, const struct thread_rec *t);
 const char *role_name(enum tb_role role);
 /* The trainers' main threads: the headline's critical path. */
 int job_headline(const struct job *job, uint64_t cp[TB_NCAT]);

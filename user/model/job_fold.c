@@ -378,7 +378,7 @@ static void compact_threads(struct folding *fo, int i, struct proc_rec *np)
 {
 	const struct proc_rec *p = &fo->job->procs[i];
 	const bool *fold = fo->thr + fo->f.thr_off[i];
-	int *to = fo->f.thr_to + fo->f.thr_off[i], agg = -1, k = 0, need = 0;
+	int *to = fo->f.thr_to + fo->f.thr_off[i], agg = -1, k = 0, need = 0, main_at;
 	struct thread_rec *nt;
 
 	for (int j = 0; j < p->nthreads; j++) {
@@ -411,9 +411,12 @@ static void compact_threads(struct folding *fo, int i, struct proc_rec *np)
 			to[j] = agg;
 			add_thread(&nt[agg], &p->threads[j]);
 		}
+	main_at = p->main_at > 0 && p->main_at <= p->nthreads && !fold[p->main_at - 1] ?
+		  to[p->main_at - 1] + 1 : 0;
 	free(np->threads);
 	np->threads = nt;
 	np->nthreads = np->cap = k;
+	np->main_at = main_at;
 }
 
 /* A folded child's roles, for its parent's roles (job_classify_roles). */

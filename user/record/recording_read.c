@@ -1403,6 +1403,7 @@ static void clip_window(struct job *job, uint64_t ws, uint64_t we)
 			p->threads[nt++] = t;
 		}
 		p->nthreads = nt;
+		p->main_at = 0;		/* rows moved: found again */
 		if (!nt && outside(p->start_ns, p->end_ns, ws, we)) {
 			free(p->threads);
 			continue;
