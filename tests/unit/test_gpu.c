@@ -169,6 +169,11 @@ START_TEST(maps_lines)
 	ck_assert(!gpu_parse_map_line("1000-2000 r-xp 00000000 00:00 0 \n", &m));
 	ck_assert(!gpu_parse_map_line("7ffd-7ffe r-xp 00000000 00:00 0                  [vdso]\n", &m));
 	ck_assert(!gpu_parse_map_line("garbage\n", &m));
+	ck_assert(!gpu_parse_map_line("1000-2000 rw\n", &m));
+	ck_assert(!gpu_parse_map_line("1000-2000 rw-p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	/* execute-only, as some loaders map text: its x is the third letter too */
+	ck_assert(gpu_parse_map_line("1000-2000 --xp 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	ck_assert_str_eq(m.path, "/opt/libnccl.so.2");
 }
 END_TEST
 
