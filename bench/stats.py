@@ -124,13 +124,27 @@ def wide(data, metrics):
         print("| %s | %s |" % (r, " | ".join(fmt(data.get(m, {}).get(r), m) for m in metrics)))
 
 
+def median_ci(vals, level=0.95):
+    """A distribution-free interval for the median: the order statistics
+    k and n-k+1 with k the largest rank such that a Binomial(n, 1/2) falls
+    below it with probability <= (1-level)/2. None below 6 values."""
+    v, n = sorted(vals), len(vals)
+    k, tail = 0, 0.0
+    while True:
+        nxt = tail + math.comb(n, k) / 2 ** n
+        if nxt > (1 - level) / 2:
+            break
+        tail, k = nxt, k + 1
+    return (v[k - 1], v[n - k]) if k >= 1 else None
+
+
 def ratios(data, base, metrics, max_pct):
     b = data.get(base)
     if not b:
         sys.exit("stats.py: no data for base metric %s" % base)
-    print("| ratio (per rep) | n | median | min | max | slowdown (median) | target | verdict "
-          "| ratio of medians | ratio of minima |")
-    print("|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
+    print("| ratio (per rep) | n | median | 95% CI of the median | min | max | slowdown (median) "
+          "| target | verdict | ratio of medians | ratio of minima |")
+    print("|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|")
     notes = []
     bspread = spread(list(b.values()))
     for m in metrics:
@@ -138,8 +152,10 @@ def ratios(data, base, metrics, max_pct):
         r = [reps[k] / b[k] for k in reps if k in b and b[k] > 0]
         name = "%s / %s" % (m, base)
         if not r:
-            print("| %s | 0 | - | - | - | - | | no data | | |" % name)
+            print("| %s | 0 | - | - | - | - | - | | no data | | |" % name)
             continue
+        ci = median_ci(r)
+        cistr = "%.4f-%.4f" % ci if ci else "-"
         med = statistics.median(r)
         eff = 100.0 * (med - 1.0)
         tstr = "<= +%g%%" % max_pct if max_pct is not None else ""
@@ -147,11 +163,15 @@ def ratios(data, base, metrics, max_pct):
         verdict = ""
         if max_pct is not None:
             verdict = "ok" if eff <= max_pct else "MISSED"
-            if noisy:
+            if ci:   # the interval decides where it can: wholly below or above the target
+                limit = 1.0 + max_pct / 100.0
+                verdict = "ok" if ci[1] <= limit else "MISSED" if ci[0] > limit else \
+                    "unresolved (CI spans the target)"
+            elif noisy:
                 verdict += " (within noise)"
         mv, bv = list(reps.values()), list(b.values())
-        print("| %s | %d | %s | %s | %s | %+.2f%% | %s | %s | %.4f | %.4f |" % (
-            name, len(r), "%.4f" % med, "%.4f" % min(r), "%.4f" % max(r),
+        print("| %s | %d | %s | %s | %s | %s | %+.2f%% | %s | %s | %.4f | %.4f |" % (
+            name, len(r), "%.4f" % med, cistr, "%.4f" % min(r), "%.4f" % max(r),
             eff, tstr, verdict, statistics.median(mv) / statistics.median(bv),
             min(mv) / min(bv)))
         rspread = 100.0 * (max(r) - min(r))
