@@ -97,9 +97,6 @@ struct ep_proc {
 	int64_t own[TB_NCAT];		/* all its threads */
 	int64_t main_cp[TB_NCAT];	/* its main thread's critical path */
 	int64_t main_own[TB_NCAT];	/* its main thread's own states */
-	/* Ended, its nthreads threads' totals read for the last time. */
-	bool final;
-	int nthreads;
 };
 
 /*

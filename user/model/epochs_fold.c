@@ -104,16 +104,17 @@ void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct ep_tot *
 	const struct thread_rec *mt;
 	uint64_t own[TB_NCAT];
 
+	tot_identity(t, p);	/* a role may change after the end */
 	if (before && before->final && !before->absent && before->pid == p->pid &&
 	    before->start == p->start_ns && before->nthreads == p->nthreads && !p->folded) {
-		*t = *before;
-		t->ppid = p->ppid;
-		t->role = p->role;
-		t->end = p->end_ns;
+		memcpy(t->own, before->own, sizeof(t->own));
+		memcpy(t->main_cp, before->main_cp, sizeof(t->main_cp));
+		memcpy(t->main_own, before->main_own, sizeof(t->main_own));
+		t->final = true;
+		t->nthreads = before->nthreads;
 		return;
 	}
 	mt = job_main_thread(p);
-	tot_identity(t, p);
 	proc_totals(p, own);
 	for (int c = 0; c < TB_NCAT; c++) {
 		t->own[c] = own[c];
