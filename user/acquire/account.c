@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <stdlib.h>
 #include <string.h>
+#include "clock.h"
 #include "account.h"
 #include "procfs.h"
 #include "syscall_class.h"
@@ -31,26 +33,35 @@ void account_unknown(uint64_t elapsed, uint64_t dcpu, uint64_t drq,
 	add_both(own, cp, cat, cat, elapsed - dcpu - drq);
 }
 
+/* The categories the open interval of a live, known slot goes to. */
+static void open_cats(const struct tb_slot *s, unsigned int *own, unsigned int *cp)
+{
+	switch (s->state) {
+	case TB_ST_ONCPU:
+		*own = tb_oncpu_own(s);
+		*cp = tb_oncpu_cp(s);
+		return;
+	case TB_ST_RUNNABLE:
+		*own = *cp = tb_runnable_cat(s);
+		return;
+	default:	/* TB_ST_BLOCKED */
+		/* Inside a probed CUDA/NCCL call, that call is what it waits for. */
+		*own = *cp = s->depth ? s->region :
+			tb_wait_category(s->wait, TB_WK_NONE, &(struct tb_waker_info){ 0 });
+	}
+}
+
 void account_open_interval(const struct tb_slot *s, uint64_t now,
 			   uint64_t own[TB_NCAT], uint64_t cp[TB_NCAT])
 {
 	uint64_t d = now > s->since ? now - s->since : 0;
-	unsigned int cat;
+	unsigned int o, c;
 
-	switch (s->state) {
-	case TB_ST_ONCPU:
-		add_both(own, cp, tb_oncpu_own(s), tb_oncpu_cp(s), d);
-		break;
-	case TB_ST_RUNNABLE:
-		add_both(own, cp, tb_runnable_cat(s), tb_runnable_cat(s), d);
-		break;
-	case TB_ST_BLOCKED:
-		/* Inside a probed CUDA/NCCL call, that call is what it waits for. */
-		cat = s->depth ? s->region :
-			tb_wait_category(s->wait, TB_WK_NONE, &(struct tb_waker_info){ 0 });
-		add_both(own, cp, cat, cat, d);
-		break;
-	}
+	if (s->state != TB_ST_ONCPU && s->state != TB_ST_RUNNABLE &&
+	    s->state != TB_ST_BLOCKED)
+		return;
+	open_cats(s, &o, &c);
+	add_both(own, cp, o, c, d);
 }
 
 static unsigned int unknown_wait(pid_t pid, pid_t tid)
@@ -65,45 +76,82 @@ static unsigned int unknown_wait(pid_t pid, pid_t tid)
 }
 
 /*
- * The phase rows as BPF closed them, and the open interval (or a thread
- * never switched, split from schedstat) in the phase it runs in: the rows
- * sum to the critical path, category by category.
+ * Where the open interval of a slot read in the first pass goes, to be
+ * added once the instant of the totals is known (account_refresh).
  */
-static void fill_phases(struct thread_rec *t, const struct tb_slot *s)
+static void note_open(struct tracer *tr, unsigned int idx, const struct tb_slot *s,
+		      const struct thread_rec *t)
 {
-	unsigned int p = s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER;
+	struct tracer_open *o;
 
-	memcpy(t->ph, s->ph, sizeof(t->ph));
-	memcpy(t->wio, s->wio, sizeof(t->wio));
-	for (int c = 0; c < TB_NCAT; c++)
-		t->ph[p][c] += t->cp[c] - s->cp[c];
-}
+	if (tr->nopen == tr->open_cap) {
+		unsigned int cap = tr->open_cap ? 2 * tr->open_cap : 64;
+		void *n = realloc(tr->open, cap * sizeof(*tr->open));
 
-static void fill_thread(struct thread_rec *t, const struct tb_slot *s,
-			uint64_t now)
-{
-	memcpy(t->own, s->own, sizeof(t->own));
-	memcpy(t->cp, s->cp, sizeof(t->cp));
-	memcpy(t->comm, s->comm, sizeof(t->comm));
-	t->io_rbytes = s->io_rbytes;
-	t->io_wbytes = s->io_wbytes;
-	t->nswitch = s->nswitch;
-	t->fed = s->fed;
-	if (s->state == TB_ST_EXITED) {
-		t->end_ns = s->end_ns;
-	} else if (s->state == TB_ST_UNKNOWN) {
+		if (!n)
+			abort();	/* as job.c: out of memory, nothing left to say */
+		tr->open = n;
+		tr->open_cap = cap;
+	}
+	o = &tr->open[tr->nopen++];
+	o->slot = idx;
+	o->since = s->since;
+	o->phase = s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER;
+	o->unknown = s->state == TB_ST_UNKNOWN;
+	if (o->unknown) {
 		uint64_t cpu, rq;
 
 		/* Gone meanwhile: its exit event will give the final split. */
 		if (procfs_schedstat(s->tgid, s->tid, &cpu, &rq) ||
 		    cpu < t->base_cpu || rq < t->base_rq)
 			cpu = t->base_cpu, rq = t->base_rq;
-		account_unknown(now - s->since, cpu - t->base_cpu, rq - t->base_rq,
-				unknown_wait(s->tgid, s->tid), t->own, t->cp);
+		o->dcpu = cpu - t->base_cpu;
+		o->drq = rq - t->base_rq;
+		o->wait = unknown_wait(s->tgid, s->tid);
 	} else {
-		account_open_interval(s, now, t->own, t->cp);
+		unsigned int own, cp;
+
+		open_cats(s, &own, &cp);
+		o->own = own;
+		o->cp = cp;
 	}
-	fill_phases(t, s);
+}
+
+/* The totals BPF closed; the open interval waits for the second pass. */
+static void fill_closed(struct tracer *tr, unsigned int idx, struct thread_rec *t,
+			const struct tb_slot *s)
+{
+	memcpy(t->own, s->own, sizeof(t->own));
+	memcpy(t->cp, s->cp, sizeof(t->cp));
+	memcpy(t->ph, s->ph, sizeof(t->ph));
+	memcpy(t->wio, s->wio, sizeof(t->wio));
+	memcpy(t->comm, s->comm, sizeof(t->comm));
+	t->io_rbytes = s->io_rbytes;
+	t->io_wbytes = s->io_wbytes;
+	t->nswitch = s->nswitch;
+	t->fed = s->fed;
+	if (s->state == TB_ST_EXITED)
+		t->end_ns = s->end_ns;
+	else
+		note_open(tr, idx, s, t);
+}
+
+/*
+ * The open interval [since, now) in the phase the thread runs in, so the
+ * phase rows still sum to the critical path, category by category.
+ */
+static void add_open(struct thread_rec *t, const struct tracer_open *o, uint64_t now)
+{
+	uint64_t cp0[TB_NCAT];
+
+	memcpy(cp0, t->cp, sizeof(cp0));
+	if (o->unknown)
+		account_unknown(now > o->since ? now - o->since : 0, o->dcpu, o->drq,
+				o->wait, t->own, t->cp);
+	else
+		add_both(t->own, t->cp, o->own, o->cp, now > o->since ? now - o->since : 0);
+	for (int c = 0; c < TB_NCAT; c++)
+		t->ph[o->phase][c] += t->cp[c] - cp0[c];
 }
 
 /* The job record of a slot, created when BPF started tracing a new task. */
@@ -153,16 +201,24 @@ static bool quarantine(struct tracer *tr, unsigned int i, uint64_t now)
 	return true;
 }
 
-void account_refresh(struct tracer *tr, uint64_t now)
+/*
+ * Two passes, so that the instant of the totals comes after every slot is
+ * read: BPF stamps an interval it closes with its own clock, and a slot
+ * read after an instant taken first can hold time past it (a thread's
+ * totals past its own timestamp: rows that sum to more than its life).
+ */
+uint64_t account_refresh(struct tracer *tr, uint64_t before)
 {
 	unsigned int free_run = 0;
 	struct tb_slot s;
+	uint64_t now;
 
+	tr->nopen = 0;
 	for (unsigned int i = 0; i < tr->nslots; i++) {
 		struct proc_rec *p;
 		struct thread_rec *t;
 
-		if (i < tr->scan_end && quarantine(tr, i, now)) {
+		if (i < tr->scan_end && quarantine(tr, i, before)) {
 			free_run = 0;
 			continue;
 		}
@@ -178,14 +234,24 @@ void account_refresh(struct tracer *tr, uint64_t now)
 		if (!t)
 			continue;
 		p = &tr->job->procs[tr->owner[i].proc];
-		fill_thread(t, &s, now);
-		job_note_backward(p, t);
+		fill_closed(tr, i, t, &s);
 		if (s.tid == s.tgid)	/* processes rename themselves too */
 			memcpy(p->comm, s.comm, sizeof(s.comm));
 		if (s.state == TB_ST_EXITED) {
+			job_note_backward(p, t);
 			t->slot = -1;
-			tr->owner[i].exited_at = now;
+			tr->owner[i].exited_at = before;
 		}
+	}
+	now = now_ns();
+	for (unsigned int k = 0; k < tr->nopen; k++) {
+		const struct slot_owner *o = &tr->owner[tr->open[k].slot];
+		struct proc_rec *p = &tr->job->procs[o->proc];
+		struct thread_rec *t = &p->threads[o->thread];
+
+		add_open(t, &tr->open[k], now);
+		t->read_ns = now;
+		job_note_backward(p, t);
 	}
 	for (int i = 0; i < tr->job->nprocs; i++) {
 		struct proc_rec *p = &tr->job->procs[i];
@@ -193,4 +259,5 @@ void account_refresh(struct tracer *tr, uint64_t now)
 		if (job_proc_alive(p))
 			p->flags |= tracer_proc_flags(tr, p->pid);
 	}
+	return now;
 }

@@ -10,7 +10,12 @@
 #include <stdint.h>
 #include "tracer.h"
 
-void account_refresh(struct tracer *tr, uint64_t now);
+/*
+ * Reads every slot into the job; returns the instant the totals are of,
+ * taken after the reads (before: when the refresh began, for the
+ * bookkeeping of exited slots).
+ */
+uint64_t account_refresh(struct tracer *tr, uint64_t before);
 
 /*
  * Adds the open interval [s->since, now) of a live slot to own/cp, the way

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +246,7 @@ void tracer_close(struct tracer *tr)
 	/* Destroying the skeleton detaches every program. */
 	trainbpf_bpf__destroy(tr->skel);
 	free(tr->owner);
+	free(tr->open);
 	memset(tr, 0, sizeof(*tr));
 }
 
@@ -482,21 +484,44 @@ int tracer_drain_events(struct tracer *tr)
 	return ring_buffer__consume(tr->rb);
 }
 
+static bool read_once(volatile struct tb_slot *s, struct tb_slot *out, bool *ok)
+{
+	__u32 seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+	if (seq & 1)
+		return false;
+	memcpy(out, (const void *)s, sizeof(*out));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != seq)
+		return false;
+	*ok = out->state != TB_ST_FREE;
+	return true;
+}
+
+/*
+ * A BPF update takes a microsecond, but its CPU can be taken from it
+ * meanwhile (an interrupt; in a VM, the host's scheduler): then wait, a
+ * while, giving the CPU away. A slot still held after that keeps its
+ * thread's totals of the last refresh (thread_rec.read_ns says so).
+ */
+#define READ_PATIENCE_NS 1000000ull
+
 bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
 		      struct tb_slot *out)
 {
 	volatile struct tb_slot *s = &tr->slots[idx];
+	uint64_t give_up;
+	bool ok;
 
-	for (int tries = 0; tries < 100; tries++) {
-		__u32 seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1)
-			continue;
-		memcpy(out, (const void *)s, sizeof(*out));
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seq)
-			return out->state != TB_ST_FREE;
-	}
+	for (int tries = 0; tries < 100; tries++)
+		if (read_once(s, out, &ok))
+			return ok;
+	give_up = now_ns() + READ_PATIENCE_NS;
+	do {
+		sched_yield();
+		if (read_once(s, out, &ok))
+			return ok;
+	} while (now_ns() < give_up);
 	return false;
 }
 

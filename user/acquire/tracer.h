@@ -46,6 +46,17 @@ struct slot_owner {
 	uint64_t exited_at;	/* when its thread's exit was read; 0: alive */
 };
 
+/* The open interval of a slot read in a refresh's first pass (account.c). */
+struct tracer_open {
+	unsigned int slot;
+	bool unknown;		/* no event yet: split from schedstat */
+	uint8_t own, cp;	/* its categories, if known */
+	uint8_t phase;
+	unsigned int wait;	/* if unknown: the wait it is in */
+	uint64_t since;
+	uint64_t dcpu, drq;	/* if unknown: schedstat since registration */
+};
+
 struct tracer {
 	struct trainbpf_bpf *skel;
 	struct ring_buffer *rb;
@@ -58,6 +69,8 @@ struct tracer {
 	tracer_event_fn on_event;
 	void *ctx;
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
+	struct tracer_open *open;	/* account_refresh's, between its passes */
+	unsigned int nopen, open_cap;
 };
 
 struct tracer_opts {

@@ -340,9 +340,8 @@ static void fold(struct run *r, uint64_t now)
 }
 
 /*
- * Returns the instant the totals are read at: after the events are drained,
- * since a long drain (a recording's state rows) lets BPF close intervals
- * past an instant read before it, and totals past their own timestamp.
+ * Returns the instant the totals are of: taken after every slot is read
+ * (account_refresh), since BPF may close intervals while they are.
  */
 static uint64_t refresh(struct run *r, bool tick)
 {
@@ -359,7 +358,7 @@ static uint64_t refresh(struct run *r, bool tick)
 	now = now_ns();
 	for (int i = 0; i < nended; i++)
 		exit_unheard(r, ended[i], codes[i], now);
-	account_refresh(&r->tr, now);
+	now = account_refresh(&r->tr, now);
 	sync_roles(&r->tr, job);
 	/*
 	 * A fork asks for a refresh of its own (epochs.c), 25 a second in a

@@ -22,6 +22,7 @@ struct thread_rec {
 	int slot;		/* BPF slot, -1 once the thread's totals are final */
 	char comm[TB_COMM_LEN];
 	uint64_t start_ns, end_ns;	/* end_ns 0 while alive */
+	uint64_t read_ns;	/* while alive: the instant its totals are of */
 	uint64_t own[TB_NCAT];
 	uint64_t cp[TB_NCAT];
 	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */

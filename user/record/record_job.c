@@ -150,6 +150,12 @@ static int write_sample(struct recorder *r, struct rec_thread *rt,
 {
 	int64_t own[TB_NCAT], cp[TB_NCAT], idle_only;
 
+	/*
+	 * A slot BPF held for the whole read keeps its totals of an earlier
+	 * instant: a row stamped now would not sum to its life. Next flush.
+	 */
+	if (t->slot >= 0 && !t->end_ns && t->read_ns != now)
+		return 0;
 	if (!gains(rt, t, own, cp, &idle_only))
 		return 0;
 	if (idle_only && !last && !t->end_ns && now - rt->row_ns < REC_IDLE_ROW_NS)
