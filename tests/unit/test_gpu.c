@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "elf_syms.h"
 #include "gpu.h"
 #include "gpu_probes.h"
 #include "procfs.h"
+#include "procmaps.h"
 
 /* Functions named like NCCL's, so that the test binary defines them. */
 __attribute__((noinline, used)) int ncclAllReduce(const void *s, void *r, unsigned long n,
@@ -156,24 +158,66 @@ START_TEST(maps_lines)
 {
 	struct map_line m;
 
-	ck_assert(gpu_parse_map_line("7f0a1c000000-7f0a1c0a0000 r-xp 00002000 fd:01 1234567                    /usr/lib/x86_64-linux-gnu/libcudart.so.13\n", &m));
+	ck_assert(procmaps_parse_line("7f0a1c000000-7f0a1c0a0000 r-xp 00002000 fd:01 1234567                    /usr/lib/x86_64-linux-gnu/libcudart.so.13\n", &m));
 	ck_assert_uint_eq(m.lo, 0x7f0a1c000000ull);
 	ck_assert_uint_eq(m.hi, 0x7f0a1c0a0000ull);
 	ck_assert_uint_eq(m.dev, makedev(0xfd, 1));
 	ck_assert_uint_eq(m.ino, 1234567);
 	ck_assert_str_eq(m.path, "/usr/lib/x86_64-linux-gnu/libcudart.so.13");
 	/* spaces in a path are kept; not executable, anonymous, [vdso]: skipped */
-	ck_assert(gpu_parse_map_line("1000-2000 r-xp 00000000 08:01 42 /opt/my env/libnccl.so.2\n", &m));
+	ck_assert(procmaps_parse_line("1000-2000 r-xp 00000000 08:01 42 /opt/my env/libnccl.so.2\n", &m));
 	ck_assert_str_eq(m.path, "/opt/my env/libnccl.so.2");
-	ck_assert(!gpu_parse_map_line("1000-2000 r--p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
-	ck_assert(!gpu_parse_map_line("1000-2000 r-xp 00000000 00:00 0 \n", &m));
-	ck_assert(!gpu_parse_map_line("7ffd-7ffe r-xp 00000000 00:00 0                  [vdso]\n", &m));
-	ck_assert(!gpu_parse_map_line("garbage\n", &m));
-	ck_assert(!gpu_parse_map_line("1000-2000 rw\n", &m));
-	ck_assert(!gpu_parse_map_line("1000-2000 rw-p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	ck_assert(!procmaps_parse_line("1000-2000 r--p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	ck_assert(!procmaps_parse_line("1000-2000 r-xp 00000000 00:00 0 \n", &m));
+	ck_assert(!procmaps_parse_line("7ffd-7ffe r-xp 00000000 00:00 0                  [vdso]\n", &m));
+	ck_assert(!procmaps_parse_line("garbage\n", &m));
+	ck_assert(!procmaps_parse_line("1000-2000 rw\n", &m));
+	ck_assert(!procmaps_parse_line("1000-2000 rw-p 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
 	/* execute-only, as some loaders map text: its x is the third letter too */
-	ck_assert(gpu_parse_map_line("1000-2000 --xp 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
+	ck_assert(procmaps_parse_line("1000-2000 --xp 00000000 08:01 42 /opt/libnccl.so.2\n", &m));
 	ck_assert_str_eq(m.path, "/opt/libnccl.so.2");
+}
+END_TEST
+
+/* Every mapping of one process, by query or by text (query falls back). */
+static int list_maps(bool text, struct map_line *out, int max)
+{
+	struct procmaps pm;
+	int n = 0;
+
+	ck_assert_int_eq(procmaps_open(&pm, getpid(), text), 0);
+	while (n < max && procmaps_next(&pm, &out[n])) {
+		ck_assert_int_eq(procmaps_path(&pm, &out[n]), 0);
+		n++;
+	}
+	procmaps_close(&pm);
+	return n;
+}
+
+START_TEST(maps_queried_as_read)
+{
+	static struct map_line q[256], t[256];
+	int nq = list_maps(false, q, 256), nt = list_maps(true, t, 256);
+	bool libc = false;
+	struct stat st;
+
+	ck_assert_int_gt(nt, 1);
+	ck_assert_int_eq(nq, nt);
+	for (int i = 0; i < nt; i++) {
+		ck_assert_uint_eq(q[i].lo, t[i].lo);
+		ck_assert_uint_eq(q[i].hi, t[i].hi);
+		ck_assert_uint_eq(q[i].dev, t[i].dev);
+		ck_assert_uint_eq(q[i].ino, t[i].ino);
+		ck_assert_str_eq(q[i].path, t[i].path);
+		if (strstr(t[i].path, "/libc.so")) {
+			libc = true;
+			ck_assert_int_eq(stat(t[i].path, &st), 0);
+			ck_assert_uint_eq(st.st_ino, t[i].ino);
+			ck_assert_uint_eq(st.st_dev, t[i].dev);
+		}
+	}
+	ck_assert(libc);
+	ck_assert_int_eq(procmaps_open(&(struct procmaps){ 0 }, 999999999, false), -1);
 }
 END_TEST
 
@@ -253,6 +297,7 @@ int main(void)
 	tcase_add_test(tc, finds_version_string);
 	tcase_add_test(tc, not_elf);
 	tcase_add_test(tc, maps_lines);
+	tcase_add_test(tc, maps_queried_as_read);
 	tcase_add_test(tc, so_versions);
 	tcase_add_test(tc, code_size);
 	tcase_add_test(tc, exited_processes_fold);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "discover.h"
 #include "procfs.h"
+#include "procmaps.h"
 
 #define DSC_MAX_PROCS 65536
 
@@ -68,18 +69,20 @@ static bool in_cgroup(const struct discover *d, pid_t pid)
 static bool maps_libraries(struct discover *d, pid_t pid)
 {
 	static const char *const libs[] = { "/libtorch_cpu", "/libcudart", "/libnccl" };
-	char path[64], line[1024];
+	struct procmaps pm;
+	struct map_line m;
 	bool found = false;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	if (!(f = fopen(path, "re")))
+	if (procmaps_open(&pm, pid, false))
 		return false;
 	d->maps_read++;
-	while (!found && fgets(line, sizeof(line), f))
+	while (!found && procmaps_next(&pm, &m)) {
+		if (procmaps_path(&pm, &m))
+			continue;
 		for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && !found; i++)
-			found = strstr(line, libs[i]) != NULL;
-	fclose(f);
+			found = strstr(m.path, libs[i]) != NULL;
+	}
+	procmaps_close(&pm);
 	return found;
 }
 

@@ -15,6 +15,7 @@
 #include "gpu_probes.h"
 #include "grow.h"
 #include "procfs.h"
+#include "procmaps.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
 #include "uprobe_multi.h"
@@ -22,6 +23,13 @@
 #define SCAN_FAST_NS 200000000ull	/* while the loader maps libraries */
 #define SCAN_FAST_FOR_NS 3000000000ull
 #define SCAN_SLOW_NS 1000000000ull	/* then: dlopen is picked up within 1 s */
+/*
+ * A process whose code grows look after look is loading (import torch
+ * maps hundreds of files over seconds): its maps, thousands of lines, are
+ * read again at most this often until it settles, then once more. Half of
+ * a node daemon's CPU was these reads. 800 ms plus a look keeps the 1 s.
+ */
+#define SCAN_LOADING_NS 800000000ull
 
 /* How a library of each family is named on disk (also hashed: libcudart-1a2b.so.13). */
 static const char *const family_prefix[GF_NFAMILIES][2] = {
@@ -294,36 +302,6 @@ static int object_get(struct gpu *g, uint64_t dev, uint64_t ino, int fd,
 	object_families(o, found, fd, path, &info);
 	warn_object(o, &info, pid);
 	return idx;
-}
-
-bool gpu_parse_map_line(const char *line, struct map_line *m)
-{
-	char perms[8];
-	unsigned int major, minor;
-	unsigned long long ino;
-	const char *f = strchr(line, ' ');
-	int pos = 0;
-
-	/*
-	 * Only executable file mappings matter, a quarter of a PyTorch
-	 * process's thousands of lines: the rest are told by their permissions
-	 * before sscanf (a daemon scanning restarting jobs spent an eighth of
-	 * its CPU in it).
-	 */
-	while (f && *f == ' ')
-		f++;
-	if (!f || !f[0] || !f[1] || f[2] != 'x' || !strchr(f, '/'))
-		return false;
-	if (sscanf(line, "%lx-%lx %7s %*x %x:%x %llu %n", &m->lo, &m->hi, perms,
-		   &major, &minor, &ino, &pos) < 6 || !pos)
-		return false;
-	if (perms[2] != 'x' || !ino || line[pos] != '/')
-		return false;
-	m->dev = makedev(major, minor);
-	m->ino = ino;
-	snprintf(m->path, sizeof(m->path), "%s", line + pos);
-	m->path[strcspn(m->path, "\n")] = '\0';
-	return true;
 }
 
 /*
@@ -652,22 +630,16 @@ static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct m
 
 static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
 {
-	char path[64], line[1024];
+	struct procmaps pm;
 	struct map_line m;
 	bool runtime_new = false;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid_of(gp, p));
-	f = fopen(path, "re");
-	if (!f)
+	if (procmaps_open(&pm, pid_of(gp, p), false))
 		return;
-	while (fgets(line, sizeof(line), f)) {
+	while (procmaps_next(&pm, &m)) {
 		const struct gpu_proc *mp;
-		int i;
+		int i = mapping_find(gp, p, &m);
 
-		if (!gpu_parse_map_line(line, &m))
-			continue;
-		i = mapping_find(gp, p, &m);
 		if (i >= 0) {
 			/* A library's code can span several mappings. */
 			if (m.lo < p->maps[i].lo)
@@ -676,12 +648,14 @@ static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
 				p->maps[i].hi = m.hi;
 			continue;
 		}
+		if (procmaps_path(&pm, &m))
+			continue;
 		new_mapping(gp, p, &m);
 		mp = model_of(gp, p);
 		runtime_new |= mp->nmaps &&
 			(gp->gpu->objs[mp->maps[mp->nmaps - 1].obj].families & (1u << GF_CUDART));
 	}
-	fclose(f);
+	procmaps_close(&pm);
 	if (runtime_new && gp->launches)
 		update_rt_ranges(gp, p);
 }
@@ -751,6 +725,17 @@ static void detach_gone(struct gpu_probes *gp, const struct job *job)
 		prune(gp);
 }
 
+/*
+ * Maps are read when the code changed since they were last read: at once
+ * if it had been still, else once it stops changing or a while has passed.
+ */
+static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
+{
+	if (!code || code == p->code_kb)
+		return false;
+	return !p->loading || code == p->seen_kb || now - p->scan_ns >= SCAN_LOADING_NS;
+}
+
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 {
 	detach_gone(gp, job);
@@ -765,14 +750,16 @@ void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 		p = proc_get(gp, r->pid, now);
 		if (!p || now < p->next_scan_ns)
 			continue;
-		/* Read maps (milliseconds for a PyTorch process) only when code changed. */
-		p->scan_ns = now_ns();
 		code = procfs_code_kb(r->pid);
-		if (code && code != p->code_kb) {
+		if (scan_due(p, code, now)) {
+			/* Maps: milliseconds for a PyTorch process. */
+			p->scan_ns = now_ns();
 			p->code_kb = code;
 			scan_process(gp, p);
 		}
-		p->next_scan_ns = now + (now - p->first_ns < SCAN_FAST_FOR_NS ?
+		p->loading = code != p->seen_kb;
+		p->seen_kb = code;
+		p->next_scan_ns = now + (p->loading || now - p->first_ns < SCAN_FAST_FOR_NS ?
 					 SCAN_FAST_NS : SCAN_SLOW_NS);
 	}
 }
@@ -785,7 +772,8 @@ void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts)
 		if (pid_of(gp, p) != pid || p->detached || p->scan_ns > ts)
 			continue;
 		detach(gp, p, true);
-		p->code_kb = 0;
+		p->code_kb = p->seen_kb = 0;
+		p->loading = false;
 		p->first_ns = now_ns();
 		p->next_scan_ns = 0;
 	}

@@ -37,6 +37,8 @@ struct gp_proc {
 	int proc;		/* its entry in gpu.procs */
 	uint64_t first_ns, next_scan_ns;
 	uint64_t code_kb;	/* procfs_code_kb at the last maps scan */
+	uint64_t seen_kb;	/* procfs_code_kb at the last look */
+	bool loading;		/* its code changed between the last two looks */
 	uint64_t scan_ns;	/* when that scan began */
 	bool detached;		/* exited: probes gone, counts final */
 	struct gp_map *maps;
@@ -74,13 +76,6 @@ void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts);
 /* Reads the per-process call counts from BPF into the model. */
 void gpu_probes_read(struct gpu_probes *gp);
 
-struct map_line {
-	uint64_t lo, hi, dev, ino;
-	char path[512];
-};
-
-/* An executable mapping of a file, from one line of /proc/PID/maps. */
-bool gpu_parse_map_line(const char *line, struct map_line *m);
 /* "libcuda.so.580.95.05" -> "580.95.05"; "" when the name has none. */
 void gpu_so_version(const char *name, char *out, size_t len);
 
