@@ -19,10 +19,11 @@ static void text_libraries(FILE *f, const struct gpu *g)
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
-		for (int m = 0; m < p->nmaps; m++) {
-			const struct gpu_object *o = &g->objs[p->maps[m].obj];
+		/* By kind, not by when each was found: that varies from run to run. */
+		for (int fam = 0; fam < GF_NFAMILIES; fam++) {
+			for (int m = 0; m < p->nmaps; m++) {
+				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
-			for (int fam = 0; fam < GF_NFAMILIES; fam++) {
 				if (!(o->families & (1u << fam)))
 					continue;
 				fprintf(f, "  %-6s %-12s %s pid %-7d %s\n", gpu_family_names[fam],
@@ -146,12 +147,13 @@ static void json_libraries(struct jw *w, const struct gpu *g)
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
-		for (int m = 0; m < p->nmaps; m++) {
-			const struct gpu_object *o = &g->objs[p->maps[m].obj];
+		for (int fam = 0; fam < GF_NFAMILIES; fam++) {
+			for (int m = 0; m < p->nmaps; m++) {
+				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
-			for (int fam = 0; fam < GF_NFAMILIES; fam++)
 				if (o->families & (1u << fam))
 					json_library(w, p, &p->maps[m], o, fam);
+			}
 		}
 	}
 	jw_end_array(w);
