@@ -16,8 +16,13 @@ their series fill /metrics to about 1,000 samples), SCRAPES scrapes one
 after another on fresh connections, as Prometheus makes them: p50, p99
 and max latency, and the exposition's size.
 
+With BASELINE=path/to/another/trainbpf (a build of an earlier commit), a
+second daemon watches the same jobs through the same run: its CPU and RSS
+are measured beside the first's, and the ratio of the two is printed (the
+load varies from run to run far more than between two daemons of one).
+
 Environment: DURATION (600) JOBS (8) WARM (30) FAKE (60) SCRAPES (1000)
-Needs root (BPF) and a built trainbpf (make).
+BASELINE (none). Needs root (BPF) and a built trainbpf (make).
 """
 import json
 import os
@@ -40,6 +45,7 @@ JOBS = int(os.environ.get("JOBS", 8))
 WARM = float(os.environ.get("WARM", 30))
 FAKE = int(os.environ.get("FAKE", 60))
 SCRAPES = int(os.environ.get("SCRAPES", 1000))
+BASELINE = os.environ.get("BASELINE")
 
 
 def free_port():
@@ -91,9 +97,8 @@ def main():
     tmp = f"/tmp/{TAG}.{os.getpid()}"
     os.makedirs(tmp, exist_ok=True)
     port = free_port()
-    daemon = subprocess.Popen([TRAINBPF, "serve", "--listen", f"127.0.0.1:{port}",
-                               "--match", TAG, "--grace", "10"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    daemon = start_daemon(TRAINBPF, port)
+    base = start_daemon(BASELINE, free_port()) if BASELINE else None
     jobs, fakes, started = [], [], 0
     try:
         deadline = time.monotonic() + 30
@@ -113,7 +118,8 @@ def main():
                     runs[k] += 1
                     started += 1
                     jobs[k] = start_job(k, runs[k], tmp)
-            samples.append((time.monotonic() - t0, cpu_s(daemon.pid), rss_mb(daemon.pid)))
+            samples.append((time.monotonic() - t0, cpu_s(daemon.pid), rss_mb(daemon.pid),
+                            cpu_s(base.pid) if base else 0, rss_mb(base.pid) if base else 0))
             time.sleep(5)
         _, text = scrape(port)
         lost = value(text, "trainbpf_events_lost_total")
@@ -140,19 +146,35 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        daemon.send_signal(signal.SIGTERM)
-        rc = daemon.wait(timeout=60)
-        print(f"daemon exit status after SIGTERM: {rc}")
+        for d in [daemon] + ([base] if base else []):
+            d.send_signal(signal.SIGTERM)
+            print(f"daemon exit status after SIGTERM: {d.wait(timeout=60)}")
 
 
-def report(samples, lost, runs, lat, size, nsamples):
-    steady = [s for s in samples if s[0] >= WARM]
-    (ta, ca, _), (tb, cb, _) = steady[0], steady[-1]
+def start_daemon(path, port):
+    return subprocess.Popen([path, "serve", "--listen", f"127.0.0.1:{port}",
+                             "--match", TAG, "--grace", "10"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def cpu_rows(steady, ci, ri, name):
+    """CPU over the steady state, per 60 s window, and RSS, of one daemon."""
+    ta, tb = steady[0][0], steady[-1][0]
     per_min = []
     for i in range(len(steady)):
         j = next((j for j in range(i, len(steady)) if steady[j][0] - steady[i][0] >= 60), None)
         if j is not None:
-            per_min.append(100 * (steady[j][1] - steady[i][1]) / (steady[j][0] - steady[i][0]))
+            per_min.append(100 * (steady[j][ci] - steady[i][ci]) / (steady[j][0] - steady[i][0]))
+    print(f"| {name} CPU, % of one core, {tb - ta:.0f} s steady state | "
+          f"{100 * (steady[-1][ci] - steady[0][ci]) / (tb - ta):.2f} | <= 1 |")
+    if per_min:
+        print(f"| the same per 60 s window: median (min-max) | {statistics.median(per_min):.2f} "
+              f"({min(per_min):.2f}-{max(per_min):.2f}) | |")
+    return per_min
+
+
+def report(samples, lost, runs, lat, size, nsamples):
+    steady = [s for s in samples if s[0] >= WARM]
     first = [s[2] for s in samples if s[0] < 60]
     last = [s[2] for s in samples if s[0] >= samples[-1][0] - 60]
     lat_ms = sorted(1e3 * x for x in lat)
@@ -162,14 +184,17 @@ def report(samples, lost, runs, lat, size, nsamples):
           f"processes and {SCRAPES} scrapes")
     print("| what | measured | target |")
     print("|---|---|---|")
-    print(f"| daemon CPU, % of one core, {tb - ta:.0f} s steady state | "
-          f"{100 * (cb - ca) / (tb - ta):.2f} | <= 1 |")
-    if per_min:
-        print(f"| the same per 60 s window: median (min-max) | {statistics.median(per_min):.2f} "
-              f"({min(per_min):.2f}-{max(per_min):.2f}) | |")
+    cpu_rows(steady, 1, 2, "daemon")
     print(f"| RSS MB: first minute median, last minute median, max | "
           f"{statistics.median(first):.1f}, {statistics.median(last):.1f}, "
           f"{max(s[2] for s in samples):.1f} | <= 64, flat |")
+    if BASELINE:
+        cpu_rows(steady, 3, 4, "baseline")
+        print(f"| baseline RSS MB: first minute median, last minute median | "
+              f"{statistics.median(s[4] for s in samples if s[0] < 60):.1f}, "
+              f"{statistics.median(s[4] for s in samples if s[0] >= samples[-1][0] - 60):.1f} | |")
+        d = (steady[-1][1] - steady[0][1]) / (steady[-1][3] - steady[0][3])
+        print(f"| daemon CPU / baseline CPU, same jobs, same time | {d:.3f} | |")
     print(f"| BPF events lost | {lost:.0f} | 0 |")
     print(f"| scrape latency ms, {nsamples} samples ({size / 1024:.0f} KiB): p50, p99, max | "
           f"{p(0.5):.2f}, {p(0.99):.2f}, {lat_ms[-1]:.2f} | p99 <= 10 |")

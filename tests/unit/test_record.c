@@ -99,6 +99,32 @@ START_TEST(samples_are_gains_and_sum_to_totals)
 }
 END_TEST
 
+START_TEST(a_thread_not_read_at_a_flush_waits_for_the_next)
+{
+	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
+	struct thread_rec *t = job_add_thread(p, 100, "train", 10 * S);
+
+	t->slot = 3;
+	t->own[TB_CPU] = t->cp[TB_CPU] = S;
+	t->read_ns = 11 * S;
+	flush_job(11 * S, false);
+	/* Its slot was held by BPF all through the 12 s read: totals of 11 s. */
+	flush_job(12 * S, false);
+	ck_assert_int_eq(one("SELECT count(*) FROM samples"), 1);
+	t->own[TB_CPU] = t->cp[TB_CPU] = 3 * S;
+	t->read_ns = 13 * S;
+	flush_job(13 * S, false);
+	ck_assert_int_eq(one("SELECT count(*) FROM samples"), 2);
+	ck_assert_int_eq(one("SELECT cpu FROM samples WHERE ts_ns = 13000000000"), 2 * S);
+	/* Exited: final totals, whenever they were read. */
+	t->slot = -1;
+	t->end_ns = 13 * S + 5;
+	t->own[TB_CPU] = t->cp[TB_CPU] = 3 * S + 5;
+	flush_job(14 * S, true);
+	ck_assert_int_eq(one("SELECT sum(cpu) FROM samples"), 3 * S + 5);
+}
+END_TEST
+
 START_TEST(idle_only_thread_gets_a_row_a_minute_and_at_the_end)
 {
 	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
@@ -159,6 +185,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, header_and_start_meta);
 	tcase_add_test(tc, samples_are_gains_and_sum_to_totals);
+	tcase_add_test(tc, a_thread_not_read_at_a_flush_waits_for_the_next);
 	tcase_add_test(tc, idle_only_thread_gets_a_row_a_minute_and_at_the_end);
 	tcase_add_test(tc, process_end_and_moved_start_update_one_row);
 	tcase_add_test(tc, lifecycle_events_are_queued_until_a_flush);
