@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,29 +498,20 @@ static bool read_once(volatile struct tb_slot *s, struct tb_slot *out, bool *ok)
 }
 
 /*
- * A BPF update takes a microsecond, but its CPU can be taken from it
- * meanwhile (an interrupt; in a VM, the host's scheduler): then wait, a
- * while, giving the CPU away. A slot still held after that keeps its
- * thread's totals of the last refresh (thread_rec.read_ns says so).
+ * A slot BPF is writing through all the tries keeps its thread's totals of
+ * the last refresh (thread_rec.read_ns says so; its row waits a flush).
+ * Waiting longer (yielding up to 1 ms) coincided with two CI failures of
+ * test_even_ranks_are_silent: the ranks' slots are written at every switch.
  */
-#define READ_PATIENCE_NS 1000000ull
-
 bool tracer_read_slot(const struct tracer *tr, unsigned int idx,
 		      struct tb_slot *out)
 {
 	volatile struct tb_slot *s = &tr->slots[idx];
-	uint64_t give_up;
 	bool ok;
 
 	for (int tries = 0; tries < 100; tries++)
 		if (read_once(s, out, &ok))
 			return ok;
-	give_up = now_ns() + READ_PATIENCE_NS;
-	do {
-		sched_yield();
-		if (read_once(s, out, &ok))
-			return ok;
-	} while (now_ns() < give_up);
 	return false;
 }
 
