@@ -118,19 +118,34 @@ def test_record_matches_truth(tmp_path):
     assert counters["events_lost"] == 0 and counters["record_flushes"] >= 3
 
 
-def start_mixed(tmp_path, seconds):
+def start_mixed(tmp_path, seconds, *args):
     truth = tmp_path / "truth.json"
     job = subprocess.Popen([workload("mixed"), "-d", str(seconds), "-o", str(truth),
-                            "-D", disk_dir()])
+                            "-D", disk_dir(), *args])
     time.sleep(0.3)     # its threads exist
     return job, truth
 
 
-def start_record(db_path, pid):
+def start_record(db_path, pid, settle=3.5):
     p = subprocess.Popen([TRAINBPF, "record", "-o", str(db_path), "-p", str(pid)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.5)     # attached, and a few flushes made
+    time.sleep(settle)  # attached, and a few flushes made
     return p
+
+
+def record_then_stop(tmp_path, sig, settle=3.5, *job_args):
+    """Records a 30 s mixed job, stops trainbpf with sig; returns when it was sent."""
+    job, _ = start_mixed(tmp_path, 30, *job_args)
+    try:
+        rec = start_record(tmp_path / "run.db", job.pid, settle)
+        sent = time.monotonic_ns()
+        rec.send_signal(sig)
+        _, err = rec.communicate(timeout=30)
+        assert rec.returncode == 0, err
+    finally:
+        job.kill()
+        job.wait()
+    return sent
 
 
 def test_record_target_exits(tmp_path):
@@ -151,16 +166,7 @@ def test_record_target_exits(tmp_path):
 
 
 def stop_and_check(tmp_path, sig):
-    job, _ = start_mixed(tmp_path, 30)
-    try:
-        rec = start_record(tmp_path / "run.db", job.pid)
-        sent = time.monotonic_ns()
-        rec.send_signal(sig)
-        _, err = rec.communicate(timeout=30)
-        assert rec.returncode == 0, err
-    finally:
-        job.kill()
-        job.wait()
+    sent = record_then_stop(tmp_path, sig)
     db = open_db(tmp_path / "run.db")
     check_header(db)
     m = meta(db)
@@ -176,20 +182,7 @@ def test_record_rows_under_load(tmp_path):
     """Two CPUs, four spinning threads and trainbpf's own refreshes: BPF
     closes intervals while the slots are read, and no row may count time
     past its own instant (nor stop short of it)."""
-    truth = tmp_path / "truth.json"
-    job = subprocess.Popen([workload("mixed"), "-d", "30", "-o", str(truth),
-                            "-D", disk_dir(), "-c", "3"])
-    try:
-        time.sleep(0.3)
-        rec = subprocess.Popen([TRAINBPF, "record", "-o", str(tmp_path / "run.db"),
-                                "-p", str(job.pid)], stderr=subprocess.PIPE, text=True)
-        time.sleep(12)
-        rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=30)
-        assert rec.returncode == 0, err
-    finally:
-        job.kill()
-        job.wait()
+    record_then_stop(tmp_path, signal.SIGINT, 12, "-c", "3")
     db = open_db(tmp_path / "run.db")
     assert db.execute("SELECT count(DISTINCT ts_ns) FROM samples").fetchone()[0] >= 5
     check_sums_are_lifetimes(db)
