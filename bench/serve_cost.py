@@ -21,8 +21,11 @@ second daemon watches the same jobs through the same run: its CPU and RSS
 are measured beside the first's, and the ratio of the two is printed (the
 load varies from run to run far more than between two daemons of one).
 
+A run of two BLOCKs or more also prints, block by block, the RSS median
+and the CPU, and the RSS slope after the first minute.
+
 Environment: DURATION (600) JOBS (8) WARM (30) FAKE (60) SCRAPES (1000)
-BASELINE (none). Needs root (BPF) and a built trainbpf (make).
+BASELINE (none) BLOCK (600 s). Needs root (BPF) and a built trainbpf (make).
 """
 import json
 import os
@@ -46,6 +49,7 @@ WARM = float(os.environ.get("WARM", 30))
 FAKE = int(os.environ.get("FAKE", 60))
 SCRAPES = int(os.environ.get("SCRAPES", 1000))
 BASELINE = os.environ.get("BASELINE")
+BLOCK = float(os.environ.get("BLOCK", 600))
 
 
 def free_port():
@@ -173,6 +177,26 @@ def cpu_rows(steady, ci, ri, name):
     return per_min
 
 
+def blocks(samples):
+    """A long run, block by block: does the daemon drift?"""
+    n = int(samples[-1][0] // BLOCK)
+    if n < 2:
+        return
+    rss, cpu = [], []
+    for b in range(n):
+        blk = [s for s in samples if b * BLOCK <= s[0] < (b + 1) * BLOCK]
+        rss.append(f"{statistics.median(s[2] for s in blk):.1f}")
+        cpu.append(f"{100 * (blk[-1][1] - blk[0][1]) / (blk[-1][0] - blk[0][0]):.2f}")
+    late = [s for s in samples if s[0] >= 60]
+    print(f"| RSS MB, median of each {BLOCK:.0f} s block | {', '.join(rss)} | flat |")
+    if len(late) >= 2:
+        slope = statistics.linear_regression([s[0] / 60 for s in late],
+                                             [s[2] for s in late]).slope
+        print(f"| RSS slope after the first minute, kB/min (least squares) | "
+              f"{1024 * slope:+.1f} | |")
+    print(f"| CPU % of one core, each {BLOCK:.0f} s block | {', '.join(cpu)} | <= 1 |")
+
+
 def report(samples, lost, runs, lat, size, nsamples):
     steady = [s for s in samples if s[0] >= WARM]
     first = [s[2] for s in samples if s[0] < 60]
@@ -188,6 +212,7 @@ def report(samples, lost, runs, lat, size, nsamples):
     print(f"| RSS MB: first minute median, last minute median, max | "
           f"{statistics.median(first):.1f}, {statistics.median(last):.1f}, "
           f"{max(s[2] for s in samples):.1f} | <= 64, flat |")
+    blocks(samples)
     if BASELINE:
         cpu_rows(steady, 3, 4, "baseline")
         print(f"| baseline RSS MB: first minute median, last minute median | "
