@@ -484,7 +484,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 
 	if (!s)
 		return 0;
-	kind = irq_context();
+	kind = irq_context(ctx);
 	if (kind == TB_WK_NONE)
 		kind = task_slot(bpf_get_current_task_btf(), &idx) ?
 			TB_WK_TRACED : TB_WK_UNTRACED;

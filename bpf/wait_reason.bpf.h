@@ -117,12 +117,17 @@ struct {
 	__type(value, struct tb_ctx_marks);
 } in_ctx SEC(".maps");
 
-static __always_inline int on_task_stack(void)
+/*
+ * frame: the program's context, which the kernel builds on the stack it
+ * runs on (bpf_trace_runN's args[]). Not an address on the program's own
+ * stack: since Linux 6.13 a tracing program that needs 64 bytes of stack
+ * or more runs on a per-CPU private stack, never on the task's.
+ */
+static __always_inline int on_task_stack(const void *frame)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u64 base = (__u64)t->stack;
-	volatile char marker = 0;
-	__u64 sp = (__u64)&marker;
+	__u64 sp = (__u64)frame;
 
 	return sp >= base && sp < base + TB_THREAD_SIZE;
 }
@@ -133,7 +138,7 @@ static __always_inline int mark_live(__u64 start, __u64 now, __u64 max)
 	return start && now - start < max;
 }
 
-static __always_inline __u32 irq_context(void)
+static __always_inline __u32 irq_context(const void *ctx)
 {
 	__u32 zero = 0;
 	struct tb_ctx_marks *m = bpf_map_lookup_elem(&in_ctx, &zero);
@@ -147,7 +152,7 @@ static __always_inline __u32 irq_context(void)
 		if (mark_live(m->start[TB_SOFTIRQ], now, 20000000))
 			return TB_WK_IRQ;
 	}
-	return on_task_stack() ? TB_WK_NONE : TB_WK_IRQ;
+	return on_task_stack(ctx) ? TB_WK_NONE : TB_WK_IRQ;
 }
 
 static __always_inline void ctx_mark(__u32 kind, int entering)
