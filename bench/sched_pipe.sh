@@ -14,6 +14,8 @@
 #      what a common scheduler tool costs)
 #   S  build/trainbpf serve --match THREADS_BIN (the node daemon, watching
 #      the job it found by its command line; /metrics on an ephemeral port)
+#   R  the same with BASELINE=path/to/another/trainbpf (a build of an
+#      earlier commit): two builds of the daemon side by side in one run
 # A tracer is started, attached (its BPF links exist) and given 0.5 s before
 # perf bench starts, and stopped (SIGINT) right after. Rounds are
 # interleaved and the order rotates each round (A B C D S, B C D S A, ...).
@@ -40,6 +42,7 @@
 #
 # Environment: ROUNDS (7) LOOPS (600000; 0 = calibrate) TARGET_S (3)
 #              BPF_STATS (0) PIN (none) SCENARIOS ("A B C D S")
+#              BASELINE (none; needed by R)
 #              BENCH_OUT (raw data dir)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -52,8 +55,10 @@ BPF_STATS=${BPF_STATS:-0}
 read -r -a SCEN <<< "${SCENARIOS:-A B C D S}"
 [[ " ${SCEN[*]} " == *" A "* ]] || die "SCENARIOS must include A, the baseline"
 for s in "${SCEN[@]}"; do
-	[[ $s =~ ^[ABCDS]$ ]] || die "SCENARIOS: unknown scenario $s (A B C D S)"
+	[[ $s =~ ^[ABCDSR]$ ]] || die "SCENARIOS: unknown scenario $s (A B C D S R)"
 done
+[[ " ${SCEN[*]} " != *" R "* ]] || [ -x "${BASELINE:-}" ] ||
+	die "scenario R needs BASELINE=path/to/another/trainbpf"
 
 need_root
 need_cmd perf "apt install linux-perf"
@@ -142,6 +147,8 @@ start_tracer() {
 	D) "$RUNQLAT" 60 1 > /dev/null 2> "$OUT/tracer.log" & TRACER=$!; n=3 ;;
 	S) "$TRAINBPF" serve --listen 127.0.0.1:0 --match "^$THREADS_BIN" > "$OUT/tracer.log" 2>&1 &
 	   TRACER=$!; n=10 ;;
+	R) "$BASELINE" serve --listen 127.0.0.1:0 --match "^$THREADS_BIN" > "$OUT/tracer.log" 2>&1 &
+	   TRACER=$!; n=10 ;;
 	esac
 	wait_links "$TRACER" "$n" 20 || die "scenario $1: tracer did not attach (see $OUT/tracer.log)"
 }
@@ -184,7 +191,7 @@ SUMMARY=$OUT/summary.md
 	echo
 	echo "A = job (threads -t 16 -r 2000) untraced; B = job traced by trainbpf;"
 	echo "C = trainbpf tracing an idle sleep (job running, untraced); D = runqlat system-wide;"
-	echo "S = trainbpf serve watching the job."
+	echo "S = trainbpf serve watching the job; R = the same, BASELINE's build (${BASELINE:-none})."
 	echo
 	"$PY" "$STATS" wide "$RAW" "${SCEN[@]/%/_usecs_per_op}"
 	echo
@@ -200,18 +207,28 @@ SUMMARY=$OUT/summary.md
 		echo
 		"$PY" "$STATS" ratios "$RAW" A_usecs_per_op --max-pct 3 S_usecs_per_op
 	fi
+	if [[ " ${SCEN[*]} " == *" R "* ]]; then
+		echo
+		"$PY" "$STATS" ratios "$RAW" A_usecs_per_op R_usecs_per_op
+	fi
 	echo
 	echo "The same in CPU time per operation (perf bench's own user + sys, without"
 	echo "the time stolen by the host or taken by other tasks):"
 	echo
 	"$PY" "$STATS" wide "$RAW" "${SCEN[@]/%/_cpu_usecs_per_op}"
 	echo
-	for s in B C S D; do
+	for s in B C S R D; do
 		[[ " ${SCEN[*]} " != *" $s "* ]] ||
 			"$PY" "$STATS" ratios "$RAW" A_cpu_usecs_per_op \
-				$( [ $s = D ] || echo --max-pct $( [ $s = S ] && echo 3 || echo 5) ) \
+				$( [ $s = D ] || echo --max-pct $( case $s in [SR]) echo 3 ;; *) echo 5 ;; esac) ) \
 				"${s}_cpu_usecs_per_op"
 	done
+	if [[ " ${SCEN[*]} " == *" S "* && " ${SCEN[*]} " == *" R "* ]]; then
+		echo
+		echo "This build against BASELINE's, CPU time per operation, round by round:"
+		echo
+		"$PY" "$STATS" ratios "$RAW" R_cpu_usecs_per_op S_cpu_usecs_per_op
+	fi
 	if [[ " ${SCEN[*]} " == *" D "* ]]; then
 		echo
 		echo "Reference (no target):"
