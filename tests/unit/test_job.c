@@ -526,6 +526,54 @@ START_TEST(fold_keeps_the_last_exited_whatever_their_age)
 }
 END_TEST
 
+/*
+ * serve: every job the daemon finds is a root, and a month of jobs must not
+ * pile up. Roots fold once job->fold_roots says so, but never one with a
+ * live process below it (the job a process belongs to is its topmost
+ * listed ancestor's), and never for -p.
+ */
+START_TEST(fold_roots_in_a_daemon_not_above_the_living)
+{
+	uint64_t before[TB_NCAT], after[TB_NCAT];
+	struct job_fold f;
+	int np, nt;
+
+	for (int i = 0; i < JOB_KEEP_EXITED_PROCS + 5; i++)
+		gone(100 + i, 1, EXECED, S + i, 1, 1)->root = true;
+	gone(90, 1, EXECED, 1, 1, 1)->root = true;		/* its worker's child lives on */
+	gone(91, 90, FORKED, 1, 1, 1);
+	proc(92, 91, "w", FORKED, 1, 1);
+	/* -p: roots stay; 91 stays too, above a live process. */
+	ck_assert_int_eq(job_fold(&job, 100000 * S, 100000 * S, &f), 0);
+	job.fold_roots = true;
+	all_totals(before, &np, &nt);
+	/* 263 exited, the last 256 kept: 7 may fold, and 90 and 91 may not. */
+	ck_assert_int_eq(job_fold(&job, 100001 * S, 100000 * S, &f), 7);
+	ck_assert_ptr_null(job_proc(&job, 100));
+	ck_assert_ptr_null(job_proc(&job, 106));
+	ck_assert_ptr_nonnull(job_proc(&job, 107));
+	ck_assert_ptr_nonnull(job_proc(&job, 90));
+	ck_assert_ptr_nonnull(job_proc(&job, 91));
+	ck_assert_int_eq(agg_of(0, TB_ROLE_OTHER)->folded, 7);
+	all_totals(after, &np, &nt);
+	for (int c = 0; c < TB_NCAT; c++)
+		ck_assert_uint_eq(after[c], before[c]);
+	job_fold_free(&f);
+	/* The last of it gone too, and 3 more exit: 90-92 fold, and the oldest kept, 107. */
+	job.procs[index_of(job_proc(&job, 92))].end_ns = 2;
+	job.procs[index_of(job_proc(&job, 92))].threads[0].end_ns = 2;
+	for (int i = 0; i < 3; i++)
+		gone(400 + i, 1, EXECED, 1000 * S, 1, 1)->root = true;
+	ck_assert_int_eq(job_fold(&job, 100003 * S, 100002 * S, &f), 4);
+	ck_assert_ptr_null(job_proc(&job, 107));
+	ck_assert_ptr_nonnull(job_proc(&job, 108));
+	ck_assert_ptr_null(job_proc(&job, 90));
+	ck_assert_ptr_null(job_proc(&job, 91));
+	ck_assert_ptr_null(job_proc(&job, 92));
+	job_fold_free(&f);
+}
+END_TEST
+
 START_TEST(fold_exited_threads_of_a_live_process)
 {
 	struct proc_rec *p = proc(10, 1, "python", 0, 5 * S, 5 * S);
@@ -674,6 +722,7 @@ int main(void)
 	tcase_add_test(tc, fold_sums_exited_children_per_parent_and_role);
 	tcase_add_test(tc, fold_waits_for_age_settling_and_exit);
 	tcase_add_test(tc, fold_keeps_the_last_exited_whatever_their_age);
+	tcase_add_test(tc, fold_roots_in_a_daemon_not_above_the_living);
 	tcase_add_test(tc, fold_exited_threads_of_a_live_process);
 	tcase_add_test(tc, fold_caps_the_exited_kept);
 	tcase_add_test(tc, fold_keeps_pid_reuse_apart);

@@ -712,6 +712,7 @@ static int start(struct run *r)
 		return 1;
 	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, !env->no_phases, env->verbose);
 	r->job.gpu = &r->gpu;
+	r->job.fold_roots = env->serve;
 	start_window(&r->job);
 	if (start_epochs(&r->ep, env, &r->job))
 		return 1;

@@ -146,6 +146,12 @@ struct job {
 	struct diag *diag;	/* memory samples for the diagnosis */
 	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
 	bool wio_unknown;	/* thread_rec.wio not measured: a recording of schema < 4 */
+	/*
+	 * Roots fold too (serve): the node's daemon makes a root of every job
+	 * it finds, and watches job after job for months; no report of its
+	 * own lists them one by one.
+	 */
+	bool fold_roots;
 };
 
 struct proc_rec *job_proc(struct job *job, pid_t pid);	/* NULL if unknown */

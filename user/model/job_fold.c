@@ -56,10 +56,19 @@ static uint64_t proc_end(const struct proc_rec *p)
 	return end;
 }
 
-/* Exited, every thread's totals final (its slot freed), not named by the user. */
-static bool proc_final(const struct proc_rec *p)
+/*
+ * Exited, every thread's totals final (its slot freed), not named by the
+ * user (unless job->fold_roots), and no live process below it: the job a
+ * process belongs to is its topmost listed ancestor's (metrics.c), and
+ * must not change under it.
+ */
+static bool proc_final(const struct job *job, const bool *live_below, int i)
 {
-	if (p->folded || p->root || job_proc_alive(p))
+	const struct proc_rec *p = &job->procs[i];
+
+	if (p->folded || job_proc_alive(p) || live_below[i])
+		return false;
+	if (p->root && !job->fold_roots)
 		return false;
 	for (int i = 0; i < p->nthreads; i++)
 		if (p->threads[i].slot >= 0)
@@ -104,16 +113,37 @@ static void overs(const struct job *job, int *procs_over, int *threads_over)
 	}
 }
 
+/* [nprocs]: the processes with a live descendant listed (ppid chains). */
+static bool *live_below(const struct job *job)
+{
+	bool *below = xcalloc(job->nprocs, sizeof(*below));
+
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i], *up;
+		int hops = 0;
+
+		if (p->folded || !job_proc_alive(p))
+			continue;
+		while ((up = job_proc_const(job, p->ppid)) && up != p && !up->folded &&
+		       hops++ < 64) {
+			below[up - job->procs] = true;
+			p = up;
+		}
+	}
+	return below;
+}
+
 /* What may fold (ended before settled), oldest end first. */
 static struct cand *candidates(const struct job *job, uint64_t settled, int *n)
 {
+	bool *below = live_below(job);
 	struct cand *c = NULL;
 	int cap = 0;
 
 	*n = 0;
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
-		bool final = proc_final(p);
+		bool final = proc_final(job, below, i);
 
 		if (p->folded)
 			continue;
@@ -131,6 +161,7 @@ static struct cand *candidates(const struct job *job, uint64_t settled, int *n)
 			c[(*n)++] = (struct cand){ end, i, j };
 		}
 	}
+	free(below);
 	if (*n)		/* c is NULL with none: qsort's pointer must not be */
 		qsort(c, *n, sizeof(*c), by_end);
 	return c;
