@@ -177,7 +177,7 @@ def cpu_rows(steady, ci, ri, name):
     return per_min
 
 
-def blocks(samples):
+def blocks(samples, ci=1, ri=2, name="daemon"):
     """A long run, block by block: does the daemon drift?"""
     n = int(samples[-1][0] // BLOCK)
     if n < 2:
@@ -185,16 +185,16 @@ def blocks(samples):
     rss, cpu = [], []
     for b in range(n):
         blk = [s for s in samples if b * BLOCK <= s[0] < (b + 1) * BLOCK]
-        rss.append(f"{statistics.median(s[2] for s in blk):.1f}")
-        cpu.append(f"{100 * (blk[-1][1] - blk[0][1]) / (blk[-1][0] - blk[0][0]):.2f}")
+        rss.append(f"{statistics.median(s[ri] for s in blk):.1f}")
+        cpu.append(f"{100 * (blk[-1][ci] - blk[0][ci]) / (blk[-1][0] - blk[0][0]):.2f}")
     late = [s for s in samples if s[0] >= 60]
-    print(f"| RSS MB, median of each {BLOCK:.0f} s block | {', '.join(rss)} | flat |")
+    print(f"| {name} RSS MB, median of each {BLOCK:.0f} s block | {', '.join(rss)} | flat |")
     if len(late) >= 2:
         slope = statistics.linear_regression([s[0] / 60 for s in late],
-                                             [s[2] for s in late]).slope
-        print(f"| RSS slope after the first minute, kB/min (least squares) | "
+                                             [s[ri] for s in late]).slope
+        print(f"| {name} RSS slope after the first minute, kB/min (least squares) | "
               f"{1024 * slope:+.1f} | |")
-    print(f"| CPU % of one core, each {BLOCK:.0f} s block | {', '.join(cpu)} | <= 1 |")
+    print(f"| {name} CPU % of one core, each {BLOCK:.0f} s block | {', '.join(cpu)} | <= 1 |")
 
 
 def report(samples, lost, runs, lat, size, nsamples):
@@ -218,6 +218,7 @@ def report(samples, lost, runs, lat, size, nsamples):
         print(f"| baseline RSS MB: first minute median, last minute median | "
               f"{statistics.median(s[4] for s in samples if s[0] < 60):.1f}, "
               f"{statistics.median(s[4] for s in samples if s[0] >= samples[-1][0] - 60):.1f} | |")
+        blocks(samples, 3, 4, "baseline")
         d = (steady[-1][1] - steady[0][1]) / (steady[-1][3] - steady[0][3])
         print(f"| daemon CPU / baseline CPU, same jobs, same time | {d:.3f} | |")
     print(f"| BPF events lost | {lost:.0f} | 0 |")
