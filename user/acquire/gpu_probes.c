@@ -728,12 +728,16 @@ static void detach_gone(struct gpu_probes *gp, const struct job *job)
 /*
  * Maps are read when the code changed since they were last read: at once
  * if it had been still, else once it stops changing or a while has passed.
+ * Until a library is probed, at every change: a job can start training
+ * within a few hundred ms of loading libtorch, and steps run before the
+ * probes are lost (torch 1.13's first steps were, in one CI run).
  */
 static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
 {
 	if (!code || code == p->code_kb)
 		return false;
-	return !p->loading || code == p->seen_kb || now - p->scan_ns >= SCAN_LOADING_NS;
+	return !p->loading || !p->nmaps || code == p->seen_kb ||
+	       now - p->scan_ns >= SCAN_LOADING_NS;
 }
 
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
