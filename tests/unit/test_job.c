@@ -536,6 +536,7 @@ START_TEST(fold_roots_in_a_daemon_not_above_the_living)
 {
 	uint64_t before[TB_NCAT], after[TB_NCAT];
 	struct job_fold f;
+	struct proc_rec *w;
 	int np, nt;
 
 	for (int i = 0; i < JOB_KEEP_EXITED_PROCS + 5; i++)
@@ -560,8 +561,8 @@ START_TEST(fold_roots_in_a_daemon_not_above_the_living)
 		ck_assert_uint_eq(after[c], before[c]);
 	job_fold_free(&f);
 	/* The last of it gone too, and 3 more exit: 90-92 fold, and the oldest kept, 107. */
-	job.procs[index_of(job_proc(&job, 92))].end_ns = 2;
-	job.procs[index_of(job_proc(&job, 92))].threads[0].end_ns = 2;
+	w = job_proc(&job, 92);
+	w->end_ns = w->threads[0].end_ns = 2;
 	for (int i = 0; i < 3; i++)
 		gone(400 + i, 1, EXECED, 1000 * S, 1, 1)->root = true;
 	ck_assert_int_eq(job_fold(&job, 100003 * S, 100002 * S, &f), 4);

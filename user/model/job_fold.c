@@ -124,8 +124,9 @@ static bool *live_below(const struct job *job)
 
 		if (p->folded || !job_proc_alive(p))
 			continue;
+		/* Marked already: so is the rest of its chain. */
 		while ((up = job_proc_const(job, p->ppid)) && up != p && !up->folded &&
-		       hops++ < 64) {
+		       !below[up - job->procs] && hops++ < 64) {
 			below[up - job->procs] = true;
 			p = up;
 		}
