@@ -5,8 +5,10 @@
  */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "epochs.h"
+#include "epochs_fold.h"
 #include "job.h"
 
 #define MS 1000000ull
@@ -698,6 +700,59 @@ START_TEST(parse_sources)
 }
 END_TEST
 
+/*
+ * A node daemon: a parent per job, thousands of jobs, each parent's one
+ * generation its first and its last. Those of ended parents merge; a live
+ * parent's last stays its own, and so does a stall still being measured.
+ */
+START_TEST(many_parents_gens_merge)
+{
+	struct proc_rec p;
+	struct thread_rec t;
+	struct job job;
+	struct epochs ep;
+	int n = EP_MAX_GENS + 100, live = 7, open = 9, workers = 0, seen_live = 0;
+	char why[64];
+
+	job_at(&job, &p, &t, 0);
+	p.pid = t.tid = 1000 + live;	/* the one parent still running */
+	ck_assert_int_eq(epochs_init(&ep, EP_WORKERS, 1.0, NULL, 0, why, sizeof(why)), 0);
+	ep.gens = calloc(n + 1, sizeof(*ep.gens));
+	ep.workers = calloc(n, sizeof(*ep.workers));
+	ck_assert(ep.gens && ep.workers);
+	ep.capgens = n + 1;
+	ep.capworkers = n;
+	for (int i = 0; i < n; i++) {
+		ep.gens[i] = (struct ep_worker_gen){ .parent = 1000 + i, .fork_ts = i * S,
+						     .nworkers = 2, .stall_s = 0.5, .epoch = i + 1 };
+		ep.workers[i] = (struct ep_worker){ .pid = 5000 + i, .gen = i };
+	}
+	ep.gens[open].stall_s = -1;
+	ep.ngens = ep.nworkers = n;
+	ep_gens_merge_older(&ep, &job);
+	ck_assert_int_le(ep.ngens, EP_MAX_GENS);
+	for (int g = 0; g < ep.ngens; g++) {
+		const struct ep_worker_gen *w = &ep.gens[g];
+
+		workers += w->nworkers;
+		if (w->parent == 1000 + live || w->parent == 1000 + open)
+			ck_assert_int_le(w->merged, 1);
+		seen_live += w->parent == 1000 + live;
+	}
+	ck_assert_int_eq(seen_live, 1);
+	ck_assert_int_eq(workers, 2 * n);
+	/* Each worker still points at the generation that holds it. */
+	for (int i = 0; i < ep.nworkers; i++) {
+		ck_assert_int_lt(ep.workers[i].gen, ep.ngens);
+		ck_assert_uint_le(ep.gens[ep.workers[i].gen].fork_ts, (uint64_t)i * S);
+	}
+	ck_assert_int_eq(ep.gens[ep.workers[live].gen].parent, 1000 + live);
+	ck_assert_int_eq(ep.gens[ep.workers[open].gen].parent, 1000 + open);
+	ck_assert_int_eq(ep.gens[ep.workers[n - 1].gen].parent, 1000 + n - 1);
+	epochs_free(&ep);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("epochs");
@@ -722,6 +777,7 @@ int main(void)
 	tcase_add_test(tc, generation_stall);
 	tcase_add_test(tc, epoch_rows_survive_a_fold);
 	tcase_add_test(tc, many_epochs_merge);
+	tcase_add_test(tc, many_parents_gens_merge);
 	tcase_add_test(tc, many_steps_whole_window);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -840,7 +840,7 @@ void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g)
 	ep->gens = n;
 	n[ep->ngens++] = *g;
 	if (ep->ngens > EP_MAX_GENS)
-		ep_gens_merge_older(ep);
+		ep_gens_merge_older(ep, NULL);	/* a recording's: all ended */
 }
 
 /*
@@ -1073,7 +1073,8 @@ static bool has_live_workers(const struct epochs *ep, const struct job *job,
  * running one: each rank forks its own workers at about the same time, so
  * an epoch takes at most one generation from each parent.
  */
-static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep_fork *f)
+static int new_gen(struct epochs *ep, const struct job *job, const struct ep_snap *cur,
+		   const struct ep_fork *f)
 {
 	struct ep_worker_gen *g = tb_grow(ep->gens, &ep->capgens, ep->ngens + 1, sizeof(*g));
 	bool opens = !ep->gen_epochs;
@@ -1097,7 +1098,9 @@ static int new_gen(struct epochs *ep, const struct ep_snap *cur, const struct ep
 		g[ep->ngens].stall_s = (f->batch_ts - f->ts) / NS_PER_S;
 		g[ep->ngens].stall_err_s = 0;
 	}
-	return ep->ngens++;
+	if (++ep->ngens > EP_MAX_GENS)
+		ep_gens_merge_older(ep, job);
+	return ep->ngens - 1;	/* the newest: never merged, maybe moved */
 }
 
 static void add_worker(struct epochs *ep, const struct job *job,
@@ -1121,7 +1124,7 @@ static void add_worker(struct epochs *ep, const struct job *job,
 			ep->gens[g].stall_err_s = 0;
 		}
 	} else {
-		g = new_gen(ep, cur, f);
+		g = new_gen(ep, job, cur, f);
 		if (g < 0)
 			return;
 	}
@@ -1207,10 +1210,12 @@ static void update_stalls(struct epochs *ep, const struct ep_snap *cur,
 
 	for (int i = 0; i < ep->ngens; i++) {
 		struct ep_worker_gen *g = &ep->gens[i];
-		uint64_t end = g->fork_ts + win, next = next_gen_fork(ep, i);
+		uint64_t end = g->fork_ts + win, next;
 
+		/* Settled ones first: a daemon's generations run to thousands. */
 		if (g->stall_s >= 0 || (now < end && !final))
 			continue;
+		next = next_gen_fork(ep, i);
 		/* Its first batch will say, unless the parent forked again first. */
 		if (ep->phase_seen && !final && !next && now < g->fork_ts + EP_GEN_BATCH_WAIT_NS)
 			continue;

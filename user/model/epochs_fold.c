@@ -436,26 +436,43 @@ static void merge_gen(struct ep_worker_gen *a, const struct ep_worker_gen *b)
  * still join it) stay; so does one whose stall is still being measured.
  * Re-forks merge with the next of the same parent, or, if that is not
  * enough, with the next re-fork of any parent (the parent is the first's).
+ * A node daemon sees parents come and go by the thousand, each with a
+ * first and a last: when even that is not enough, the generations of
+ * parents that have ended merge too, first and last alike.
  */
-static bool mergeable(const struct epochs *ep, const bool *first, const bool *last, int g)
+enum gen_pass { GP_SAME_PARENT, GP_ANY_PARENT, GP_ENDED };
+
+static bool parent_ended(const struct job *job, pid_t parent)
 {
-	return !first[g] && !last[g] && ep->gens[g].stall_s >= 0;
+	const struct proc_rec *p = job ? job_proc_const(job, parent) : NULL;
+
+	return !p || !job_proc_alive(p);
 }
 
-/* Merges each mergeable g with the next one (of the same parent unless any); how many went. */
-static int merge_pass(struct epochs *ep, const bool *first, const bool *last, bool *gone,
-		      int *map, int half, bool any)
+static bool mergeable(const struct epochs *ep, const struct job *job, const bool *first,
+		      const bool *last, int g, enum gen_pass pass)
+{
+	if (ep->gens[g].stall_s < 0)
+		return false;
+	if (pass == GP_ENDED)
+		return parent_ended(job, ep->gens[g].parent);
+	return !first[g] && !last[g];
+}
+
+/* Merges each mergeable g with the next one (of the same parent if so passed); how many went. */
+static int merge_pass(struct epochs *ep, const struct job *job, const bool *first,
+		      const bool *last, bool *gone, int *map, int half, enum gen_pass pass)
 {
 	int merged = 0;
 
 	for (int g = 0; g < half; g++) {
 		int h;
 
-		if (gone[g] || !mergeable(ep, first, last, g))
+		if (gone[g] || !mergeable(ep, job, first, last, g, pass))
 			continue;
 		for (h = g + 1; h < half; h++)
-			if (!gone[h] && mergeable(ep, first, last, h) &&
-			    (any || ep->gens[h].parent == ep->gens[g].parent))
+			if (!gone[h] && mergeable(ep, job, first, last, h, pass) &&
+			    (pass != GP_SAME_PARENT || ep->gens[h].parent == ep->gens[g].parent))
 				break;
 		if (h >= half)
 			continue;
@@ -467,15 +484,16 @@ static int merge_pass(struct epochs *ep, const bool *first, const bool *last, bo
 	return merged;
 }
 
-void ep_gens_merge_older(struct epochs *ep)
+void ep_gens_merge_older(struct epochs *ep, const struct job *job)
 {
 	int n = ep->ngens, half = n / 2, k = 0, *map = xcalloc(n, sizeof(int));
 	bool *first = xcalloc(n, sizeof(bool)), *last = xcalloc(n, sizeof(bool));
 	bool *gone = xcalloc(n, sizeof(bool));
 
 	firsts_lasts(ep, first, last);
-	if (n - merge_pass(ep, first, last, gone, map, half, false) > EP_MAX_GENS)
-		merge_pass(ep, first, last, gone, map, half, true);
+	for (enum gen_pass pass = GP_SAME_PARENT; pass <= GP_ENDED && n > EP_MAX_GENS; pass++)
+		n -= merge_pass(ep, job, first, last, gone, map, half, pass);
+	n = ep->ngens;
 	for (int g = 0; g < n; g++)
 		if (!gone[g]) {
 			ep->gens[k] = ep->gens[g];

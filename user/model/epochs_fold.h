@@ -42,6 +42,7 @@ void ep_folds_into_rows(struct ep_stream *st, struct ep_proc *d, int n);
 
 /* Past EP_MAX_EPOCHS (EP_MAX_GENS): the older half, merged two by two. */
 void ep_stream_merge_older(struct ep_stream *st);
-void ep_gens_merge_older(struct epochs *ep);
+/* job: whose parents may still live (NULL: all have ended, a recording's). */
+void ep_gens_merge_older(struct epochs *ep, const struct job *job);
 
 #endif
