@@ -5,9 +5,10 @@
  * category, so a thread's categories always sum to its lifetime.
  *
  *   sched_switch out: ONCPU -> RUNNABLE (preempted) or BLOCKED (+ why)
- *   sched_waking:     remember who is waking the thread
- *   sched_wakeup:     BLOCKED -> RUNNABLE; the waker decides the category
- *   sched_switch in:  RUNNABLE -> ONCPU
+ *   sched_waking:     BLOCKED -> RUNNABLE; the waker, whose context this is,
+ *                     decides the category
+ *   sched_switch in:  RUNNABLE -> ONCPU; the time from the waking to the
+ *                     enqueue goes back to the wait (queued_at)
  *   fork / exec / exit: follow the process tree, tell user space
  *
  * Traced tasks carry task-local storage naming their slot; for any other
@@ -71,6 +72,10 @@ struct {
 const volatile __u32 tb_stream_states = 0;
 
 struct tb_counters counters;
+
+/* One access the compiler keeps where it is (a waker reads it on another CPU). */
+#define TB_READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define TB_WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
 
 static __always_inline struct tb_slot *slot_at(__u32 idx)
 {
@@ -232,6 +237,7 @@ static __always_inline __u32 open_cp(struct tb_slot *b)
 static __always_inline void mark_runnable(struct tb_slot *s, struct task_struct *p)
 {
 	s->state = TB_ST_RUNNABLE;
+	s->flags &= ~TB_SF_WOKEN;
 	s->rq_delay0 = p ? BPF_CORE_READ(p, sched_info.run_delay) : TB_RQD_UNKNOWN;
 }
 
@@ -266,6 +272,7 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	if (s->depth) {
 		/* Blocked inside a probed CUDA/NCCL call: that is what it waited for. */
 		close_interval(s, s->region, s->region, now);
+		s->wk_own = s->wk_cp = s->region;
 		if (s->region == TB_COMM) {
 			s->net_ns += d;
 			s->net_waits++;
@@ -300,12 +307,15 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	}
 	if (own != TB_IDLE)
 		s->blk_ns += d;
+	s->wk_own = s->wk_cp = own;
 	if (w && own == TB_LOCK && !tb_waker_is_wholesale(&info)) {
 		struct tb_cat_ns before;
+		__u32 wcp = open_cp(w);
 
 		__builtin_memcpy(before.ns, s->cp, sizeof(before.ns));
-		if (!cp_split_recent(s, w, open_cp(w), s->since, now))
-			cp_split(s, w, open_cp(w), s->since, now);
+		if (!cp_split_recent(s, w, wcp, s->since, now))
+			cp_split(s, w, wcp, s->since, now);
+		s->wk_cp = wcp;	/* what the waker is doing as it wakes it */
 		phase_split(s, &before);
 		if (tb_stream_states)
 			stream_split(s, &before, s->since);
@@ -431,15 +441,49 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	else
 		s->flags &= ~TB_SF_WRITES;
 	if (!preempt && prev_state) {
-		s->state = TB_ST_BLOCKED;
 		recent_snapshot(s, now);
-	} else {
-		mark_runnable(s, p);
+		write_end(s);
+		/*
+		 * Last, after write_end: a waker on another CPU closes the
+		 * wait as soon as it reads BLOCKED (on_waking), so the slot
+		 * must be whole by then. Until then it takes the thread for
+		 * still running, and switch_in closes the wait instead.
+		 * (x86-64: its stores are seen in order.)
+		 */
+		TB_WRITE_ONCE(s->state, TB_ST_BLOCKED);
+		return;
 	}
+	mark_runnable(s, p);
 	write_end(s);
 }
 
-static __always_inline void switch_in(struct tb_slot *s, __u64 now)
+/*
+ * When p, being switched in now, was put on its runqueue. The enqueue
+ * stamped sched_info.last_queued with the runqueue's clock, which was last
+ * read as this schedule() began; right after this tracepoint the kernel
+ * adds their difference to run_delay. So the RUNNABLE time that ends now
+ * is that difference, as schedstat counts it. Without the runqueue (a
+ * kernel without group scheduling, where cfs_rq has no rq), now.
+ */
+static __always_inline __u64 queued_at(struct tb_slot *s, struct task_struct *p,
+				       __u64 now)
+{
+	__u64 span = now > s->since ? now - s->since : 0, queued, clock, q;
+	struct rq *rq;
+
+	if (!bpf_core_field_exists(struct cfs_rq, rq))
+		return now;
+	rq = BPF_CORE_READ(p, se.cfs_rq, rq);
+	queued = BPF_CORE_READ(p, sched_info.last_queued);
+	if (!rq || !queued)
+		return now;
+	clock = BPF_CORE_READ(rq, clock);
+	q = clock > queued ? clock - queued : 0;
+	return now - (q < span ? q : span);
+}
+
+static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
+				      __u64 now)
 {
 	/* It resumes in the syscall it was in when it switched out. */
 	__u32 in_socket = s->state != TB_ST_UNKNOWN && s->wait == TB_W_SOCKET;
@@ -448,8 +492,16 @@ static __always_inline void switch_in(struct tb_slot *s, __u64 now)
 	s->flags = in_socket ? s->flags | TB_SF_IN_SOCKET : s->flags & ~TB_SF_IN_SOCKET;
 	if (s->state == TB_ST_ONCPU)	/* missed its switch-out */
 		__sync_fetch_and_add(&counters.sched_missed, 1);
+	/*
+	 * Still BLOCKED: its waking came while it was on its way to sleep
+	 * (on another CPU, before its switch-out), or was missed. The wait
+	 * ends at the enqueue; the waker, if seen, is in wk_*.
+	 */
 	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, NULL, now);	/* missed the wakeup */
+		close_blocked(s, NULL, queued_at(s, p, now));
+	/* Woken: from the waking to the enqueue it was not yet waiting for a CPU. */
+	else if (s->state == TB_ST_RUNNABLE && (s->flags & TB_SF_WOKEN))
+		close_interval(s, s->wk_own, s->wk_cp, queued_at(s, p, now));
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
 		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now);
 	s->state = TB_ST_ONCPU;
@@ -471,16 +523,39 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	if (out && out->state != TB_ST_EXITED)
 		switch_out(out, prev, preempt, prev_state, now);
 	if (in && in->state != TB_ST_EXITED)
-		switch_in(in, now);
+		switch_in(in, next, now);
 	return 0;
 }
 
-/* Runs in the waker's context: the only place that knows who it is. */
+/*
+ * p is not running and not waiting for a CPU: off its runqueue, or left on
+ * it until its next pick (DELAY_DEQUEUE, Linux 6.12: se.sched_delayed).
+ */
+static __always_inline int asleep(struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, on_cpu))
+		return 0;
+	if (!BPF_CORE_READ(p, on_rq))
+		return 1;
+	return bpf_core_field_exists(p->se.sched_delayed) &&
+	       BPF_CORE_READ(p, se.sched_delayed);
+}
+
+/*
+ * Runs in the waker's context: the only place that knows who it is. The
+ * wait ends here too (no sched_wakeup program: one tracepoint less on
+ * every wakeup of every task of the node). sched_wakeup came after the
+ * enqueue, under the wakee's runqueue lock; the waking comes before, under
+ * its pi_lock only, so the thread may not have switched out yet (then it
+ * still reads ONCPU here, and switch_in closes the wait), and the time
+ * until the enqueue is given back to the wait at switch_in.
+ */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
 	struct tb_slot *s = task_slot(p, NULL);
 	__u32 kind, idx = 0;
+	__u64 now;
 
 	if (!s)
 		return 0;
@@ -488,29 +563,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (kind == TB_WK_NONE)
 		kind = task_slot(bpf_get_current_task_btf(), &idx) ?
 			TB_WK_TRACED : TB_WK_UNTRACED;
+	now = bpf_ktime_get_ns();
 	s->wk_kind = kind;
 	s->wk_slot = idx;
-	s->wk_ts = bpf_ktime_get_ns();
-	return 0;
-}
-
-/* Under the wakee's runqueue lock, so ordered after its switch-out. */
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(on_wakeup, struct task_struct *p)
-{
-	struct tb_slot *s = task_slot(p, NULL);
-
-	if (!s)
-		return 0;
-	if (s->state == TB_ST_UNKNOWN) {
-		/* Blocked since registration: learn why from the task now. */
+	s->wk_ts = now;
+	if (s->state == TB_ST_UNKNOWN && asleep(p)) {
+		/* Asleep since registration: learn why from the task now. */
 		s->wait = task_wait_reason(p);
 		s->state = TB_ST_BLOCKED;
 	}
-	if (s->state != TB_ST_BLOCKED)
-		return 0;	/* woken before it slept: no wait happened */
+	if (TB_READ_ONCE(s->state) != TB_ST_BLOCKED)
+		return 0;	/* woken before it slept, or as it goes to sleep */
 	write_begin(s);
-	close_blocked(s, p, bpf_ktime_get_ns());
+	close_blocked(s, p, now);
+	s->flags |= TB_SF_WOKEN;
 	write_end(s);
 	return 0;
 }

@@ -119,6 +119,7 @@ enum tb_waker {
 /* Slot flags. */
 #define TB_SF_IN_SOCKET 0x1	/* switched in while inside an inet-socket syscall */
 #define TB_SF_WRITES	0x2	/* blocked in a syscall that writes (tb_syscall_writes) */
+#define TB_SF_WOKEN	0x4	/* RUNNABLE since a waking closed its wait (wk_own, wk_cp) */
 
 /* Process roles. BPF only needs WORKER (it makes waits data_wait). */
 enum tb_role {
@@ -192,6 +193,8 @@ struct tb_slot {
 	__u8 legacy_exit;	/* torch < 2.0: an exit op runs, the bracket closes at its return */
 	__u8 fetcher;		/* it has fetched from a DataLoader: steps start at fetches */
 	__u8 named;		/* a fetch or an optimizer call was named: phases are told */
+	__u8 wk_own;		/* the categories of the wait the last waking closed: */
+	__u8 wk_cp;		/* switch_in gives them the time until the enqueue */
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	__u64 wio[TB_NPHASE];	/* of ph's io, blocked in syscalls that write */

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import TRAINBPF, run_trainbpf, workload
 
-OUR_PROGS = {"on_switch", "on_waking", "on_wakeup", "on_fork", "on_exec", "on_exit"}
+OUR_PROGS = {"on_switch", "on_waking", "on_fork", "on_exec", "on_exit"}
 
 
 def programs():

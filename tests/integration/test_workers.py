@@ -32,11 +32,10 @@ Tolerances, from the model:
   widening the window. A read still blocked at the window's end has not
   been woken yet, so it counts as idle until then (docs/model.md: a wait
   open at a boundary counts as what it looked like): the lower bound
-  leaves such a read out. Each wait also carries the wakeup-path skew
-  between trainbpf's and schedstat's clocks: trainbpf ends a wait at the
-  sched_wakeup tracepoint, run_delay starts at the enqueue before it, and
-  on this VM a wakeup sent to an idle vCPU takes a host round trip in
-  between. SKEW_PER_WAKEUP is measured, not derived: with the exact CPU
+  leaves such a read out. Each wait also carries a wakeup-path skew
+  between trainbpf's clock and the truth's (the read's wall time on
+  CLOCK_MONOTONIC, less its run time and run_delay, which the kernel
+  counts on the runqueue's clock). SKEW_PER_WAKEUP is measured, not derived: with the exact CPU
   clock in the truth, trainbpf's data_wait ran up to ~100 us a wait above
   it (20 us in test_accuracy.py, whose waits are not woken across CPUs). A waitpid(2) on a worker that is still exiting may
   count as data_wait too (a worker woke it): the upper bound includes it.
