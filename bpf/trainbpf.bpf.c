@@ -458,32 +458,72 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 }
 
 /*
- * When p, being switched in now, was put on its runqueue. The enqueue
- * stamped sched_info.last_queued with the runqueue's clock, which was last
- * read as this schedule() began; right after this tracepoint the kernel
- * adds their difference to run_delay. So the RUNNABLE time that ends now
- * is that difference, as schedstat counts it. Without the runqueue (a
- * kernel without group scheduling, where cfs_rq has no rq), now.
+ * Where the runqueue's clock stands against ours, per CPU. The enqueue
+ * stamps sched_info.last_queued with rq->clock (sched_clock, raw); we count
+ * on bpf_ktime_get_ns (CLOCK_MONOTONIC). The two differ by an offset that
+ * only drifts (NTP slews ours by at most 500 ppm). schedule() reads the
+ * runqueue's clock afresh before it picks, except after a wakeup
+ * preemption (rq_clock_skip_update: waking an idle CPU is one): then
+ * rq->clock still holds the enqueue's reading and now - clock overstates
+ * the offset by the whole wait. So the offset is the least now - clock
+ * seen lately, allowed to rise by 1/1024 of the time since (~1000 ppm,
+ * more than any slew) so that a drift is followed.
  */
-static __always_inline __u64 queued_at(struct tb_slot *s, struct task_struct *p,
-				       __u64 now)
+struct tb_rq_clock {
+	__s64 off;	/* now - rq->clock, least seen */
+	__u64 at;	/* when it was seen; 0: never */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tb_rq_clock);
+} rq_clock SEC(".maps");
+
+/* At a traced switch on this CPU (p: prev or next, on this CPU's runqueue). */
+static __always_inline struct tb_rq_clock *rq_clock_seen(struct task_struct *p,
+							   __u64 now)
 {
-	__u64 span = now > s->since ? now - s->since : 0, queued, clock, q;
+	struct tb_rq_clock *c;
+	__u32 zero = 0;
 	struct rq *rq;
+	__s64 o;
 
 	if (!bpf_core_field_exists(struct cfs_rq, rq))
-		return now;
+		return NULL;	/* no group scheduling: no way to the runqueue */
+	c = bpf_map_lookup_elem(&rq_clock, &zero);
 	rq = BPF_CORE_READ(p, se.cfs_rq, rq);
-	queued = BPF_CORE_READ(p, sched_info.last_queued);
-	if (!rq || !queued)
+	if (!c || !rq)
+		return NULL;
+	o = (__s64)(now - BPF_CORE_READ(rq, clock));
+	if (!c->at || o <= c->off + (__s64)((now - c->at) >> 10)) {
+		c->off = o;
+		c->at = now;
+	}
+	return c;
+}
+
+/*
+ * When p, being switched in now, was put on its runqueue, on our clock:
+ * the RUNNABLE time before it is not a wait for a CPU (the kernel counts
+ * run_delay from there too). Unknown (no offset seen, or not stamped), now.
+ */
+static __always_inline __u64 queued_at(struct tb_slot *s, struct task_struct *p,
+				       struct tb_rq_clock *c, __u64 now)
+{
+	__u64 queued = BPF_CORE_READ(p, sched_info.last_queued), q;
+
+	if (!c || !queued)
 		return now;
-	clock = BPF_CORE_READ(rq, clock);
-	q = clock > queued ? clock - queued : 0;
-	return now - (q < span ? q : span);
+	q = queued + c->off;
+	if (q > now)
+		return now;
+	return q > s->since ? q : s->since;
 }
 
 static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
-				      __u64 now)
+				      struct tb_rq_clock *c, __u64 now)
 {
 	/* It resumes in the syscall it was in when it switched out. */
 	__u32 in_socket = s->state != TB_ST_UNKNOWN && s->wait == TB_W_SOCKET;
@@ -498,10 +538,10 @@ static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
 	 * ends at the enqueue; the waker, if seen, is in wk_*.
 	 */
 	if (s->state == TB_ST_BLOCKED)
-		close_blocked(s, NULL, queued_at(s, p, now));
+		close_blocked(s, NULL, queued_at(s, p, c, now));
 	/* Woken: from the waking to the enqueue it was not yet waiting for a CPU. */
 	else if (s->state == TB_ST_RUNNABLE && (s->flags & TB_SF_WOKEN))
-		close_interval(s, s->wk_own, s->wk_cp, queued_at(s, p, now));
+		close_interval(s, s->wk_own, s->wk_cp, queued_at(s, p, c, now));
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
 		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now);
 	s->state = TB_ST_ONCPU;
@@ -514,16 +554,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	struct tb_slot *out = task_slot(prev, NULL), *in = task_slot(next, NULL);
+	struct tb_rq_clock *c;
 	__u64 now;
 
 	if (!out && !in)
 		return 0;
 	/* One instant: prev stops running exactly when next starts. */
 	now = bpf_ktime_get_ns();
+	c = rq_clock_seen(in ? next : prev, now);
 	if (out && out->state != TB_ST_EXITED)
 		switch_out(out, prev, preempt, prev_state, now);
 	if (in && in->state != TB_ST_EXITED)
-		switch_in(in, next, now);
+		switch_in(in, next, c, now);
 	return 0;
 }
 

@@ -5,8 +5,10 @@ processes run. Paths are relative to the repository root.
 """
 import json
 import os
+import signal
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -66,6 +68,52 @@ def threads_by_tid(report):
 
 def lifetime_ns(truth_thread):
     return truth_thread["end_ns"] - truth_thread["start_ns"]
+
+
+def ensure_tracefs():
+    if not os.path.exists("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
+
+
+def attached(bt):
+    """bpftrace holds its two programs: its fds' fdinfo name them."""
+    progs = 0
+    try:
+        fds = os.listdir(f"/proc/{bt.pid}/fdinfo")
+    except OSError:
+        return False  # exited meanwhile
+    for fd in fds:
+        try:
+            with open(f"/proc/{bt.pid}/fdinfo/{fd}") as f:
+                progs += any(l.startswith("prog_id:") for l in f)
+        except OSError:
+            pass
+    return progs >= 2
+
+
+def kill_group(bt):
+    try:
+        os.killpg(bt.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    bt.wait()
+
+
+def start_bpftrace(script, tries=2, timeout=60):
+    """bpftrace, attached. It runs clang to find include paths, and that
+    child was seen to spin forever now and then: give it its own session
+    (no child may outlive the test and hold our pipes) and one more try."""
+    for _ in range(tries):
+        bt = subprocess.Popen(["bpftrace", str(script)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline and bt.poll() is None and not attached(bt):
+            time.sleep(0.1)
+        if bt.poll() is None and attached(bt):
+            return bt
+        kill_group(bt)
+    raise AssertionError("bpftrace did not attach (twice)")
 
 
 @pytest.fixture

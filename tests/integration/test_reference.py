@@ -14,15 +14,13 @@ stretch differs by about a microsecond between them (measured: 1.3 us per
 I/O for the thread doing 3456 O_DIRECT reads).
 """
 import json
-import os
 import re
 import signal
-import subprocess
-import time
 
 import pytest
 
-from conftest import disk_dir, threads_by_tid, trace_json, workload
+from conftest import (disk_dir, ensure_tracefs, kill_group, start_bpftrace,
+                      threads_by_tid, trace_json, workload)
 
 # A switch-out with no switch-in before it: the kernel started the thread
 # with no sched_switch naming it (a few times per 10k switches here;
@@ -45,52 +43,6 @@ tracepoint:sched:sched_switch /strncmp(args->prev_comm, "tb_", 3) == 0 || args->
     @rt[args->prev_pid] = curtask->se.sum_exec_runtime;
 }
 '''
-
-
-def ensure_tracefs():
-    if not os.path.exists("/sys/kernel/tracing/events"):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
-
-
-def attached(bt):
-    """bpftrace holds its two programs: its fds' fdinfo name them."""
-    progs = 0
-    try:
-        fds = os.listdir(f"/proc/{bt.pid}/fdinfo")
-    except OSError:
-        return False  # exited meanwhile
-    for fd in fds:
-        try:
-            with open(f"/proc/{bt.pid}/fdinfo/{fd}") as f:
-                progs += any(l.startswith("prog_id:") for l in f)
-        except OSError:
-            pass
-    return progs >= 2
-
-
-def kill_group(bt):
-    try:
-        os.killpg(bt.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    bt.wait()
-
-
-def start_bpftrace(script, tries=2, timeout=60):
-    """bpftrace, attached. It runs clang to find include paths, and that
-    child was seen to spin forever now and then: give it its own session
-    (no child may outlive the test and hold our pipes) and one more try."""
-    for _ in range(tries):
-        bt = subprocess.Popen(["bpftrace", str(script)], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-        deadline = time.time() + timeout
-        while time.time() < deadline and bt.poll() is None and not attached(bt):
-            time.sleep(0.1)
-        if bt.poll() is None and attached(bt):
-            return bt
-        kill_group(bt)
-    raise AssertionError("bpftrace did not attach (twice)")
 
 
 PROBE_ORDER = 3e-6

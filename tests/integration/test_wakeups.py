@@ -1,57 +1,104 @@
-"""Wakeups across CPUs, tens of thousands a second, against schedstat.
+"""Wakeups across CPUs, tens of thousands a second, against bpftrace.
 
 trainbpf ends a wait at the waker's sched_waking, where it learns who woke
 the thread, and gives the time from there to the enqueue back to the wait
-at the switch-in (docs/model.md): the kernel counts run_delay from the
-enqueue. A wakeup sent to another CPU, idle or not, spends microseconds
-between the two (tens on this VM when the vCPU has to be woken by the
-host); counted as runqueue, the 30,000-odd wakeups a second of
-tests/workloads/pingpong.c would move several points of each thread's life
-from its wait to runqueue. Some wakings also come while the wakee is still
-on its way to sleep (its partner answers that fast); those waits end at
-the switch-in, at the enqueue the kernel recorded.
+at the switch-in (docs/model.md): the enqueue is where a wait for a CPU
+starts. A wakeup sent to another CPU spends microseconds between the two
+(tens on this VM when the vCPU has to be woken by the host); counted as
+runqueue, the 25,000-odd wakeups a second of tests/workloads/pingpong.c
+(a thread and a worker process, pinned to CPUs 0 and 1, handing a byte
+back and forth) would move a third of each thread's life from its wait to
+runqueue. Some wakings also come while the wakee is still on its way to
+sleep (its partner answers that fast); those waits end at the switch-in,
+at the enqueue the kernel recorded.
 
-Tolerance, as in test_schedstat.py: 2 points of the thread's life for
-each figure, plus the host's steal during the run (all CPUs together) where
-the vCPU can be stolen from a running thread (cpu to trainbpf, to neither
-of schedstat's figures). Both threads are pinned, each to its own CPU, so
-no wakeup preempts (the other CPU is idle but for its partner): the
-rq_clock_skip_update skew of test_schedstat.py does not arise.
+The reference is bpftrace timing the enqueue itself: sched_wakeup fires
+right after it, on the wakee's CPU, under its runqueue lock. Not
+schedstat: when a wakeup preempts (waking an idle CPU does), schedule()
+skips its clock update (rq_clock_skip_update) and run_delay misses the
+time from the enqueue to the switch-in, which schedstat gives to the
+task's CPU time instead (test_schedstat.py's skew).
 
-The truth is the kernel's: life from the thread's first to last
-instruction, cpu and runqueue from its schedstat read last, and the rest
-(life - cpu - runqueue) blocked in read(2), which is the one wait each
-thread has: tb_ping is fed by a worker process (data_wait), tb_pong by
-its parent's thread (lock).
+Tolerance, per wakeup (PER_WAKEUP): trainbpf places the enqueue by the
+runqueue clock's reading at it (sched_info.last_queued), earlier than
+sched_wakeup by the enqueue's own work, plus the offset between that clock
+and its own, which it takes as the least seen at a switch (later than the
+true offset by the quickest pick); bpftrace stamps the wakeup after the
+enqueue and after trainbpf's and its own programs for it. A microsecond
+or two each way on this VM; with the mistake this test exists for, 20 us
+or more. Plus 2 ms per thread for the tails the tools see differently
+(the renames that start bpftrace's view, the exit).
 """
 import json
+import re
+import signal
 
-from conftest import steal_s, threads_by_tid, trace_json, workload
+from conftest import (ensure_tracefs, kill_group, start_bpftrace, threads_by_tid,
+                      trace_json, workload)
 
-TOL_PP = 2.0
+PER_WAKEUP = 3e-6
+TAILS = 0.002
 WAIT = {"tb_ping": "data_wait", "tb_pong": "lock"}
 
+# Runnable from the enqueue (sched_wakeup) or a preemption (a switch-out
+# still TASK_RUNNING: prev_state 0, or TASK_REPORT_MAX) to the switch-in;
+# blocked from a sleeping switch-out to the enqueue. A wakeup of a thread
+# not yet switched out (woken as it went to sleep) leaves it running: its
+# switch-out decides again.
+SCRIPT = r'''
+tracepoint:sched:sched_wakeup /strncmp(args->comm, "tb_p", 4) == 0/ {
+    if (@slept[args->pid]) {
+        @blk[args->pid] += nsecs - @slept[args->pid];
+        delete(@slept[args->pid]);
+    }
+    @queued[args->pid] = nsecs;
+    @wakeups[args->pid] += 1;
+}
+tracepoint:sched:sched_switch /strncmp(args->prev_comm, "tb_p", 4) == 0/ {
+    if ((args->prev_state & 0xff) == 0) {
+        @queued[args->prev_pid] = nsecs;
+    } else {
+        delete(@queued[args->prev_pid]);
+        @slept[args->prev_pid] = nsecs;
+    }
+}
+tracepoint:sched:sched_switch /strncmp(args->next_comm, "tb_p", 4) == 0/ {
+    if (@queued[args->next_pid]) {
+        @rq[args->next_pid] += nsecs - @queued[args->next_pid];
+        delete(@queued[args->next_pid]);
+    }
+}
+'''
 
-def test_cross_cpu_wakeups_match_schedstat(tmp_path):
-    out = tmp_path / "truth.json"
-    steal0 = steal_s()
-    report, _ = trace_json([workload("pingpong"), "-d", "3", "-o", str(out)])
-    steal = steal_s() - steal0
+
+def sums(stdout, name):
+    return {int(t): int(v) for t, v in re.findall(rf"@{name}\[(\d+)\]: (\d+)", stdout)}
+
+
+def test_cross_cpu_wakeups_match_bpftrace(tmp_path):
+    ensure_tracefs()
+    script = tmp_path / "wakeups.bt"
+    script.write_text(SCRIPT)
+    bt = start_bpftrace(script)
+    try:
+        out = tmp_path / "truth.json"
+        report, _ = trace_json([workload("pingpong"), "-d", "3", "-o", str(out)])
+        bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
+        stdout, _ = bt.communicate(timeout=60)
+    finally:
+        kill_group(bt)
+    rq, blk, wakeups = sums(stdout, "rq"), sums(stdout, "blk"), sums(stdout, "wakeups")
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
     for tt in truth["threads"]:
-        _, t = tids[tt["tid"]]
-        ours = t["time_s"]
-        life = (tt["end_ns"] - tt["start_ns"]) / 1e9
-        cpu, rq = tt["cpu_ns"] / 1e9, tt["rq_ns"] / 1e9
-        blocked = life - cpu - rq
-        tol = TOL_PP / 100 * life
-        what = f"{tt['name']} ({tt['calls']} wakeups, life {life:.3f}s, steal {steal:.3f}s)"
-        assert tt["calls"] > 1000, f"{what}: too few wakeups to tell anything"
-        assert abs(ours["runqueue"] - rq) <= tol + steal, \
-            f"{what}: runqueue {ours['runqueue']:.4f}s vs run_delay {rq:.4f}s"
-        assert abs(ours["cpu"] + ours["runqueue"] - cpu - rq) <= tol + steal, \
-            f"{what}: cpu+runqueue {ours['cpu'] + ours['runqueue']:.4f}s vs {cpu + rq:.4f}s"
+        tid = tt["tid"]
+        ours = tids[tid][1]["time_s"]
+        n = wakeups.get(tid, 0)
+        tol = TAILS + PER_WAKEUP * n
+        what = f"{tt['name']} ({n} wakeups, life {(tt['end_ns'] - tt['start_ns']) / 1e9:.3f}s)"
+        assert n > 1000, f"{what}: too few wakeups to tell anything"
+        assert abs(ours["runqueue"] - rq.get(tid, 0) / 1e9) <= tol, \
+            f"{what}: runqueue {ours['runqueue']:.4f}s vs bpftrace {rq.get(tid, 0) / 1e9:.4f}s"
         wait = WAIT[tt["name"]]
-        assert abs(ours[wait] - blocked) <= tol + steal, \
-            f"{what}: {wait} {ours[wait]:.4f}s vs blocked {blocked:.4f}s ({ours})"
+        assert abs(ours[wait] - blk.get(tid, 0) / 1e9) <= tol, \
+            f"{what}: {wait} {ours[wait]:.4f}s vs bpftrace {blk.get(tid, 0) / 1e9:.4f}s ({ours})"
