@@ -486,14 +486,13 @@ static int merge_pass(struct epochs *ep, const struct job *job, const bool *firs
 
 void ep_gens_merge_older(struct epochs *ep, const struct job *job)
 {
-	int n = ep->ngens, half = n / 2, k = 0, *map = xcalloc(n, sizeof(int));
+	int n = ep->ngens, half = n / 2, k = 0, left = n, *map = xcalloc(n, sizeof(int));
 	bool *first = xcalloc(n, sizeof(bool)), *last = xcalloc(n, sizeof(bool));
 	bool *gone = xcalloc(n, sizeof(bool));
 
 	firsts_lasts(ep, first, last);
-	for (enum gen_pass pass = GP_SAME_PARENT; pass <= GP_ENDED && n > EP_MAX_GENS; pass++)
-		n -= merge_pass(ep, job, first, last, gone, map, half, pass);
-	n = ep->ngens;
+	for (enum gen_pass pass = GP_SAME_PARENT; pass <= GP_ENDED && left > EP_MAX_GENS; pass++)
+		left -= merge_pass(ep, job, first, last, gone, map, half, pass);
 	for (int g = 0; g < n; g++)
 		if (!gone[g]) {
 			ep->gens[k] = ep->gens[g];
