@@ -5,6 +5,7 @@ processes run. Paths are relative to the repository root.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -114,6 +115,32 @@ def start_bpftrace(script, tries=2, timeout=60):
             return bt
         kill_group(bt)
     raise AssertionError("bpftrace did not attach (twice)")
+
+
+def bpftrace_maps(stdout):
+    """bpftrace's maps as it prints them at exit, those keyed by one
+    integer (a tid): {name: {key: value}}."""
+    maps = {}
+    for name, key, value in re.findall(r"@(\w+)\[(\d+)\]: (\d+)", stdout):
+        maps.setdefault(name, {})[int(key)] = int(value)
+    return maps
+
+
+def trace_json_beside_bpftrace(tmp_path, script, cmd):
+    """cmd under trainbpf (trace_json) while bpftrace runs script beside
+    it, attached before cmd starts and stopped after trainbpf's report.
+    Returns (report, bpftrace_maps)."""
+    ensure_tracefs()
+    path = tmp_path / "reference.bt"
+    path.write_text(script)
+    bt = start_bpftrace(path)
+    try:
+        report, _ = trace_json(cmd)
+        bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
+        stdout, _ = bt.communicate(timeout=60)
+    finally:
+        kill_group(bt)
+    return report, bpftrace_maps(stdout)
 
 
 @pytest.fixture

@@ -14,13 +14,10 @@ stretch differs by about a microsecond between them (measured: 1.3 us per
 I/O for the thread doing 3456 O_DIRECT reads).
 """
 import json
-import re
-import signal
 
 import pytest
 
-from conftest import (disk_dir, ensure_tracefs, kill_group, start_bpftrace,
-                      threads_by_tid, trace_json, workload)
+from conftest import disk_dir, threads_by_tid, trace_json_beside_bpftrace, workload
 
 # A switch-out with no switch-in before it: the kernel started the thread
 # with no sched_switch naming it (a few times per 10k switches here;
@@ -50,20 +47,11 @@ PROBE_ORDER = 3e-6
 
 @pytest.mark.parametrize("hogs", [0, 3])
 def test_oncpu_matches_bpftrace(tmp_path, hogs):
-    ensure_tracefs()
-    script = tmp_path / "oncpu.bt"
-    script.write_text(SCRIPT)
-    bt = start_bpftrace(script)
-    try:
-        out = tmp_path / "truth.json"
-        report, _ = trace_json([workload("mixed"), "-d", "3", "-o", str(out),
-                                "-D", disk_dir(), "-c", str(hogs)])
-        bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
-        stdout, _ = bt.communicate(timeout=60)
-    finally:
-        kill_group(bt)
-    ref = {int(t): int(ns) for t, ns in re.findall(r"@cpu\[(\d+)\]: (\d+)", stdout)}
-    unseen = {int(t): int(ns) for t, ns in re.findall(r"@unseen\[(\d+)\]: (\d+)", stdout)}
+    out = tmp_path / "truth.json"
+    report, maps = trace_json_beside_bpftrace(
+        tmp_path, SCRIPT, [workload("mixed"), "-d", "3", "-o", str(out),
+                           "-D", disk_dir(), "-c", str(hogs)])
+    ref, unseen = maps.get("cpu", {}), maps.get("unseen", {})
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
     for tt in truth["threads"]:

@@ -30,11 +30,8 @@ or more. Plus 2 ms per thread for the tails the tools see differently
 (the renames that start bpftrace's view, the exit).
 """
 import json
-import re
-import signal
 
-from conftest import (ensure_tracefs, kill_group, start_bpftrace, threads_by_tid,
-                      trace_json, workload)
+from conftest import threads_by_tid, trace_json_beside_bpftrace, workload
 
 PER_WAKEUP = 3e-6
 TAILS = 0.002
@@ -71,23 +68,11 @@ tracepoint:sched:sched_switch /strncmp(args->next_comm, "tb_p", 4) == 0/ {
 '''
 
 
-def sums(stdout, name):
-    return {int(t): int(v) for t, v in re.findall(rf"@{name}\[(\d+)\]: (\d+)", stdout)}
-
-
 def test_cross_cpu_wakeups_match_bpftrace(tmp_path):
-    ensure_tracefs()
-    script = tmp_path / "wakeups.bt"
-    script.write_text(SCRIPT)
-    bt = start_bpftrace(script)
-    try:
-        out = tmp_path / "truth.json"
-        report, _ = trace_json([workload("pingpong"), "-d", "3", "-o", str(out)])
-        bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
-        stdout, _ = bt.communicate(timeout=60)
-    finally:
-        kill_group(bt)
-    rq, blk, wakeups = sums(stdout, "rq"), sums(stdout, "blk"), sums(stdout, "wakeups")
+    out = tmp_path / "truth.json"
+    report, maps = trace_json_beside_bpftrace(
+        tmp_path, SCRIPT, [workload("pingpong"), "-d", "3", "-o", str(out)])
+    rq, blk, wakeups = maps.get("rq", {}), maps.get("blk", {}), maps.get("wakeups", {})
     truth = json.loads(out.read_text())
     tids = threads_by_tid(report)
     for tt in truth["threads"]:
