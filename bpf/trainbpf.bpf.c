@@ -688,9 +688,11 @@ static __always_inline void emit(__u32 type, struct task_struct *p, __s32 code,
 	 * User space drains on its own clock, except after a fork: a new
 	 * generation of DataLoader workers starts an epoch, and the totals
 	 * it splits are best read at once (user space refreshes at most
-	 * every few ms however many forks wake it).
+	 * every few ms however many forks wake it). And after a library to
+	 * probe is mapped: the job may call into it within milliseconds.
 	 */
-	bpf_ringbuf_submit(e, type == TB_EV_FORK ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, type == TB_EV_FORK || type == TB_EV_LIBRARY ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
@@ -801,3 +803,4 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 #include "gpu_api.bpf.h"
 #include "torch.bpf.h"
 #include "output.bpf.h"
+#include "libraries.bpf.h"

@@ -208,8 +208,11 @@ struct tb_slot {
 /* The value of the task-local storage: which slot a task owns. */
 struct tb_task {
 	__u32 slot;
-	__u32 pad;
+	__u32 flags;		/* TB_TF_* */
 };
+
+/* Inside an mmap of a probed library's code (bpf/libraries.bpf.h). */
+#define TB_TF_LIB_MAP 0x1
 
 /* Per traced process, keyed by tgid. */
 struct tb_proc {
@@ -223,6 +226,7 @@ enum tb_ev_type {
 	TB_EV_EXIT,	/* the last thread of a process exited */
 	TB_EV_MARK,	/* a "TRAINBPF epoch|step N" write (trainbpf_mark.h) */
 	TB_EV_TEXT,	/* the start of a write to stdout or stderr */
+	TB_EV_LIBRARY,	/* a traced process mapped a probed library's code */
 };
 
 /* The head of a write(2) by a traced thread (bpf/output.bpf.h). */

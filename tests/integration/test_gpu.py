@@ -39,6 +39,12 @@ EPS_NS = 1000              # per call: the report's rounding, with room
 BLOCK_US = 2000            # every blocking stand-in call (sync and NCCL)
 PROBES_WAIT_MS = 20000     # the longest a job waits for its probes
 DISCOVERY_MS = 1000        # the contract: new libraries probed within 1 s
+# Mapped while the process's code keeps growing, a library named like one
+# to probe wakes trainbpf (bpf/libraries.bpf.h), which then reads the maps,
+# the new files' symbols and attaches: its scheduling on a loaded 2-CPU VM
+# (tens of ms), a few ms each for the rest. Paced looks (every 800 ms while
+# the code grows) took 167-856 ms in 4 runs.
+DISCOVERY_WOKEN_MS = 150
 FAKE_DIR = workload("fakecuda")
 LIBS = {"cuda": "libcuda.so.1", "cudart": "libcudart.so.13", "nccl": "libnccl.so.2"}
 FAKE_NCCL_VERSION = "2.27.3"   # fakecuda/nccl.c's "NCCL version" string
@@ -288,6 +294,26 @@ def test_loaded_after_attach(tmp_path):
         f"libraries probed {truth['probes_ms']} ms after dlopen (-1: not in {DISCOVERY_MS} ms)"
     check_job(report, truth)
     check_libs(report, truth["pid"], fake_paths())
+
+
+def test_loaded_while_loading(tmp_path):
+    # As test_loaded_after_attach, while the job maps more code every 10 ms
+    # from its start (--loading), as import torch does before torch trains.
+    truth_path = tmp_path / "truth.json"
+    job = subprocess.Popen([workload("gpujob-dl"), "--wait-ms", "3000", *dl_args(FAKE_DIR),
+                            *gpujob_args(truth_path, wait_probes=False),
+                            "--wait-probes", str(DISCOVERY_MS), "--loading"])
+    try:
+        r = run_trainbpf(["-i", "0", "--format", "json", "-p", str(job.pid)], timeout=120)
+    finally:
+        job.wait(timeout=120)
+    assert r.returncode == 0, r.stderr
+    report, truth = json.loads(r.stdout), json.loads(truth_path.read_text())
+    assert report["window"]["start_unix_s"] < truth["load_unix_ns"] / 1e9, \
+        "trainbpf attached after the libraries were loaded: nothing to discover"
+    assert 0 <= truth["probes_ms"] <= DISCOVERY_WOKEN_MS, \
+        f"libraries probed {truth['probes_ms']} ms after dlopen (-1: not in {DISCOVERY_MS} ms)"
+    check_job(report, truth)
 
 
 def test_two_copies(tmp_path):

@@ -29,10 +29,14 @@
  *          [--comm-init [--rank R] [--nranks N]] [--wait-ms M]
  *          [--loop-delay-ms D] [--dlopen DIR [--cudart NAME] [--cuda NAME]
  *          [--nccl NAME]]
- *          [--wait-probes MS [--launch-probes]]
+ *          [--wait-probes MS [--launch-probes]] [--loading]
  * --mode: how the stand-ins block (spin on the clock, or nanosleep).
  * --wait-ms: sleep first (a tracer attaches); --loop-delay-ms: sleep after
  * loading the libraries, before the loop.
+ * --loading: from the start until the probes are seen, map the program's
+ * own code anew every 10 ms, as a loader at work does (import torch maps
+ * hundreds of files over seconds): the libraries are dlopened while the
+ * process's code keeps growing.
  * --wait-probes: after loading, wait (at most MS) until every function
  * it calls that trainbpf probes (with --launch-probes, the launch calls
  * too) has a uprobe: an int3 (0xcc) in place of its first byte, which the
@@ -75,13 +79,16 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #include "fakecuda/fakecuda.h"
 #include "workload.h"
 
@@ -179,7 +186,7 @@ struct comm_rec {
 
 static struct {
 	int steps, threads, launches, sleep_mode, comm_init, rank, nranks;
-	int launch_probes;
+	int launch_probes, loading;
 	long long cpu_ns, sync_ns, nccl_ns, wait_ms, loop_delay_ms, wait_probes_ms;
 	const char *truth, *dir, *cudart, *cuda, *nccl;
 } g_opt = { .steps = 10, .threads = 1, .cpu_ns = 1000000, .sync_ns = 2000000,
@@ -481,6 +488,25 @@ static const void *api_fn(enum api a)
 	}
 }
 
+static volatile int g_probes_seen;
+
+/* --loading (see the top); at most a minute of it. */
+static void *keep_loading(void *arg)
+{
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	(void)arg;
+	if (fd < 0)
+		die("open /proc/self/exe");
+	for (int i = 0; i < 6000 && !g_probes_seen; i++) {
+		if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+			die("mmap");
+		sleep_ns(10 * 1000000LL);
+	}
+	close(fd);
+	return NULL;
+}
+
 /* Waits until the probed functions start with a breakpoint (see the top). */
 static void wait_probes(void)
 {
@@ -494,6 +520,7 @@ static void wait_probes(void)
 				missing += *(const volatile unsigned char *)api_fn(a) != 0xcc;
 		if (!missing) {
 			g_probes_ms = (mono_ns() - t0) / 1000000;
+			g_probes_seen = 1;
 			sleep_ns(300 * 1000000LL);
 			return;
 		}
@@ -618,7 +645,7 @@ static void usage(void)
 		"[--sync-us U] [--nccl-us U]\n  [--launches K] [--mode spin|sleep] "
 		"[--threads N] [--comm-init [--rank R] [--nranks N]]\n  [--wait-ms M] "
 		"[--loop-delay-ms D] [--dlopen DIR [--cudart NAME] [--cuda NAME] "
-		"[--nccl NAME]]\n  [--wait-probes MS [--launch-probes]]\n");
+		"[--nccl NAME]]\n  [--wait-probes MS [--launch-probes]] [--loading]\n");
 	exit(1);
 }
 
@@ -632,7 +659,7 @@ static void parse_args(int argc, char **argv)
 		{ "loop-delay-ms", 1, 0, 'W' }, { "truth", 1, 0, 'o' },
 		{ "dlopen", 1, 0, 'D' }, { "cudart", 1, 0, 'A' }, { "cuda", 1, 0, 'C' },
 		{ "nccl", 1, 0, 'N' }, { "wait-probes", 1, 0, 'P' },
-		{ "launch-probes", 0, 0, 'L' }, { 0 },
+		{ "launch-probes", 0, 0, 'L' }, { "loading", 0, 0, 'G' }, { 0 },
 	};
 	int c;
 
@@ -656,6 +683,7 @@ static void parse_args(int argc, char **argv)
 		case 'N': g_opt.nccl = optarg; break;
 		case 'P': g_opt.wait_probes_ms = num(optarg, "wait-probes", 0, 3600000); break;
 		case 'L': g_opt.launch_probes = 1; break;
+		case 'G': g_opt.loading = 1; break;
 		case 'm':
 			if (strcmp(optarg, "spin") && strcmp(optarg, "sleep"))
 				die_msg("--mode must be spin or sleep");
@@ -673,9 +701,17 @@ static void parse_args(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct thr *m = &g_thr[0];
+	pthread_t loader;
 	int mode;
 
 	parse_args(argc, argv);
+	if (g_opt.loading) {
+		if (!g_opt.wait_probes_ms)
+			die_msg("--loading needs --wait-probes");
+		errno = pthread_create(&loader, NULL, keep_loading, NULL);
+		if (errno)
+			die("pthread_create");
+	}
 	sleep_ns(g_opt.wait_ms * 1000000LL);
 	g_load_unix_ns = clock_ns(CLOCK_REALTIME);
 	load();
@@ -685,6 +721,10 @@ int main(int argc, char **argv)
 	F.fakenccl_set_block(mode, g_opt.nccl_ns);
 	if (g_opt.wait_probes_ms)
 		wait_probes();
+	if (g_opt.loading) {
+		g_probes_seen = 1;	/* or not in time: stop anyway */
+		pthread_join(loader, NULL);
+	}
 	sleep_ns(g_opt.loop_delay_ms * 1000000LL);
 
 	m->start_ns = mono_ns();

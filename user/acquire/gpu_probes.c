@@ -727,10 +727,10 @@ static void detach_gone(struct gpu_probes *gp, const struct job *job)
 
 /*
  * Maps are read when the code changed since they were last read: at once
- * if it had been still, else once it stops changing or a while has passed.
- * Until a library is probed, at every change: a job can start training
- * within a few hundred ms of loading libtorch, and steps run before the
- * probes are lost (torch 1.13's first steps were, in one CI run).
+ * if it had been still or none was read yet, else once it stops changing
+ * or a while has passed. A library named like one to probe is read at once
+ * anyway (gpu_probes_on_library): a job can train within a few hundred ms
+ * of loading libtorch, and what runs before the probes is lost.
  */
 static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
 {
@@ -738,6 +738,14 @@ static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
 		return false;
 	return !p->loading || !p->nmaps || code == p->seen_kb ||
 	       now - p->scan_ns >= SCAN_LOADING_NS;
+}
+
+/* Maps: milliseconds for a PyTorch process. */
+static void scan_now(struct gpu_probes *gp, struct gp_proc *p, uint64_t code)
+{
+	p->scan_ns = now_ns();
+	p->code_kb = code;
+	scan_process(gp, p);
 }
 
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
@@ -755,17 +763,30 @@ void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 		if (!p || now < p->next_scan_ns)
 			continue;
 		code = procfs_code_kb(r->pid);
-		if (scan_due(p, code, now)) {
-			/* Maps: milliseconds for a PyTorch process. */
-			p->scan_ns = now_ns();
-			p->code_kb = code;
-			scan_process(gp, p);
-		}
+		if (scan_due(p, code, now))
+			scan_now(gp, p, code);
 		p->loading = code != p->seen_kb;
 		p->seen_kb = code;
 		p->next_scan_ns = now + (p->loading || now - p->first_ns < SCAN_FAST_FOR_NS ?
 					 SCAN_FAST_NS : SCAN_SLOW_NS);
 	}
+}
+
+void gpu_probes_on_library(struct gpu_probes *gp, const struct job *job, pid_t pid,
+			   uint64_t now)
+{
+	const struct proc_rec *r = job_proc_const(job, pid);
+	struct gp_proc *p;
+
+	if (!gp->tr || !r || !job_proc_alive(r) || r->role == TB_ROLE_WORKER)
+		return;
+	p = proc_get(gp, pid, now);
+	if (!p)
+		return;
+	if (gp->verbose)
+		fprintf(stderr, "trainbpf: %.3f s: pid %d mapped a library to probe\n",
+			(now_ns() - gp->t0) / 1e9, pid);
+	scan_now(gp, p, procfs_code_kb(pid));
 }
 
 void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts)

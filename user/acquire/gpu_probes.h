@@ -63,9 +63,16 @@ void gpu_probes_free(struct gpu_probes *gp);
 /*
  * Finds new CUDA/NCCL code in the job's processes and probes it: each new
  * process at once and every tick for its first seconds (the dynamic loader
- * is still at work), then once a second (dlopen). Detaches from exited ones.
+ * is still at work), then once a second (dlopen), and at once when BPF says
+ * a library was mapped (gpu_probes_on_library). Detaches from exited ones.
  */
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now);
+/*
+ * pid mapped the code of a library named like one to probe (TB_EV_LIBRARY):
+ * its maps are read now, not at its next look.
+ */
+void gpu_probes_on_library(struct gpu_probes *gp, const struct job *job, pid_t pid,
+			   uint64_t now);
 /*
  * A process exec'd at ts: its old probes went with its old address space.
  * A scan that began after ts saw the new one already: its probes stay

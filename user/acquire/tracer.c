@@ -141,9 +141,10 @@ static void select_uprobe_programs(struct tracer *tr, const struct tracer_opts *
 }
 
 /*
- * The write probe is a syscall tracepoint: libbpf finds its id in tracefs,
- * which this VM does not mount at boot. Without it, no epoch markers or
- * lines; the rest works.
+ * The write and mmap probes are syscall tracepoints: libbpf finds their ids
+ * in tracefs, which this VM does not mount at boot. Without it, no epoch
+ * markers or lines, and libraries are probed at user space's next look of
+ * the maps; the rest works.
  */
 static bool tracefs_ready(void)
 {
@@ -160,20 +161,22 @@ static bool tracefs_ready(void)
 	return !access(ids[0], R_OK);
 }
 
-static void select_write_probe(struct tracer *tr, const struct tracer_opts *env)
+static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *env)
 {
 	struct trainbpf_bpf *skel = tr->skel;
+	struct bpf_program *progs[] = { skel->progs.on_write, skel->progs.on_mmap,
+					skel->progs.on_mmap_done };
 
 	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
-	if (env->no_writes) {
-		bpf_program__set_autoload(skel->progs.on_write, false);
+	if (env->no_syscalls)
+		goto none;
+	if (tracefs_ready())
 		return;
-	}
-	if (!tracefs_ready()) {
-		fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen\n");
-		bpf_program__set_autoload(skel->progs.on_write, false);
-	}
+	fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen, libraries probed at the next look only\n");
+none:
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
+		bpf_program__set_autoload(progs[i], false);
 }
 
 static int load(struct tracer *tr, const struct tracer_opts *env)
@@ -197,7 +200,7 @@ static int load(struct tracer *tr, const struct tracer_opts *env)
 		bpf_map__set_max_entries(skel->maps.states, env->states_ring_kb * 1024);
 	}
 	select_uprobe_programs(tr, env);
-	select_write_probe(tr, env);
+	select_syscall_probes(tr, env);
 	err = trainbpf_bpf__load(skel);
 	if (err) {
 		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),
@@ -466,6 +469,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 		ev = (struct tracer_event){ .kind = TR_EV_TEXT, .text = data };
 	else if (type >= TB_EV_FORK && type <= TB_EV_EXIT && len >= sizeof(*e))
 		ev = (struct tracer_event){ .kind = TR_EV_LIFECYCLE, .life = e };
+	else if (type == TB_EV_LIBRARY && len >= sizeof(*e))
+		ev = (struct tracer_event){ .kind = TR_EV_LIBRARY, .life = e };
 	else
 		return 0;
 	tr->on_event(tr->ctx, &ev);

@@ -25,6 +25,7 @@ enum tracer_ev_kind {
 	TR_EV_CALL,		/* an outermost sync, copy or NCCL call returned */
 	TR_EV_COMM,		/* an NCCL communicator made or destroyed */
 	TR_EV_PHASE,		/* a thread's training phase changed */
+	TR_EV_LIBRARY,		/* a process mapped a library to probe (.life) */
 };
 
 struct tracer_event {
@@ -82,12 +83,13 @@ struct tracer_opts {
 	unsigned int states_ring_kb;
 	bool text;		/* send the heads of writes to stdout/stderr (epoch lines) */
 	/*
-	 * No write probe at all: no epoch or step markers, no lines. A syscall
-	 * tracepoint puts every task of the machine on the slow syscall path
-	 * and runs for each of its writes (91 ns a call: serve's largest cost
-	 * beside `perf bench sched pipe`, which writes once per switch).
+	 * No syscall probe at all: no epoch or step markers, no lines, and
+	 * libraries found at the paced looks only. A syscall tracepoint puts
+	 * every task of the machine on the slow syscall path and runs for each
+	 * of its writes (91 ns a call: serve's largest cost beside `perf bench
+	 * sched pipe`, which writes once per switch).
 	 */
-	bool no_writes;
+	bool no_syscalls;
 	tracer_event_fn on_event;	/* gets every event drained, with ctx */
 	void *ctx;
 };

@@ -234,6 +234,9 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);
 		break;
+	case TR_EV_LIBRARY:
+		gpu_probes_on_library(&r->gp, &r->job, ev->life->pid, now_ns());
+		break;
 	}
 }
 
@@ -246,7 +249,7 @@ static int open_tracer(struct run *r)
 		.states = env->states, .states_ring_kb = env->states_ring_kb,
 		.text = env->epochs == EP_AUTO || env->epochs == EP_REGEX,
 		/* serve: epochs and steps from the phases, per rank; lines are a job's */
-		.no_writes = env->serve,
+		.no_syscalls = env->serve,
 		.on_event = on_event, .ctx = r,
 	};
 
