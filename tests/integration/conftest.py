@@ -137,9 +137,12 @@ def trace_json_beside_bpftrace(tmp_path, script, cmd):
     try:
         report, _ = trace_json(cmd)
         bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
-        stdout, _ = bt.communicate(timeout=60)
+        # Its own exit, not EOF: a child of its (clang, see start_bpftrace)
+        # can hold the pipes open after it (a 60 s timeout in CI, stop 20).
+        bt.wait(timeout=60)
     finally:
         kill_group(bt)
+    stdout, _ = bt.communicate(timeout=10)
     return report, bpftrace_maps(stdout)
 
 
