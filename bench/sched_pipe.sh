@@ -16,6 +16,10 @@
 #      the job it found by its command line; /metrics on an ephemeral port)
 #   R  the same with BASELINE=path/to/another/trainbpf (a build of an
 #      earlier commit): two builds of the daemon side by side in one run
+#   E  bench/build/hook_floor: empty programs on the hooks S attaches for
+#      every task of the node (tp_btf sched_switch, sched_waking, fork,
+#      exec, exit, the timer and softirq marks): the floor any design on
+#      those hooks pays, what S's own work adds is S/E
 # A tracer is started, attached (its BPF links exist) and given 0.5 s before
 # perf bench starts, and stopped (SIGINT) right after. Rounds are
 # interleaved and the order rotates each round (A B C D S, B C D S A, ...).
@@ -55,7 +59,7 @@ BPF_STATS=${BPF_STATS:-0}
 read -r -a SCEN <<< "${SCENARIOS:-A B C D S}"
 [[ " ${SCEN[*]} " == *" A "* ]] || die "SCENARIOS must include A, the baseline"
 for s in "${SCEN[@]}"; do
-	[[ $s =~ ^[ABCDSR]$ ]] || die "SCENARIOS: unknown scenario $s (A B C D S R)"
+	[[ $s =~ ^[ABCDSRE]$ ]] || die "SCENARIOS: unknown scenario $s (A B C D S R E)"
 done
 [[ " ${SCEN[*]} " != *" R "* ]] || [ -x "${BASELINE:-}" ] ||
 	die "scenario R needs BASELINE=path/to/another/trainbpf"
@@ -65,6 +69,9 @@ need_cmd perf "apt install linux-perf"
 [[ " ${SCEN[*]} " != *" D "* ]] || [ -x "$RUNQLAT" ] ||
 	die "missing $RUNQLAT (apt install libbpf-tools)"
 build_all
+if [[ " ${SCEN[*]} " == *" E "* ]]; then
+	make -C "$BENCH_DIR" -s build/hook_floor >/dev/null || die "make -C bench build/hook_floor failed"
+fi
 cd "$REPO"
 OUT=$(bench_outdir sched_pipe)
 RAW=$OUT/raw.tsv
@@ -149,6 +156,7 @@ start_tracer() {
 	   TRACER=$!; n=10 ;;
 	R) "$BASELINE" serve --listen 127.0.0.1:0 --match "^$THREADS_BIN" > "$OUT/tracer.log" 2>&1 &
 	   TRACER=$!; n=10 ;;
+	E) "$BENCH_DIR/build/hook_floor" > "$OUT/tracer.log" 2>&1 & TRACER=$!; n=11 ;;
 	esac
 	wait_links "$TRACER" "$n" 20 || die "scenario $1: tracer did not attach (see $OUT/tracer.log)"
 }
@@ -191,7 +199,8 @@ SUMMARY=$OUT/summary.md
 	echo
 	echo "A = job (threads -t 16 -r 2000) untraced; B = job traced by trainbpf;"
 	echo "C = trainbpf tracing an idle sleep (job running, untraced); D = runqlat system-wide;"
-	echo "S = trainbpf serve watching the job; R = the same, BASELINE's build (${BASELINE:-none})."
+	echo "S = trainbpf serve watching the job; R = the same, BASELINE's build (${BASELINE:-none});"
+	echo "E = empty programs on the same hooks as S (the floor)."
 	echo
 	"$PY" "$STATS" wide "$RAW" "${SCEN[@]/%/_usecs_per_op}"
 	echo
@@ -217,7 +226,7 @@ SUMMARY=$OUT/summary.md
 	echo
 	"$PY" "$STATS" wide "$RAW" "${SCEN[@]/%/_cpu_usecs_per_op}"
 	echo
-	for s in B C S R D; do
+	for s in B C S R E D; do
 		[[ " ${SCEN[*]} " == *" $s "* ]] || continue
 		case $s in
 		S | R) target=(--max-pct 3) ;;
@@ -231,6 +240,12 @@ SUMMARY=$OUT/summary.md
 		echo "This build against BASELINE's, CPU time per operation, round by round:"
 		echo
 		"$PY" "$STATS" ratios "$RAW" R_cpu_usecs_per_op S_cpu_usecs_per_op
+	fi
+	if [[ " ${SCEN[*]} " == *" S "* && " ${SCEN[*]} " == *" E "* ]]; then
+		echo
+		echo "What S adds to the floor, CPU time per operation, round by round:"
+		echo
+		"$PY" "$STATS" ratios "$RAW" E_cpu_usecs_per_op S_cpu_usecs_per_op
 	fi
 	if [[ " ${SCEN[*]} " == *" D "* ]]; then
 		echo
