@@ -275,13 +275,14 @@ def test_real_libraries(tmp_path, exe):
 
 # ------------------------------------------------------- c. discovery
 
-def test_loaded_after_attach(tmp_path):
-    # Attached first (-p); 2.5 s later the job dlopens the libraries, gives
-    # trainbpf DISCOVERY_MS to probe them, and starts its loop.
+def discovered_after_attach(tmp_path, wait_ms, *extra):
+    """gpujob-dl attached first (-p); wait_ms later it dlopens the
+    libraries, gives trainbpf DISCOVERY_MS to probe them, and starts its
+    loop. The report and the truth, checked as every run is."""
     truth_path = tmp_path / "truth.json"
-    job = subprocess.Popen([workload("gpujob-dl"), "--wait-ms", "2500", *dl_args(FAKE_DIR),
+    job = subprocess.Popen([workload("gpujob-dl"), "--wait-ms", str(wait_ms), *dl_args(FAKE_DIR),
                             *gpujob_args(truth_path, wait_probes=False),
-                            "--wait-probes", str(DISCOVERY_MS)])
+                            "--wait-probes", str(DISCOVERY_MS), *extra])
     try:
         r = run_trainbpf(["-i", "0", "--format", "json", "-p", str(job.pid)], timeout=120)
     finally:
@@ -290,30 +291,23 @@ def test_loaded_after_attach(tmp_path):
     report, truth = json.loads(r.stdout), json.loads(truth_path.read_text())
     assert report["window"]["start_unix_s"] < truth["load_unix_ns"] / 1e9, \
         "trainbpf attached after the libraries were loaded: nothing to discover"
+    check_job(report, truth)
+    return report, truth
+
+
+def test_loaded_after_attach(tmp_path):
+    report, truth = discovered_after_attach(tmp_path, 2500)
     assert 0 <= truth["probes_ms"] <= DISCOVERY_MS, \
         f"libraries probed {truth['probes_ms']} ms after dlopen (-1: not in {DISCOVERY_MS} ms)"
-    check_job(report, truth)
     check_libs(report, truth["pid"], fake_paths())
 
 
 def test_loaded_while_loading(tmp_path):
-    # As test_loaded_after_attach, while the job maps more code every 10 ms
-    # from its start (--loading), as import torch does before torch trains.
-    truth_path = tmp_path / "truth.json"
-    job = subprocess.Popen([workload("gpujob-dl"), "--wait-ms", "3000", *dl_args(FAKE_DIR),
-                            *gpujob_args(truth_path, wait_probes=False),
-                            "--wait-probes", str(DISCOVERY_MS), "--loading"])
-    try:
-        r = run_trainbpf(["-i", "0", "--format", "json", "-p", str(job.pid)], timeout=120)
-    finally:
-        job.wait(timeout=120)
-    assert r.returncode == 0, r.stderr
-    report, truth = json.loads(r.stdout), json.loads(truth_path.read_text())
-    assert report["window"]["start_unix_s"] < truth["load_unix_ns"] / 1e9, \
-        "trainbpf attached after the libraries were loaded: nothing to discover"
+    # The same while the job maps more code every 10 ms from its start
+    # (--loading), as import torch does before torch trains.
+    _, truth = discovered_after_attach(tmp_path, 3000, "--loading")
     assert 0 <= truth["probes_ms"] <= DISCOVERY_WOKEN_MS, \
         f"libraries probed {truth['probes_ms']} ms after dlopen (-1: not in {DISCOVERY_MS} ms)"
-    check_job(report, truth)
 
 
 def test_two_copies(tmp_path):

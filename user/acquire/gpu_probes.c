@@ -748,6 +748,12 @@ static void scan_now(struct gpu_probes *gp, struct gp_proc *p, uint64_t code)
 	scan_process(gp, p);
 }
 
+/* A forked data-loader worker is a copy of its parent; CUDA cannot be used across fork. */
+static bool probes_its_own(const struct proc_rec *r)
+{
+	return r && job_proc_alive(r) && r->role != TB_ROLE_WORKER;
+}
+
 void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 {
 	detach_gone(gp, job);
@@ -756,8 +762,7 @@ void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 		struct gp_proc *p;
 		uint64_t code;
 
-		/* A forked data-loader worker is a copy of its parent; CUDA cannot be used across fork. */
-		if (!job_proc_alive(r) || r->role == TB_ROLE_WORKER)
+		if (!probes_its_own(r))
 			continue;
 		p = proc_get(gp, r->pid, now);
 		if (!p || now < p->next_scan_ns)
@@ -778,7 +783,7 @@ void gpu_probes_on_library(struct gpu_probes *gp, const struct job *job, pid_t p
 	const struct proc_rec *r = job_proc_const(job, pid);
 	struct gp_proc *p;
 
-	if (!gp->tr || !r || !job_proc_alive(r) || r->role == TB_ROLE_WORKER)
+	if (!gp->tr || !probes_its_own(r))
 		return;
 	p = proc_get(gp, pid, now);
 	if (!p)
