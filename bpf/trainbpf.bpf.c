@@ -198,7 +198,15 @@ __noinline int phase_split(struct tb_slot *s, struct tb_cat_ns *before)
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 					   __u32 cp, __u64 now)
 {
-	__u64 d = now > s->since ? now - s->since : 0;
+	__u64 d;
+
+	/*
+	 * since never moves back: a thread's intervals tile its life and sum
+	 * to it, even if a caller's clock (read on another CPU) trails.
+	 */
+	if (now < s->since)
+		now = s->since;
+	d = now - s->since;
 
 	if (tb_stream_states && d)
 		stream_state(s, s->since, now, own & (TB_NCAT - 1), cp & (TB_NCAT - 1));
@@ -266,8 +274,12 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	__u32 wk = s->wk_ts >= s->last_in && !group_exiting(p) ? s->wk_kind : TB_WK_NONE;
 	struct tb_waker_info info = {};
 	struct tb_slot *w = NULL;
-	__u64 d = now > s->since ? now - s->since : 0;
+	__u64 d;
 	__u32 own;
+
+	if (now < s->since)	/* as in close_interval */
+		now = s->since;
+	d = now - s->since;
 
 	if (s->depth) {
 		/* Blocked inside a probed CUDA/NCCL call: that is what it waited for. */
@@ -596,7 +608,7 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
 	struct tb_slot *s = task_slot(p, NULL);
-	__u32 kind, idx = 0;
+	__u32 kind, state, idx = 0;
 	__u64 now;
 
 	if (!s)
@@ -605,16 +617,23 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (kind == TB_WK_NONE)
 		kind = task_slot(bpf_get_current_task_btf(), &idx) ?
 			TB_WK_TRACED : TB_WK_UNTRACED;
-	now = bpf_ktime_get_ns();
-	s->wk_kind = kind;
-	s->wk_slot = idx;
-	s->wk_ts = now;
 	if (s->state == TB_ST_UNKNOWN && asleep(p)) {
 		/* Asleep since registration: learn why from the task now. */
 		s->wait = task_wait_reason(p);
 		s->state = TB_ST_BLOCKED;
 	}
-	if (TB_READ_ONCE(s->state) != TB_ST_BLOCKED)
+	/*
+	 * The state first, the clock after: the wakee's switch-out on another
+	 * CPU stamps since, then publishes BLOCKED, so a clock read before
+	 * this load could come before since and end the wait before it began
+	 * (a vCPU stalled between the two reads did, in CI).
+	 */
+	state = TB_READ_ONCE(s->state);
+	now = bpf_ktime_get_ns();
+	s->wk_kind = kind;
+	s->wk_slot = idx;
+	s->wk_ts = now;
+	if (state != TB_ST_BLOCKED)
 		return 0;	/* woken before it slept, or as it goes to sleep */
 	write_begin(s);
 	close_blocked(s, p, now);
