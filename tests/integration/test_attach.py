@@ -6,6 +6,7 @@ import subprocess
 import time
 
 from conftest import TRAINBPF, disk_dir, run_trainbpf, threads_by_tid, workload
+from test_accuracy import BLOCKED_AS
 
 
 def start_mixed(tmp_path, duration):
@@ -30,11 +31,16 @@ def test_attach_finds_threads_and_children(tmp_path):
         _, t = tids[tt["tid"]]
         total = sum(t["time_s"].values())
         assert abs(total - t["lifetime_s"]) < 1e-6 * max(total, 1)
-        top = max(t["time_s"], key=t["time_s"].get)
-        assert top == {"tb_spin": "cpu", "tb_io": "io", "tb_sleep": "idle",
-                       "tb_pipe": "data_wait", "tb_futex": "lock",
-                       "tb_waker": "idle", "tb_net": "comm", "tb_sender": "idle",
-                       "tb_timeout": "idle"}[tt["name"]], (tt["name"], t["time_s"])
+        if tt["name"] == "tb_spin":
+            assert max(t["time_s"], key=t["time_s"].get) == "cpu", t["time_s"]
+            continue
+        # Of what it spent off a CPU, the kind of wait it was built for is
+        # most. Not of its whole time: how much CPU an O_DIRECT read costs
+        # beside its wait is the machine's (CI's storage made tb_io mostly
+        # cpu), and test_accuracy holds the cpu share to schedstat.
+        blocked = {c: v for c, v in t["time_s"].items() if c not in ("cpu", "runqueue")}
+        want = BLOCKED_AS[tt["name"]]
+        assert blocked[want] > 0.5 * sum(blocked.values()), (tt["name"], t["time_s"])
     # The window starts at attach: lifetimes are shorter than the run.
     assert all(p["start_s"] >= 0 for p in report["processes"])
 
