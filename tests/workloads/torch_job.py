@@ -143,6 +143,9 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=24, help="steps per epoch (per rank)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--width", type=int, default=512, help="MLP hidden width")
+    p.add_argument("--frozen-mb", type=float, default=0,
+                   help="a frozen tensor of this size in the model's state (a pretrained "
+                   "table, an EMA copy): in every checkpoint, in no step's compute")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--mp-context", choices=["default", "fork", "spawn", "forkserver"],
                    default="default")
@@ -446,6 +449,8 @@ def run_rank(rank, args, parts):
         else:
             dist.init_process_group("gloo")
     model = build_model(args.width)
+    if args.frozen_mb:
+        model.register_buffer("frozen", torch.rand(int(args.frozen_mb * 2**18)))
     net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
