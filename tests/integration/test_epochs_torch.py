@@ -181,6 +181,15 @@ def test_epochs_from_dataloader_passes(tmp_path, variant, extra, torch26):
     check_no_negative(rep, text)
 
 
+def first_fetch_s(truth, rep):
+    """How long the job's first training fetch (next(), not iter()) took."""
+    first = truth_step_starts(truth, rep)[0][0]
+    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
+    w0 = rep["window"]["start_unix_s"] - off
+    return next(d for i, s, d in truth["ranks"][0]["intervals"]
+                if PHASES[i] == "data" and abs(s - w0 - first) < 1e-9)
+
+
 def truth_step_starts(truth, rep):
     """Rank 0's training steps by the job's clock, in seconds from the
     window's start: each data interval followed by a backward before the
@@ -230,21 +239,26 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
     assert [e["steps"]["count"] for e in got] == [len(w) for w in want], \
         ([e["steps"] for e in got], [len(w) for w in want])
     assert rep["steps"]["count"] == sum(len(w) for w in want) - 1   # the last: still open
-    for e, w in zip(got, want):
+    # The first step starts at its bracket's entry, inside the job's first
+    # next(), after the process's first record_function: 3.5 ms after
+    # next() in torch 1.13 alone, but 28-64 ms under trainbpf on a 2-CPU
+    # AMD EPYC VM (the later epochs' first fetches were 30 us off there).
+    # So the first step starts where trainbpf saw it, within that next().
+    first, last = want[0][0], want[-1][-1]
+    seen = got[0]["start_s"]
+    assert first - 1e-3 <= seen <= first + first_fetch_s(truth, rep) + 1e-3, (seen, first)
+    for k, (e, w) in enumerate(zip(got, want)):
         assert e["steps"]["source"] == "fetch"
-        # Not the first: the first record_function of a process looks its
-        # op up (2-3 ms) between next() and the entry the probe sees.
         durs = [b - a for a, b in zip(w[1:], w[2:])]
         # trainbpf's min/max include the last step (to the epoch's end):
         # its min is at most the job's, its median as the job's.
         assert e["steps"]["min_ms"] <= min(durs) * 1e3 + 1.0, (e["steps"], min(durs))
         assert abs(e["steps"]["avg_ms"] * e["steps"]["count"] / 1e3 -
-                   (e["end_s"] - w[0])) <= SLACK_S, (e, w[0])
+                   (e["end_s"] - (seen if k == 0 else w[0]))) <= SLACK_S, (e, w[0])
         assert e["steps"]["max_ms"] >= max(durs) * 1e3 - 1.0, (e["steps"], max(durs))
     # The run's steps, the open last one aside: from the first fetch to the
     # last, each end off the job's clock by a wakeup at most (10 ms).
-    first, last = want[0][0], want[-1][-1]
-    job_avg_ms = (last - first) / rep["steps"]["count"] * 1e3
+    job_avg_ms = (last - seen) / rep["steps"]["count"] * 1e3
     assert abs(rep["steps"]["avg_ms"] - job_avg_ms) <= 2 * 10.0 / rep["steps"]["count"], \
         (rep["steps"], job_avg_ms)
     assert "steps (fetch)" in text
