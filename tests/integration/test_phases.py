@@ -10,7 +10,10 @@ rank's life. What each side counts differently, and is moved before the
 comparison:
 - iter(loader) (the workers' start): the job's data, in no bracket:
   trainbpf's other. The job records it as the data interval right before
-  an epoch's first next(): moved to other in the truth.
+  an epoch's first next(): moved to other in the truth. After a validation
+  pass it is validation to trainbpf (the pass's tail runs to the next
+  fetch): moved there. (15 ms on most machines; 60 ms forking two workers
+  on a 2-CPU AMD EPYC VM, over the bound of a short epoch.)
 - the fetch that ends a pass (next() raising StopIteration; with workers
   that do not persist it also shuts them down): the job's data, and
   trainbpf's (a fetch with no backward right after a training step,
@@ -72,7 +75,12 @@ def truth_intervals(rank, fetched=True):
         # truth rounds each start and duration to the microsecond: 2 us)
         if phase == "data" and nxt and PHASES[nxt[0]] == "data" and \
                 abs(start + dur - nxt[1]) <= 2e-6 and k and PHASES[iv[k - 1][0]] != "data":
-            phase = "other"
+            # Right after a validation pass (its log lines between) nothing
+            # tells its tail from the next pass's iter(): validation
+            # (docs/phases.md, "What it cannot tell").
+            before = next((PHASES[j] for j, _, _ in reversed(iv[:k]) if PHASES[j] != "log"),
+                          None)
+            phase = "validation" if before == "validation" else "other"
         if not fetched and phase in ("data", "forward") and k < first_backward:
             phase = "other"
         out.append((phase, start, dur))
