@@ -195,7 +195,7 @@ def test_epochs_match_the_script(scripted):
         assert g["gpus"] == 2
         devs = {d["gpu"]: d for d in g["devices"]}
         utils = []
-        energy = 0.0
+        energy = tol = 0.0
         for dev in (0, 1):
             gap = max_gap_s(reads, dev, t["start_ns"], nxt["start_ns"])
             want_u = integral(dev, "util", a, b) / (b - a)
@@ -211,12 +211,16 @@ def test_epochs_match_the_script(scripted):
             assert abs(got_e - want_e) <= tol_e, \
                 f"epoch {k + 1} GPU {dev}: {got_e:.4f} J vs script {want_e:.4f} J (+-{tol_e:.4f})"
             energy += want_e
+            tol += tol_e
             assert devs[dev]["memory_peak_bytes"] == peak(dev, a, b), (k, dev)
         assert abs(g["utilization_avg_pct"] - sum(utils) / 2) <= \
             max(util_bound(d, a, b, 0.5) for d in (0, 1))
         assert abs(g["utilization_min_pct"] - min(utils)) <= \
             max(util_bound(d, a, b, 0.5) for d in (0, 1))
-        tol = 0.01 + 0.7 * (2 * slop + 2e-3)
+        # The epoch's energy is its devices': their bounds add up. (It was
+        # 0.01 + 0.7 * (2 slop + 2 ms): 0.7 W where the devices draw 600 W,
+        # a unit slip; CI found the sum 0.018 J off, each device within its
+        # own bound.)
         assert abs(g["energy_j"] - energy) <= tol, (k, g["energy_j"], energy)
         assert e["steps"]["count"] == STEPS
         # per step: the epoch's energy over its steps (the marker's slop on each)
