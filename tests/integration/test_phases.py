@@ -19,6 +19,10 @@ comparison:
   trainbpf's (a fetch with no backward right after a training step,
   docs/phases.md): compared as it is.
 - log and subprocess time, setup after the first bracket: trainbpf's other.
+- a DDP validation pass's allreduce after the job's last bracket (rank 1's
+  last pass: it saves no checkpoint): the wait for the slowest rank, up to
+  0.6 s in CI, after the thread's last bracket: trainbpf's other
+  (docs/phases.md). Moved to other in the truth.
 - with no DataLoader (a queue), the first step's data and forward: they
   come before any bracket (trainbpf's other); moved to other in the truth.
   Its log time between an optimizer call and the next batch is trainbpf's
@@ -83,8 +87,22 @@ def truth_intervals(rank, fetched=True):
             phase = "validation" if before == "validation" else "other"
         if not fetched and phase in ("data", "forward") and k < first_backward:
             phase = "other"
+        # A validation pass's allreduce (the job's second validation
+        # interval, the wait for the slowest rank) that no bracket follows:
+        # the time after the thread's last bracket, other to trainbpf.
+        if phase == "validation" and k and PHASES[iv[k - 1][0]] == "validation" and \
+                abs(iv[k - 1][1] + iv[k - 1][2] - start) <= 2e-6 and \
+                not any(bracketed(rank, j) for j, _, _ in iv[k + 1:]):
+            phase = "other"
         out.append((phase, start, dur))
     return out
+
+
+def bracketed(rank, i):
+    """Whether trainbpf sees the job's phase i as a bracket: fetches,
+    backwards, optimizer calls, and torch.save on the rank that saves (0)."""
+    return PHASES[i] in ("data", "backward", "optimizer") or \
+        (PHASES[i] == "checkpoint" and rank["rank"] == 0)
 
 
 def proc(report, pid):

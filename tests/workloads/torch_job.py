@@ -24,7 +24,7 @@ time.perf_counter() (CLOCK_MONOTONIC, the clock trainbpf's BPF side uses):
   log         .item() and printing the log lines
   subprocess  subprocess.run of the helpers
   validation  the validation loop, its batches' fetch included, and its
-              allreduce under DDP
+              allreduce under DDP (a second interval, right after the loop's)
   checkpoint  torch.save + flush + fsync (rank 0), and the barrier the other
               ranks wait in meanwhile
   teardown    destroy_process_group and writing this rank's part
@@ -533,8 +533,7 @@ def run_rank(rank, args, parts):
             nsteps += 1
         val = None
         if val_loader is not None:
-            val = validate(net, val_loader, ddp)
-            t = clock.add("validation", t)
+            val, t = validate(net, val_loader, ddp, clock, t)
         if ckpt_dir:
             if rank == 0:
                 save_checkpoint(ckpt_dir, e, model, opt)
@@ -579,7 +578,9 @@ def run_rank(rank, args, parts):
         leave_rank()
 
 
-def validate(net, loader, ddp):
+def validate(net, loader, ddp, clock, t):
+    """The loop, then (DDP) its allreduce as a second validation interval:
+    the wait for the slowest rank, after the pass's last fetch."""
     net.eval()
     tot = torch.zeros(2)
     with torch.no_grad():
@@ -587,9 +588,10 @@ def validate(net, loader, ddp):
             tot[0] += F.cross_entropy(net(x), y, reduction="sum")
             tot[1] += len(y)
     if ddp:
+        t = clock.add("validation", t)
         dist.all_reduce(tot)
     net.train()
-    return float(tot[0] / max(tot[1], 1))
+    return float(tot[0] / max(tot[1], 1)), clock.add("validation", t)
 
 
 def save_checkpoint(d, e, model, opt):
