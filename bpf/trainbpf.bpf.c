@@ -195,17 +195,22 @@ __noinline int phase_split(struct tb_slot *s, struct tb_cat_ns *before)
 	return 0;
 }
 
+/*
+ * Where an interval closed at now ends: never before since, so that a
+ * thread's intervals tile its life and sum to it even if a caller's clock
+ * (read on another CPU) trails.
+ */
+static __always_inline __u64 not_before_since(const struct tb_slot *s, __u64 now)
+{
+	return now < s->since ? s->since : now;
+}
+
 static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 					   __u32 cp, __u64 now)
 {
 	__u64 d;
 
-	/*
-	 * since never moves back: a thread's intervals tile its life and sum
-	 * to it, even if a caller's clock (read on another CPU) trails.
-	 */
-	if (now < s->since)
-		now = s->since;
+	now = not_before_since(s, now);
 	d = now - s->since;
 
 	if (tb_stream_states && d)
@@ -277,8 +282,7 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	__u64 d;
 	__u32 own;
 
-	if (now < s->since)	/* as in close_interval */
-		now = s->since;
+	now = not_before_since(s, now);
 	d = now - s->since;
 
 	if (s->depth) {
