@@ -48,11 +48,16 @@ def run(tmp_path, variant, extra=(), epochs="auto", torch26=True):
     return rep, json.loads(truth.read_text()), text
 
 
+def window_start_mono(truth, rep):
+    """trainbpf's window start on the job's monotonic clock (its clock pair)."""
+    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
+    return rep["window"]["start_unix_s"] - off
+
+
 def truth_epochs(truth, rep):
     """Rank 0's epochs in seconds from trainbpf's window start, with the
     job's own time next to each start that a boundary may be off by."""
-    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
-    w0 = rep["window"]["start_unix_s"] - off
+    w0 = window_start_mono(truth, rep)
     rank = truth["ranks"][0]
     iv = rank["intervals"]
     out = []
@@ -181,11 +186,10 @@ def test_epochs_from_dataloader_passes(tmp_path, variant, extra, torch26):
     check_no_negative(rep, text)
 
 
-def first_fetch_s(truth, rep):
-    """How long the job's first training fetch (next(), not iter()) took."""
-    first = truth_step_starts(truth, rep)[0][0]
-    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
-    w0 = rep["window"]["start_unix_s"] - off
+def first_fetch_s(truth, rep, first):
+    """How long the job's training fetch (next(), not iter()) that started
+    at first (seconds from the window's start) took."""
+    w0 = window_start_mono(truth, rep)
     return next(d for i, s, d in truth["ranks"][0]["intervals"]
                 if PHASES[i] == "data" and abs(s - w0 - first) < 1e-9)
 
@@ -195,8 +199,7 @@ def truth_step_starts(truth, rep):
     window's start: each data interval followed by a backward before the
     next data interval (not a validation batch, not the StopIteration
     fetch), per epoch."""
-    off = truth["wall"]["start_unix"] - truth["wall"]["start_mono"]
-    w0 = rep["window"]["start_unix_s"] - off
+    w0 = window_start_mono(truth, rep)
     rank = truth["ranks"][0]
     iv = sorted((s, PHASES[i]) for i, s, d in rank["intervals"])
     out = []
@@ -246,7 +249,7 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
     # So the first step starts where trainbpf saw it, within that next().
     first, last = want[0][0], want[-1][-1]
     seen = got[0]["start_s"]
-    assert first - 1e-3 <= seen <= first + first_fetch_s(truth, rep) + 1e-3, (seen, first)
+    assert first - 1e-3 <= seen <= first + first_fetch_s(truth, rep, first) + 1e-3, (seen, first)
     for k, (e, w) in enumerate(zip(got, want)):
         assert e["steps"]["source"] == "fetch"
         durs = [b - a for a, b in zip(w[1:], w[2:])]
