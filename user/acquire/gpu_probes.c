@@ -125,6 +125,7 @@ static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 	free(p->maps);
 	p->maps = NULL;
 	p->nmaps = 0;
+	p->nprobed = 0;
 	gpu_proc_forget_maps(&gp->gpu->procs[p->proc]);
 }
 
@@ -276,24 +277,44 @@ static void probe_points(struct gpu_object *o, int fd)
 	}
 }
 
-/* Reads which probed functions an object defines: once per file. */
-static int object_get(struct gpu *g, uint64_t dev, uint64_t ino, int fd,
-		      const char *path, pid_t pid)
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+/* Is o the file st describes, as it was when o was read? */
+static bool same_file(const struct gpu_object *o, const struct stat *st)
+{
+	return o->dev == st->st_dev && o->ino == st->st_ino && o->size == (uint64_t)st->st_size &&
+	       o->mtime_ns == ts_ns(&st->st_mtim) && o->ctime_ns == ts_ns(&st->st_ctim);
+}
+
+/*
+ * Reads which probed functions an object defines: once per file as it is
+ * (st: fstat of fd). A file rewritten in place, or a new one on a reused
+ * inode, is read again: its old offsets would put an int3 in the middle of
+ * another program's instructions.
+ */
+static int object_get(struct gpu *g, const struct stat *st, int fd, const char *path,
+		      pid_t pid)
 {
 	const char *names[TB_MAX_APIS];
 	struct gpu_object *o;
 	struct elf_info info;
 	int found, idx;
 
-	for (int i = 0; i < g->nobjs; i++)
-		if (g->objs[i].dev == dev && g->objs[i].ino == ino)
+	for (int i = g->nobjs - 1; i >= 0; i--)
+		if (same_file(&g->objs[i], st))
 			return i;
 	idx = gpu_object_add(g);
 	if (idx < 0)
 		return -1;
 	o = &g->objs[idx];
-	o->dev = dev;
-	o->ino = ino;
+	o->dev = st->st_dev;
+	o->ino = st->st_ino;
+	o->size = st->st_size;
+	o->mtime_ns = ts_ns(&st->st_mtim);
+	o->ctime_ns = ts_ns(&st->st_ctim);
 	snprintf(o->path, sizeof(o->path), "%s", path);
 	for (int i = 0; i < gpu_napis; i++)
 		names[i] = gpu_apis[i].name;
@@ -307,21 +328,27 @@ static int object_get(struct gpu *g, uint64_t dev, uint64_t ino, int fd,
 /*
  * Opens the mapped file as the process sees it: through its root (another
  * mount namespace, a container), or else through map_files (deleted or
- * replaced files). *attach gets a path naming the same inode.
+ * replaced files). Only the file the process maps (its device and inode),
+ * never one a link or a rename put at its path since.
  */
-static int open_mapped(pid_t pid, const struct map_line *m, char *attach, size_t len)
+static int open_mapped(pid_t pid, const struct map_line *m, struct stat *st)
 {
-	struct stat st;
+	char path[600];
 	int fd;
 
-	snprintf(attach, len, "/proc/%d/root%s", pid, m->path);
-	fd = open(attach, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && !fstat(fd, &st) && st.st_ino == m->ino)
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
 		return fd;
 	if (fd >= 0)
 		close(fd);
-	snprintf(attach, len, "/proc/%d/map_files/%lx-%lx", pid, m->lo, m->hi);
-	return open(attach, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, m->lo, m->hi);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 /* The mapping of the file m names, as an index into the process's maps; -1. */
@@ -599,33 +626,95 @@ static struct gp_map *add_map(struct gp_proc *p, const struct map_line *m)
 	return am;
 }
 
+/*
+ * Whose code trainbpf may put probes in: a file owned by root or by the
+ * process's own user, and not writable by others. Anything else any user
+ * could rewrite under a probe, or place in a shared directory to have it
+ * probed in a process not theirs. Group-writable files stay probed: a
+ * team's shared environment (umask 002) is one, and its group can change
+ * the job's code anyway. The process's user is its /proc directory's
+ * owner (its effective uid).
+ */
+static bool may_probe(pid_t pid, const struct stat *st)
+{
+	char dir[32];
+	struct stat ps;
+
+	if (st->st_mode & S_IWOTH)
+		return false;
+	if (!st->st_uid)
+		return true;
+	snprintf(dir, sizeof(dir), "/proc/%d", pid);
+	return !stat(dir, &ps) && ps.st_uid == st->st_uid;
+}
+
+static void refuse(struct gpu_probes *gp, struct gpu_object *o, pid_t pid, const char *why)
+{
+	gp->refused++;
+	if (o->refused)
+		return;
+	o->refused = true;
+	fprintf(stderr, "trainbpf: warning: %s (pid %d) is %s: not probed\n", o->path, pid, why);
+}
+
+/*
+ * Probes the object fd holds through fd itself, so that the kernel puts
+ * them in the very file that was read, not in whatever the path names by
+ * then; and only if it is still as it was read (no write in place since).
+ */
+static void attach_checked(struct gpu_probes *gp, struct gp_proc *p, struct gpu_mapping *mm,
+			   struct gp_map *am, int fd, const struct stat *st)
+{
+	struct gpu_object *o = &gp->gpu->objs[mm->obj];
+	pid_t pid = pid_of(gp, p);
+	struct stat now;
+	char path[64];
+
+	if (!may_probe(pid, st)) {
+		refuse(gp, o, pid, "writable by others or owned by another user");
+		return;
+	}
+	if (p->nprobed >= GP_MAX_PROBED) {
+		refuse(gp, o, pid, "one library too many in its process");
+		return;
+	}
+	if (fstat(fd, &now) || !same_file(o, &now)) {
+		refuse(gp, o, pid, "being rewritten");
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	attach_object(gp, pid, mm, am, path);
+	p->nprobed++;
+}
+
 /* A file the process newly maps: probed if it holds CUDA or NCCL code. */
 static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct map_line *m)
 {
 	pid_t pid = pid_of(gp, p);
 	struct gpu_mapping *mm;
 	struct gp_map *am;
-	char path[600];
+	struct stat st;
 	int fd, obj;
 
-	fd = open_mapped(pid, m, path, sizeof(path));
+	fd = open_mapped(pid, m, &st);
 	if (fd < 0)
 		return;		/* unmapped meanwhile, or not ours to read */
-	obj = object_get(gp->gpu, m->dev, m->ino, fd, m->path, pid);
-	close(fd);
+	obj = object_get(gp->gpu, &st, fd, m->path, pid);
 	if (obj < 0)
-		return;
+		goto cleanup;
 	/* Both lists grow together: the model's maps and ours stay parallel. */
 	am = add_map(p, m);
 	if (!am)
-		return;
+		goto cleanup;
 	mm = gpu_mapping_add(model_of(gp, p), obj);
 	if (!mm || model_of(gp, p)->nmaps != p->nmaps) {
 		p->nmaps--;
-		return;
+		goto cleanup;
 	}
 	if (gp->gpu->objs[obj].families)
-		attach_object(gp, pid, mm, am, path);
+		attach_checked(gp, p, mm, am, fd, &st);
+cleanup:
+	close(fd);
 }
 
 static void scan_process(struct gpu_probes *gp, struct gp_proc *p)

@@ -43,7 +43,16 @@ struct gp_proc {
 	bool detached;		/* exited: probes gone, counts final */
 	struct gp_map *maps;
 	int nmaps;
+	int nprobed;		/* of its objects, those probed */
 };
+
+/*
+ * Objects probed in one process at most: a PyTorch process with CUDA has
+ * six or so (libtorch_cpu and _python, libtorch_cuda, libcudart, libcuda,
+ * libnccl). Past it a process mapping hundreds of look-alikes would take
+ * the daemon's descriptors and links from every other job.
+ */
+#define GP_MAX_PROBED 32
 
 struct gpu_probes {
 	struct tracer *tr;
@@ -52,6 +61,7 @@ struct gpu_probes {
 	bool phases;		/* probe libtorch's brackets (not --no-phases) */
 	bool verbose;		/* say what is probed, and when */
 	uint64_t t0;
+	uint64_t refused;	/* mappings not probed: their owner, or GP_MAX_PROBED */
 	struct gp_proc *procs;
 	int nprocs;
 };

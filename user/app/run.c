@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include "account.h"
@@ -699,6 +700,23 @@ static int run_free(struct run *r, uint64_t report_ns)
 	return err;
 }
 
+/*
+ * Descriptors up to the hard limit: a probed library costs one or two (a
+ * link per program), a process up to GP_MAX_PROBED libraries' worth, and
+ * the soft limit (1024) ran out on a node where one user mapped 600. Not
+ * for a command trainbpf starts: it would inherit the limit, and the job
+ * must run as it would without trainbpf.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 /* Everything up to the first tick; an exit status, or 0 to go on. */
 static int start(struct run *r)
 {
@@ -710,6 +728,8 @@ static int start(struct run *r)
 	if (!r->out)
 		return 1;
 	serving = env->serve;
+	if (!env->command)
+		raise_nofile();
 	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;

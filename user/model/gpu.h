@@ -13,9 +13,16 @@
 #include <sys/types.h>
 #include "gpu_api_table.h"
 
-/* One ELF file (by device and inode), as its symbols told us. */
+/*
+ * One ELF file, as its symbols told us. A file is what it was when read:
+ * device and inode name where it is, and size, mtime and ctime (which no
+ * user can set back) say it is still the same content. A file replaced
+ * in place, or a new one on a reused inode, is another object.
+ */
 struct gpu_object {
 	uint64_t dev, ino;
+	uint64_t size;
+	int64_t mtime_ns, ctime_ns;
 	char path[512];		/* as the first process that mapped it names it */
 	uint64_t offs[TB_MAX_APIS];	/* file offset per api; 0: absent */
 	uint64_t probe_at[TB_MAX_APIS];	/* where its uprobe goes: offs, past an endbr64 */
@@ -25,6 +32,7 @@ struct gpu_object {
 	uint64_t op_returns[2];	/* there, where invokeOperatorFromPython returns */
 	int nop_returns;
 	unsigned int families;	/* 1 << enum gpu_family found in it */
+	bool refused;		/* not probed in a process (gpu_probes.c said why, once) */
 	bool is_static[GF_NFAMILIES];	/* code linked into another object */
 	char version[GF_NFAMILIES][32];
 };

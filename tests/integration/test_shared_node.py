@@ -1,0 +1,166 @@
+"""`trainbpf serve` on a node shared with other users: what it probes.
+
+The daemon finds training processes by the libraries they map and puts
+uprobes in them. These tests hold it to what a process computes, not to
+what trainbpf says: tests/workloads/magic builds `magic()`, whose result
+shows a byte of its code changed, as libclean.so and as libbait.so, the
+same code naming the middle of magic's first instruction
+`cudaStreamSynchronize`. A uprobe there makes magic return 0x919191cc
+(callmagic exits 3). A library named libcudart is found by default.
+
+- A library rewritten in place (same inode, as `cp` onto it does) is read
+  again: the old file's offsets are never put in the new one.
+- Another user's library, or a world-writable one, is not probed in a
+  process that is not its owner's.
+- One process mapping many look-alike libraries gets at most
+  GP_MAX_PROBED (32) of them probed, and a job started after it is still
+  found.
+
+Each case's first process shows the probes do land where asked (the bait
+in its owner's own process returns the wrong value): without it a test
+that sees no corruption could pass with nothing probed at all.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import workload
+from test_serve import Serve, samples, wait_for
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+RIGHT, WRONG = 0, 3     # callmagic's exit: every call right, or not
+LIB = "libcudart.so.13"
+
+
+@pytest.fixture
+def shared_dir():
+    """A sticky world-writable directory like /tmp, with the programs in it
+    (pytest's own tmp_path is root's, 0700: nobody could not reach it)."""
+    d = tempfile.mkdtemp(prefix="tb-shared-", dir="/tmp")
+    os.chmod(d, 0o1777)
+    for f in ("callmagic", "magic/libbait.so", "magic/libclean.so"):
+        shutil.copy(workload(f), d)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)
+
+
+def callmagic(d, lib, seconds, job, user=()):
+    """callmagic in the background with its own job label; its output piped."""
+    env = dict(os.environ, TORCHELASTIC_RUN_ID=job, RANK="0")
+    return subprocess.Popen([*user, os.path.join(d, "callmagic"), str(seconds),
+                             *([lib] if isinstance(lib, str) else lib)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def watched(srv, job):
+    """Serve has a series for job (discovered, traced, labelled)."""
+    return samples(srv.metrics(), "trainbpf_processes").get(
+        frozenset({("job", f'"{job}"'), ("rank", '"0"'), ("local_rank", '"unknown"'),
+                   ("world_size", '"unknown"'), ("role", '"other"')}))
+
+
+def run_watched(srv, d, lib, job, user=()):
+    """Runs callmagic until serve has watched it for 3 s (its maps scanned
+    and probed, at once and at every look after); its exit code and output."""
+    p = callmagic(d, lib, 12, job, user)
+    try:
+        wait_for(f"{job} to be watched", lambda: p.poll() is not None or watched(srv, job), 20)
+        time.sleep(3)
+        out = p.communicate(timeout=30)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, out
+
+
+def log(srv):
+    with open(srv.log.name) as f:
+        return f.read()
+
+
+def test_a_library_rewritten_in_place_is_read_again(tmp_path, shared_dir):
+    """Root's library upgraded in place: root's next process maps the new
+    code at the old file's inode, and must run it untouched."""
+    lib = os.path.join(shared_dir, LIB)
+    shutil.copy(os.path.join(shared_dir, "libbait.so"), lib)
+    srv = Serve(tmp_path, "serve")
+    try:
+        rc, out = run_watched(srv, shared_dir, lib, "bait")
+        assert rc == WRONG, out         # the bait's own probe landed: probing works
+        ino = os.stat(lib).st_ino
+        with open(os.path.join(shared_dir, "libclean.so"), "rb") as src, open(lib, "r+b") as dst:
+            dst.truncate(0)             # what cp onto an existing file does
+            dst.write(src.read())
+        assert os.stat(lib).st_ino == ino
+        rc, out = run_watched(srv, shared_dir, lib, "victim")
+        assert rc == RIGHT, out + log(srv)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_another_users_library_is_not_probed_in_root_process(tmp_path, shared_dir):
+    """nobody leaves a library named like the CUDA runtime in a shared
+    directory: probed in nobody's own process, never in root's."""
+    lib = os.path.join(shared_dir, LIB)
+    subprocess.run([*NOBODY, "cp", os.path.join(shared_dir, "libbait.so"), lib], check=True)
+    assert os.stat(lib).st_uid == 65534
+    srv = Serve(tmp_path, "serve")
+    try:
+        rc, out = run_watched(srv, shared_dir, lib, "own", NOBODY)
+        assert rc == WRONG, out         # its owner's process: probed
+        rc, out = run_watched(srv, shared_dir, lib, "root")
+        assert rc == RIGHT, out + log(srv)
+        assert f"{lib} (pid " in log(srv) and "owned by another user: not probed" in log(srv)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_a_world_writable_library_is_not_probed(tmp_path, shared_dir):
+    lib = os.path.join(shared_dir, LIB)
+    shutil.copy(os.path.join(shared_dir, "libbait.so"), lib)
+    srv = Serve(tmp_path, "serve")
+    try:
+        rc, out = run_watched(srv, shared_dir, lib, "before")
+        assert rc == WRONG, out
+        os.chmod(lib, 0o666)
+        rc, out = run_watched(srv, shared_dir, lib, "writable")
+        assert rc == RIGHT, out + log(srv)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
+    """nobody maps 100 libraries that each define a CUDA call: serve probes
+    32 of them, says so once, its descriptors stay bounded, and root's job
+    started afterwards is found and probed."""
+    libs = []
+    for i in range(100):
+        libs.append(os.path.join(shared_dir, f"libcudart-{i:03d}.so.13"))
+        subprocess.run([*NOBODY, "cp", os.path.join(shared_dir, "libbait.so"), libs[-1]],
+                       check=True)
+    srv = Serve(tmp_path, "serve")
+    try:
+        fds0 = len(os.listdir(f"/proc/{srv.p.pid}/fd"))
+        hog = callmagic(shared_dir, libs, 60, "hog", NOBODY)
+        wait_for("the hog to be watched", lambda: watched(srv, "hog"), 20)
+        wait_for("the bound to be said", lambda: "one library too many" in log(srv), 20)
+        fds = len(os.listdir(f"/proc/{srv.p.pid}/fd"))
+        # uprobe_multi: a descriptor per program and library (2 for a sync
+        # call: entry and return); one per probe without it: 2 as well.
+        assert fds - fds0 <= 32 * 2 + 8, (fds0, fds)
+        lib = os.path.join(shared_dir, LIB)
+        shutil.copy(os.path.join(shared_dir, "libbait.so"), lib)
+        rc, out = run_watched(srv, shared_dir, lib, "legit")
+        assert rc == WRONG, out + log(srv)   # found and probed
+        hog.kill()
+        hog.wait()
+    finally:
+        assert srv.stop() == 0

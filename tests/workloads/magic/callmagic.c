@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * callmagic SECONDS LIB...: maps each LIB (dlopen), then calls the first
+ * one's magic() every 10 ms for SECONDS. Prints "ready" once mapped, and
+ * "wrong 0x..." the first time magic returns anything but 0x91919190 (a
+ * byte of its code was changed: a uprobe in the wrong place). Exit 0 if
+ * every call was right, 3 if not, 2 on a bad start.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define MAGIC 0x91919190u
+
+int main(int argc, char **argv)
+{
+	unsigned int (*magic)(void) = NULL;
+	struct timespec tick = { 0, 10000000 };
+	int wrong = 0, calls;
+
+	if (argc < 3)
+		return 2;
+	for (int i = 2; i < argc; i++) {
+		void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+
+		if (!h) {
+			fprintf(stderr, "callmagic: %s\n", dlerror());
+			return 2;
+		}
+		if (!magic)
+			magic = (unsigned int (*)(void))dlsym(h, "magic");
+	}
+	if (!magic)
+		return 2;
+	printf("ready\n");
+	fflush(stdout);
+	calls = atoi(argv[1]) * 100;
+	for (int i = 0; i < calls; i++) {
+		unsigned int v = magic();
+
+		if (v != MAGIC && !wrong++) {
+			printf("wrong 0x%08x\n", v);
+			fflush(stdout);
+		}
+		nanosleep(&tick, NULL);
+	}
+	printf("calls %d wrong %d\n", calls, wrong);
+	return wrong ? 3 : 0;
+}
