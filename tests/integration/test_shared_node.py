@@ -164,3 +164,38 @@ def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
         hog.wait()
     finally:
         assert srv.stop() == 0
+
+
+def test_labels_from_bad_bytes_keep_every_scrape_valid(tmp_path, shared_dir):
+    """A run id that is not UTF-8, or is cut mid-character at the label's
+    63 bytes, made every scrape of the node fail in Prometheus. Each
+    comes out valid (promtool check metrics), the bad bytes as U+FFFD."""
+    lib = os.path.join(shared_dir, LIB)
+    shutil.copy(os.path.join(shared_dir, "libclean.so"), lib)
+    ids = {b"bad-\xff\xfe-id": "bad-\ufffd\ufffd-id",
+           b"x" * 62 + "é".encode(): "x" * 62,
+           b"esc-\x1b[31m": "esc-\ufffd[31m"}
+    srv = Serve(tmp_path, "serve")
+    procs = []
+    try:
+        for raw in ids:
+            env = {k.encode(): v.encode() for k, v in os.environ.items()}
+            env.update({b"TORCHELASTIC_RUN_ID": raw, b"RANK": b"0"})
+            procs.append(subprocess.Popen([*NOBODY, os.path.join(shared_dir, "callmagic"), "30",
+                                           lib], env=env, stdout=subprocess.DEVNULL))
+        text = wait_for("the three jobs", lambda: (lambda t: t if all(
+            watched_text(t, job) for job in ids.values()) else None)(srv.metrics()), 30)
+        r = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                           capture_output=True, timeout=30)
+        # promtool also lints (exit 3 for lint problems only); a parse error is 1
+        assert r.returncode in (0, 3) and b"error" not in r.stderr.lower(), r.stderr
+        text.encode("utf-8")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        assert srv.stop() == 0
+
+
+def watched_text(text, job):
+    return f'trainbpf_processes{{job="{job}",' in text

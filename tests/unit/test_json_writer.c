@@ -51,12 +51,13 @@ START_TEST(commas_between_members_and_elements_only)
 }
 END_TEST
 
-START_TEST(strings_escaped_as_bytes)
+START_TEST(strings_escaped_as_characters)
 {
+	/* é stays é (it was \u00c3\u00a9: Ã©); a stray byte, a cut sequence: U+FFFD */
 	jw_array(&w);
-	jw_string(&w, "q\"x\\y\n\001\x7f\xc3\xa9 ok");
+	jw_string(&w, "q\"x\\y\n\001\x7f\xc3\xa9 ok \xff\xe2\x82");
 	jw_end_array(&w);
-	ck_assert_str_eq(text(), "[\"q\\\"x\\\\y\\u000a\\u0001\\u007f\\u00c3\\u00a9 ok\"]");
+	ck_assert_str_eq(text(), "[\"q\\\"x\\\\y\\u000a\\u0001\\u007f\xc3\xa9 ok \\ufffd\\ufffd\\ufffd\"]");
 }
 END_TEST
 
@@ -137,7 +138,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, commas_between_members_and_elements_only);
-	tcase_add_test(tc, strings_escaped_as_bytes);
+	tcase_add_test(tc, strings_escaped_as_characters);
 	tcase_add_test(tc, names_escaped_too);
 	tcase_add_test(tc, fixed_decimals_and_significant_digits);
 	tcase_add_test(tc, not_finite_is_null);

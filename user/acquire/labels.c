@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "labels.h"
 #include "procfs.h"
+#include "utf8.h"
 
 #define LABEL_READS 4
 
@@ -57,8 +58,8 @@ int labels_pod_of(const char *cgroup, char *out, size_t len)
  * torchrun's run id is "none" unless --rdzv-id (or --standalone) gave
  * one: then the rendezvous address, the same on every node of the job.
  */
-static void job_id(const char *root, pid_t pid, const char *env, ssize_t len,
-		   char *out, size_t olen)
+static void job_id_raw(const char *root, pid_t pid, const char *env, ssize_t len,
+		       char *out, size_t olen)
 {
 	const char *run = procfs_env_get(env, len, "TORCHELASTIC_RUN_ID");
 	const char *slurm = procfs_env_get(env, len, "SLURM_JOB_ID");
@@ -82,6 +83,20 @@ static void job_id(const char *root, pid_t pid, const char *env, ssize_t len,
 	snprintf(path, sizeof(path), "%s/%d/cgroup", root, pid);
 	if (procfs_read_file(path, cg, sizeof(cg)) > 0)
 		labels_pod_of(cg, out, olen);
+}
+
+/*
+ * The job id as a label can carry it: valid UTF-8 whatever the bytes the
+ * process set (a label that is not fails the node's whole scrape), cut on
+ * a character's boundary, never mid-character.
+ */
+static void job_id(const char *root, pid_t pid, const char *env, ssize_t len,
+		   char *out, size_t olen)
+{
+	char raw[4 * JOB_ID_LEN];
+
+	job_id_raw(root, pid, env, len, raw, sizeof(raw));
+	utf8_clean(out, olen, raw, sizeof(raw));
 }
 
 /* When the process started, in seconds since 1970, by /proc/stat's btime. */

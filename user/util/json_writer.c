@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <math.h>
+#include <string.h>
 #include "json_writer.h"
+#include "utf8.h"
 
 void jw_init(struct jw *w, FILE *f)
 {
@@ -77,18 +79,32 @@ void jw_end_array(struct jw *w)
 	end(w, ']');
 }
 
+/*
+ * A string as JSON: valid UTF-8 as it is (a process named tréne stays
+ * tréne), a byte that starts no valid sequence as U+FFFD (names and
+ * environments are bytes: the document stays valid UTF-8), control
+ * characters escaped.
+ */
 static void quoted(FILE *f, const char *s)
 {
+	size_t n = strlen(s);
+
 	fputc('"', f);
-	for (; *s; s++) {
+	while (*s) {
 		unsigned char ch = *s;
+		int k = utf8_seq((const unsigned char *)s, n);
 
 		if (ch == '"' || ch == '\\')
 			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			fprintf(f, "\\u%04x", ch);	/* comm is bytes, not UTF-8 */
+		else if (ch < 0x20 || ch == 0x7f)
+			fprintf(f, "\\u%04x", ch);
+		else if (!k)
+			fputs("\\ufffd", f);
 		else
-			fputc(ch, f);
+			fwrite(s, 1, k, f);
+		k = k ? k : 1;
+		s += k;
+		n -= k;
 	}
 	fputc('"', f);
 }
