@@ -76,14 +76,29 @@ def test_straggler_named_across_recordings(recordings):
     assert "slow rank: rank 1 (PID" in text.stdout
 
 
-def changed_copy(tmp, name, sql):
+def changed_copy(tmp, name, sql, src="rank1.db"):
     dst = tmp / name
-    shutil.copy(tmp / "rank1.db", dst)
+    shutil.copy(tmp / src, dst)
     db = sqlite3.connect(dst)
     db.executescript(sql)
     db.commit()
     db.close()
     return dst
+
+
+def test_recorded_names_reach_the_terminal_escaped(recordings):
+    """A recording is a file anyone may have written: its host name and job
+    id must not put escape sequences on the terminal of whoever reads it."""
+    tmp, _ = recordings
+    evil = "'x' || char(27) || ']0;owned' || char(7) || char(27) || '[2J'"
+    sql = (f"UPDATE meta SET value = {evil} WHERE key = 'hostname';"
+           f"UPDATE meta SET value = {evil} WHERE key = 'job';")
+    a = changed_copy(tmp, "evil0.db", sql, src="rank0.db")
+    b = changed_copy(tmp, "evil1.db", sql.replace("'x'", "'y'", 1))
+    r = subprocess.run([TRAINBPF, "report", str(a), str(b)], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"\x1b" not in r.stdout and b"\x07" not in r.stdout, r.stdout[:400]
+    assert b"job x\\033]0;owned\\007\\033[2J," in r.stdout, r.stdout[:400]
 
 
 def test_not_one_job_is_refused(recordings):

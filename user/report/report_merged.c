@@ -79,15 +79,21 @@ static int same_job(const struct recording *r, int n, int i, char *err, size_t l
 	return -1;
 }
 
-/* Short host names, or the files' names where two recordings share a host. */
+/*
+ * Short host names, or the files' names where two recordings share a
+ * host; escaped (a recording is a file anyone could have written: its
+ * host name must not put escape sequences on the reader's terminal).
+ */
 static void name_nodes(struct merged *m)
 {
 	bool clash = false;
 
 	for (int i = 0; i < m->n; i++) {
 		size_t k = strcspn(m->r[i].host, ".");
+		char host[sizeof(m->r[i].host)];
 
-		snprintf(m->node[i], sizeof(m->node[i]), "%.*s", (int)k, m->r[i].host);
+		snprintf(host, sizeof(host), "%.*s", (int)k, m->r[i].host);
+		report_esc(m->node[i], sizeof(m->node[i]), host);
 		for (int j = 0; j < i; j++)
 			clash |= !strcmp(m->node[i], m->node[j]) || !m->node[i][0];
 	}
@@ -95,7 +101,7 @@ static void name_nodes(struct merged *m)
 		char path[4096];
 
 		snprintf(path, sizeof(path), "%s", m->r[i].path);
-		snprintf(m->node[i], sizeof(m->node[i]), "%s", basename(path));
+		report_esc(m->node[i], sizeof(m->node[i]), basename(path));
 	}
 }
 
@@ -291,11 +297,14 @@ void merged_text(FILE *f, const struct merged *m)
 {
 	uint64_t all[TB_NCAT], total;
 	double pct[TB_NCAT];
+	char job[4 * JOB_ID_LEN], path[4096];
 
 	fprintf(f, "trainbpf %s: job %s, %d recordings merged, %d rank%s\n", TB_VERSION,
-		job_name(m), m->n, m->nranks, m->nranks == 1 ? "" : "s");
+		report_esc(job, sizeof(job), job_name(m)), m->n, m->nranks,
+		m->nranks == 1 ? "" : "s");
 	for (int i = 0; i < m->n; i++)
-		fprintf(f, "  %s: %s, %.1f s%s\n", m->r[i].path, m->node[i],
+		fprintf(f, "  %s: %s, %.1f s%s\n", report_esc(path, sizeof(path), m->r[i].path),
+			m->node[i],
 			(m->r[i].end_ns - m->r[i].start_ns) / 1e9,
 			m->r[i].complete ? "" : " (cut short)");
 	fputc('\n', f);
