@@ -117,6 +117,20 @@ def test_command_not_found():
     one_line_error(r, 127, "cannot run command")
 
 
+def test_failed_command_leaves_the_output_as_it_was(tmp_path):
+    """A command that does not start: a report file trainbpf made is gone
+    again, one that was there keeps what it held."""
+    new = tmp_path / "new.txt"
+    one_line_error(run_trainbpf(["-o", str(new), "--", "/nonexistent/cmd"]), 127,
+                   "cannot run command")
+    assert not new.exists()
+    old = tmp_path / "old.txt"
+    old.write_text("last run's report\n")
+    one_line_error(run_trainbpf(["-o", str(old), "--", "/nonexistent/cmd"]), 127,
+                   "cannot run command")
+    assert old.read_text() == "last run's report\n"
+
+
 def test_unwritable_output():
     one_line_error(run_trainbpf(["-o", "/nonexistent/dir/r.txt", "--", "true"]), 1,
                    "cannot write /nonexistent/dir/r.txt")

@@ -10,7 +10,10 @@
 
 #include <stdio.h>
 
-/* path, or stdout for NULL; NULL on error. Nothing in the file is lost yet. */
+/*
+ * path, or stdout for NULL; NULL on error. Nothing in the file is lost yet;
+ * a file it made is removed again if closed before out_begin.
+ */
 FILE *out_open(const char *path);
 /* Empties a regular file before the output is written. -1 on error. */
 int out_begin(FILE *f, const char *path);
