@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <crypt.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 #include "web_config.h"
 
@@ -53,29 +56,60 @@ static bool is_null(const yaml_node_t *n)
 		      n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE);
 }
 
+/*
+ * path opened for reading if it can be trusted with the metrics' auth and
+ * keys: a regular file, not a link (O_NOFOLLOW: one planted in a shared
+ * directory is refused, not followed), owned by root or by trainbpf's own
+ * user, and writable by no one else (anyone who could write it could turn
+ * auth off at the next SIGHUP, or swap the key). -1 and why if not.
+ */
+static int open_trusted(const char *path, char *why, size_t len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0) {
+		snprintf(why, len, "%s", errno == ELOOP ? "a symbolic link, not followed: name "
+			 "the file itself" : strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		snprintf(why, len, "not a regular file");
+	else if (st.st_uid != 0 && st.st_uid != geteuid())
+		snprintf(why, len, "owned by uid %u, not root: refused", (unsigned int)st.st_uid);
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		snprintf(why, len, "writable by group or others (mode %04o): refused",
+			 (unsigned int)(st.st_mode & 07777));
+	else
+		return fd;
+	close(fd);
+	return -1;
+}
+
 /* name's contents, relative to the config file's directory; NULL and err if not. */
 static char *read_file(struct parse *p, const char *what, const char *name)
 {
-	char path[4096];
-	FILE *f;
-	char *buf;
-	size_t n;
+	char path[4096], why[128];
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t got = 1;
+	int fd;
 
 	if (name[0] == '/')
 		snprintf(path, sizeof(path), "%s", name);
 	else
 		snprintf(path, sizeof(path), "%s/%s", p->dir, name);
-	f = fopen(path, "re");
-	if (!f) {
-		fail(p, "%s %s: %s", what, path, strerror(errno));
+	if ((fd = open_trusted(path, why, sizeof(why))) < 0) {
+		fail(p, "%s %s: %s", what, path, why);
 		return NULL;
 	}
 	buf = malloc(WC_MAX_FILE + 1);
-	n = buf ? fread(buf, 1, WC_MAX_FILE + 1, f) : 0;
-	fclose(f);
-	if (!buf || !n || n > WC_MAX_FILE) {
-		fail(p, "%s %s: %s", what, path, !buf ? "out of memory" : !n ? "empty" :
-		     "over 1 MiB");
+	while (buf && n <= WC_MAX_FILE && (got = read(fd, buf + n, WC_MAX_FILE + 1 - n)) > 0)
+		n += got;
+	close(fd);
+	if (!buf || got < 0 || !n || n > WC_MAX_FILE) {
+		fail(p, "%s %s: %s", what, path, !buf ? "out of memory" : got < 0 ?
+		     strerror(errno) : !n ? "empty" : "over 1 MiB");
 		free(buf);
 		return NULL;
 	}
@@ -264,14 +298,16 @@ int web_config_load(struct web_config *wc, const char *path, char *err, size_t l
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	FILE *f;
-	int rc = -1;
+	int fd, rc = -1;
 
 	memset(wc, 0, sizeof(*wc));
 	snprintf(dir, sizeof(dir), "%s", path);
 	p.dir = dirname(dir);
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, len, "--web.config.file %s: %s", path, strerror(errno));
+	fd = open_trusted(path, msg, sizeof(msg));
+	if (fd < 0 || !(f = fdopen(fd, "r"))) {
+		snprintf(err, len, "--web.config.file %s: %s", path, fd < 0 ? msg : strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	yaml_parser_initialize(&parser);
@@ -340,21 +376,26 @@ static bool same(const char *a, const char *b)
 	return !d;
 }
 
+/*
+ * An unknown user costs the same bcrypt as a known one (the first user's
+ * hash, the one cost a file usually has): how long a refusal takes does
+ * not tell which users exist. Every name is compared, none skipped.
+ */
 bool web_config_check(const struct web_config *wc, const char *user, const char *password)
 {
+	const char *hash, *h;
 	void *data = NULL;
-	int size = 0;
-	bool ok = false;
+	int size = 0, found = -1;
+	bool ok;
 
-	for (int i = 0; i < wc->nusers; i++) {
-		const char *h;
-
-		if (strcmp(wc->users[i].name, user))
-			continue;
-		h = crypt_ra(password, wc->users[i].hash, &data, &size);
-		ok = h && h[0] != '*' && same(h, wc->users[i].hash);
-		break;
-	}
+	if (!wc->nusers)
+		return false;
+	for (int i = 0; i < wc->nusers; i++)
+		if (same(wc->users[i].name, user) && found < 0)
+			found = i;
+	hash = wc->users[found < 0 ? 0 : found].hash;
+	h = crypt_ra(password, hash, &data, &size);
+	ok = h && h[0] != '*' && same(h, hash) && found >= 0;
 	free(data);
 	return ok;
 }
