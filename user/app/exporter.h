@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * `trainbpf serve`'s HTTP side (libmicrohttpd, in a thread of its own):
+ * `trainbpf serve`'s HTTP side (libmicrohttpd, a thread per connection):
  * GET /metrics answers the text the tracer last published. A scrape copies
  * that text under a lock the tracer takes only to swap it, so no scrape
  * can hold the tracer up, and none touches the model.
@@ -11,27 +11,32 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "http_guard.h"
 
-struct MHD_Daemon;
+struct listener;		/* one MHD daemon and the web config it serves with */
 struct web_config;
 
 struct exporter {
-	struct MHD_Daemon *d;
-	const struct web_config *wc;	/* TLS, basic auth, headers; NULL: none */
-	pthread_mutex_t lock;
+	struct listener *cur;	/* the daemon answering now */
+	struct guard guard;	/* deadlines, failed auth (http_guard.h) */
+	pthread_mutex_t bcrypt_lock;	/* one bcrypt at a time: guesses take one core at most */
+	pthread_mutex_t lock;	/* text, len, scrapes */
 	char *text;
 	size_t len;
 	uint64_t scrapes;
-	/* The last user and password bcrypt passed: a scrape every second costs no hash. */
-	char ok_user[128], ok_pass[128];
 };
 
 /*
- * "HOST:PORT", "[V6]:PORT" or "PORT" (loopback), with wc's TLS and basic
- * auth (the caller keeps it). -1 and one line on stderr if not.
+ * "HOST:PORT", "[V6]:PORT" or "PORT" (loopback; PORT 1-65535), with wc's
+ * TLS and basic auth (the caller keeps it); says where it listens (one line
+ * on stderr, and a warning for every interface). -1 and one line if not.
  */
 int exporter_start(struct exporter *x, const char *listen, const struct web_config *wc);
-/* The same address with another web config; on failure the old one goes on (-1, said). */
+/*
+ * The same address with another web config, on the same listening socket:
+ * the old daemon answers until the new one runs. On failure the old one
+ * goes on (-1, said); there is a listener all along.
+ */
 int exporter_reconfigure(struct exporter *x, const char *listen, const struct web_config *wc);
 /* From now on scrapes get text (len bytes, malloc'ed; the exporter frees it). */
 void exporter_publish(struct exporter *x, char *text, size_t len);
