@@ -584,7 +584,7 @@ def test_serve_gpu_series(tmp_path, monkeypatch):
         if job.poll() is None:
             job.kill()
         assert srv.stop() == 0
-    key = frozenset({("job", '"gpu-job"'), ("rank", '"0"'), ("local_rank", '"0"'),
+    key = frozenset({("training_job", '"gpu-job"'), ("rank", '"0"'), ("local_rank", '"0"'),
                      ("world_size", '"1"'), ("role", '"trainer"'), ("gpu", '"0"')})
     assert set(first) == {key}, first          # GPU 1 has none of the job's processes
     assert later[key] > first[key]             # a counter: 250 W while the job is on GPU 0

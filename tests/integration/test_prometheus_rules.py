@@ -103,8 +103,9 @@ def metric_names(expr):
 
 
 def test_metric_names_parser():
-    assert metric_names('sum without (category) (rate(a_total{job="$job", x=~"a|b"}[$__rate_interval]))'
-                        ' / on (job) group_left () b:c:d{job="x"} > 0.15 and count by (job) (e) >= 2'
+    assert metric_names('sum without (category) (rate(a_total{training_job="$training_job", x=~"a|b"}'
+                        '[$__rate_interval])) / on (training_job) group_left () b:c:d{training_job="x"}'
+                        ' > 0.15 and count by (training_job) (e) >= 2'
                         ' or absent(up{job="trainbpf"}) * 1e3') == {"a_total", "b:c:d", "e", "up"}
 
 
@@ -126,12 +127,13 @@ def test_config_check(promtool, tmp_path):
     assert "1 rule files found" in out and "12 rules found" in out, out
 
 
-def test_config_honors_labels():
+def test_config_keeps_prometheus_job():
     config = load_yaml(CONFIG)
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
-    # The rules' `job` is the training job only if the exporter's own job
-    # label survives the scrape; TrainbpfDown looks for up{job="trainbpf"}.
-    assert jobs["trainbpf"].get("honor_labels") is True
+    # The training job is `training_job`: the exporter sets no `job`, so the
+    # scrape job needs no honor_labels (which would let a target override
+    # `instance` too); TrainbpfDown looks for up{job="trainbpf"}.
+    assert "trainbpf" in jobs and "honor_labels" not in jobs["trainbpf"]
     for path in config["rule_files"]:
         assert not os.path.isabs(path)
         assert os.path.exists(os.path.join(os.path.dirname(CONFIG), path))
@@ -149,7 +151,7 @@ def test_rules_content():
         text = ann["summary"] + ann["description"]
         assert "$labels.instance" in text, name
         if name in PER_RANK_ALERTS:
-            assert "$labels.job" in text and "$labels.rank" in text, name
+            assert "$labels.training_job" in text and "$labels.rank" in text, name
     assert alerts["TrainbpfStraggler"]["for"] == "10s"
     # Every series the rules read is exported or recorded.
     allowed = EXPORTED | BUILTIN | recorded_names()
@@ -157,6 +159,32 @@ def test_rules_content():
         for r in g["rules"]:
             assert metric_names(r["expr"]) <= allowed, (r.get("record") or r.get("alert"),
                                                         metric_names(r["expr"]) - allowed)
+
+
+def job_label_uses(expr):
+    """Where PromQL (or an alert's template) uses the label `job`: the
+    values its matchers select, and the grouping lists and template
+    lookups that name it."""
+    values = re.findall(r'(?<![\w.])job\s*(?:=|!=|=~|!~)\s*("[^"]*"|%q)', expr)
+    names = re.findall(r"\b(?:by|without|on|ignoring)\s*\([^)]*\bjob\b[^)]*\)", expr)
+    names += re.findall(r'[Ll]abels\.job\b|sortByLabel "job"', expr)
+    return values, names
+
+
+def test_job_label_is_the_scrape_job():
+    """`job` is Prometheus' scrape job everywhere: only job="trainbpf"
+    selects it; the training job is always `training_job`."""
+    exprs = [(r.get("record") or r.get("alert"), r["expr"] + json.dumps(r.get("annotations", {})))
+             for g in load_yaml(RULES)["groups"] for r in g["rules"]]
+    with open(DASHBOARD) as f:
+        exprs += dashboard_exprs(json.load(f))
+    for where, expr in exprs:
+        values, names = job_label_uses(expr.replace('\\"', '"'))
+        assert set(values) <= {'"trainbpf"'} and not names, (where, values, names)
+    assert job_label_uses('a{job="x"} / on (rank, job) b{job=%q} $labels.job') == (
+        ['"x"', "%q"], ["on (rank, job)", "labels.job"])
+    assert job_label_uses('a{training_job="x"} and on (training_job) b{job="trainbpf"}'
+                          ' $labels.training_job') == (['"trainbpf"'], [])
 
 
 def dashboard_exprs(dash):
@@ -192,9 +220,9 @@ def test_dashboard_model():
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    job = variables["job"]
+    job = variables["training_job"]
     q = job["query"]["query"] if isinstance(job["query"], dict) else job["query"]
-    assert q == "label_values(trainbpf_time_seconds_total, job)"
+    assert q == "label_values(trainbpf_time_seconds_total, training_job)"
     for p in dash["panels"]:
         if p["type"] != "row":
             assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
@@ -217,7 +245,7 @@ def test_dashboard_queries(promtool, tmp_path):
         used |= names
         # Only the dashboard's own variables and Grafana's.
         for var in re.findall(r"\$\{?(\w+)", expr):
-            assert var in {"job", "rank", "__rate_interval"}, f"{where}: ${var}"
+            assert var in {"training_job", "rank", "__rate_interval"}, f"{where}: ${var}"
     # Every exported series shows, directly or through the rules it feeds.
     recorded = {r["record"]: metric_names(r["expr"]) for g in load_yaml(RULES)["groups"]
                 for r in g["rules"] if "record" in r}
@@ -230,7 +258,7 @@ def test_dashboard_queries(promtool, tmp_path):
     assert EXPORTED - meta - used == set(), "exported but not on the dashboard"
     # Syntax: promtool parses each query as a recording rule's, with the
     # variables as Grafana would substitute them.
-    subst = {"$__rate_interval": "1m", "$job": "run-1", "$rank": ".*"}
+    subst = {"$__rate_interval": "1m", "$training_job": "run-1", "$rank": ".*"}
     rules = []
     for i, (where, expr) in enumerate(dashboard_exprs(dash)):
         for k, v in subst.items():
@@ -268,7 +296,7 @@ def test_daemonset():
     assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == "9464"
     monitor = next(d for d in docs if d["kind"] == "PodMonitor")
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    assert endpoint["honorLabels"] is True and endpoint["port"] == "metrics"
+    assert "honorLabels" not in endpoint and endpoint["port"] == "metrics"
 
 
 def unit_settings():

@@ -116,8 +116,10 @@ def test_one_job_found_by_its_libraries(tmp_path):
             job.kill()
     steps = samples(text, "trainbpf_steps_total")
     key = next(iter(steps))
-    assert dict(key) == {"job": '"libs-found"', "rank": '"0"', "local_rank": '"0"',
+    assert dict(key) == {"training_job": '"libs-found"', "rank": '"0"', "local_rank": '"0"',
                          "world_size": '"1"', "role": '"trainer"'}
+    # `job` is left to Prometheus (the scrape job's name): never set here.
+    assert '{job="' not in text and ',job="' not in text
     assert "pid" not in text and "tid=" not in text
     assert "process_resident_memory_bytes " in text and "process_cpu_seconds_total " in text
     # A client that connects and sends nothing holds no scrape up.
@@ -175,7 +177,6 @@ global:
 rule_files: [{rules}]
 scrape_configs:
   - job_name: trainbpf
-    honor_labels: true
     static_configs:
       - targets: [{targets}]
 """
@@ -257,7 +258,7 @@ def test_two_nodes_straggler_in_prometheus(tmp_path):
         wait_for("the job's series to leave /metrics",
                  lambda: all(job_id not in n.metrics() for n in nodes), GRACE_S + 5)
         wait_for("the job's series to leave Prometheus",
-                 lambda: not prom.query(f'trainbpf_processes{{job="{job_id}"}}'), 10)
+                 lambda: not prom.query(f'trainbpf_processes{{training_job="{job_id}"}}'), 10)
     finally:
         for p in ranks:
             if p.poll() is None:
@@ -273,13 +274,13 @@ def check_step_time_and_findings(prom, job_id, nodes):
     communication-bound (it waits for the slow one), judged on its own
     rank alone."""
     steps = {m["rank"]: v for m, v in prom.query(
-        f'last_over_time(trainbpf_step_seconds{{job="{job_id}"}}[5m])')}
+        f'last_over_time(trainbpf_step_seconds{{training_job="{job_id}"}}[5m])')}
     print(f"step time: {steps}")
     assert set(steps) == {"0", "1"} and all(v >= 0.060 for v in steps.values()), steps
     assert abs(steps["0"] - steps["1"]) <= 0.2 * max(steps.values()), steps
     node0 = f"127.0.0.1:{nodes[0].port}"
     found = {m["finding"]: v for m, v in prom.query(
-        f'last_over_time(trainbpf_finding{{job="{job_id}",instance="{node0}"}}[5m])')}
+        f'last_over_time(trainbpf_finding{{training_job="{job_id}",instance="{node0}"}}[5m])')}
     print(f"findings of rank 0's node: {found}")
     assert "comm_bound" in found and 0 < found["comm_bound"] <= 1, found
 
@@ -290,18 +291,19 @@ def check_series(prom, job_id, parts):
     for rank, part in enumerate(parts):
         r = str(rank)
         life = part["end_mono"] - part["start_mono"]
-        procs = last(f'trainbpf_processes{{job="{job_id}",role="trainer"}}')
+        procs = last(f'trainbpf_processes{{training_job="{job_id}",role="trainer"}}')
         m, _ = procs[r]
         assert (m["local_rank"], m["world_size"], m["instance"] != "") == ("0", "2", True), m
+        assert m["job"] == "trainbpf", m     # the scrape job's, with no honor_labels
         assert "pid" not in m
         # every second of the main thread in one category: its traced life
         cats = prom.query(f'sum by (rank) (last_over_time(trainbpf_time_seconds_total'
-                          f'{{job="{job_id}",role="trainer",rank="{r}"}}[5m]))')
+                          f'{{training_job="{job_id}",role="trainer",rank="{r}"}}[5m]))')
         traced = cats[0][1]
         # traced from the first scan that saw it (every 2 s), to its exit
         assert life - 3.0 <= traced <= life + 0.5, (rank, traced, life)
         for ph in ("forward", "backward", "optimizer"):
-            got = prom.query(f'last_over_time(trainbpf_phase_seconds_total{{job="{job_id}",'
+            got = prom.query(f'last_over_time(trainbpf_phase_seconds_total{{training_job="{job_id}",'
                              f'rank="{r}",phase="{ph}"}}[5m])')[0][1]
             want = part["totals"][ph]
             print(f"rank {rank} {ph}: prometheus {got:.3f} s, the job {want:.3f} s "
@@ -309,6 +311,6 @@ def check_series(prom, job_id, parts):
             assert abs(got - want) <= BOUND * life, (rank, ph, got, want, life)
         # The job's setup (3 s) outlasts a scan's period (2 s): every step is
         # seen, each closed by the next fetch (the last by the pass's end).
-        steps = prom.query(f'last_over_time(trainbpf_steps_total{{job="{job_id}",'
+        steps = prom.query(f'last_over_time(trainbpf_steps_total{{training_job="{job_id}",'
                            f'rank="{r}"}}[5m])')[0][1]
         assert steps == part["steps"], (rank, steps, part["steps"])

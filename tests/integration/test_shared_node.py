@@ -62,7 +62,7 @@ def callmagic(d, lib, seconds, job, user=()):
 def watched(srv, job):
     """Serve has a series for job (discovered, traced, labelled)."""
     return samples(srv.metrics(), "trainbpf_processes").get(
-        frozenset({("job", f'"{job}"'), ("rank", '"0"'), ("local_rank", '"unknown"'),
+        frozenset({("training_job", f'"{job}"'), ("rank", '"0"'), ("local_rank", '"unknown"'),
                    ("world_size", '"unknown"'), ("role", '"other"')}))
 
 
@@ -198,4 +198,4 @@ def test_labels_from_bad_bytes_keep_every_scrape_valid(tmp_path, shared_dir):
 
 
 def watched_text(text, job):
-    return f'trainbpf_processes{{job="{job}",' in text
+    return f'trainbpf_processes{{training_job="{job}",' in text

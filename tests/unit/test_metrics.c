@@ -159,16 +159,16 @@ START_TEST(findings_per_job)
 	metrics_update(&m, &job, 100 * S);
 	ck_assert_int_eq(metrics_judge(&m, &job, 100 * S), 0);
 	text = exposition();
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_finding{job=\"starved\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_finding{training_job=\"starved\","
 				     "finding=\"data_loading\"} "));
-	ck_assert_ptr_null(strstr(text, "trainbpf_finding{job=\"busy\""));
+	ck_assert_ptr_null(strstr(text, "trainbpf_finding{training_job=\"busy\""));
 	free(text);
 	/* Its processes gone past the grace period: its findings go too. */
 	job_on_exit(&job, 10, 101 * S, 0);
 	metrics_update(&m, &job, 140 * S);
 	metrics_judge(&m, &job, 140 * S);
 	text = exposition();
-	ck_assert_ptr_null(strstr(text, "job=\"starved\""));
+	ck_assert_ptr_null(strstr(text, "training_job=\"starved\""));
 	free(text);
 }
 END_TEST
@@ -196,12 +196,12 @@ START_TEST(step_time_and_epochs)
 	metrics_update(&m, &job, 101 * S);
 	metrics_update(&m, &job, 102 * S);	/* no step since: the gauge stays */
 	text = exposition();
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_step_seconds{job=\"j1\",rank=\"0\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_step_seconds{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} "
 				     "0.200000\n"));
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_epochs_total{job=\"j1\",rank=\"0\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_epochs_total{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 1\n"));
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_steps_total{job=\"j1\",rank=\"0\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_steps_total{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 14\n"));
 	free(text);
 	job.phases = NULL;
@@ -225,7 +225,7 @@ START_TEST(job_id_falls_back_to_the_launcher)
 	f = open_memstream(&text, &len);
 	metrics_write(&m, &(struct mx_self){ 0 }, f);
 	fclose(f);
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_time_seconds_total{job=\"5-1700000000\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_time_seconds_total{training_job=\"5-1700000000\","
 				      "rank=\"0\",local_rank=\"unknown\",world_size=\"2\","
 				      "role=\"trainer\",category=\"cpu\"} 1.000000000\n"));
 	ck_assert_ptr_nonnull(strstr(text, "rank=\"unknown\""));	/* the launcher */
@@ -244,7 +244,7 @@ START_TEST(label_values_are_escaped)
 	f = open_memstream(&text, &len);
 	metrics_write(&m, &(struct mx_self){ 0 }, f);
 	fclose(f);
-	ck_assert_ptr_nonnull(strstr(text, "{job=\"a\\\"b\\\\c\\nd\","));
+	ck_assert_ptr_nonnull(strstr(text, "{training_job=\"a\\\"b\\\\c\\nd\","));
 	free(text);
 }
 END_TEST

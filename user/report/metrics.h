@@ -9,8 +9,8 @@
  * by the job model): so each process adds what it gained since the last
  * update to its series, and a series keeps what its processes gave. A
  * series whose processes have all been gone for the grace period goes.
- * Labels are bounded: job, rank, local_rank, world_size and role, never a
- * pid or a step.
+ * Labels are bounded: training_job, rank, local_rank, world_size and
+ * role, never a pid or a step.
  */
 #ifndef TB_METRICS_H
 #define TB_METRICS_H
@@ -125,7 +125,7 @@ void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f)
 void metrics_free(struct metrics *m);
 /* The series of a process followed at the last update, or -1. */
 int metrics_series_of(const struct metrics *m, const struct proc_rec *p);
-/* name{job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]} and a space. */
+/* name{training_job=...,rank=...,role=...[,extra="val"]} and a space. */
 void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
 			const char *extra, const char *val);
 /*

@@ -30,11 +30,14 @@ static void put_int_label(FILE *f, const char *name, int v)
 		fprintf(f, ",%s=\"unknown\"", name);
 }
 
-/* name{job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]} */
+/*
+ * name{training_job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]}:
+ * not `job`, which is the scrape job's label in Prometheus (docs/metrics.md).
+ */
 void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
 			const char *extra, const char *val)
 {
-	fprintf(f, "%s{job=\"", name);
+	fprintf(f, "%s{training_job=\"", name);
 	put_value(f, s->job);
 	fputc('"', f);
 	put_int_label(f, "rank", s->rank);
@@ -147,7 +150,7 @@ static void findings(const struct metrics *m, FILE *f)
 		for (int k = 0; k < DG_NIDS; k++) {
 			if (m->jobs[i].severity[k] < 0)
 				continue;
-			fputs("trainbpf_finding{job=\"", f);
+			fputs("trainbpf_finding{training_job=\"", f);
 			put_value(f, m->jobs[i].job);
 			fprintf(f, "\",finding=\"%s\"} %.3f\n", diag_id_name(k),
 				m->jobs[i].severity[k]);
