@@ -33,6 +33,31 @@ def exported():
 
 
 EXPORTED = exported()
+
+
+def families():
+    """{name: type} of every family the exporter writes (metrics_expose.c,
+    and metrics_gpu.c's counters and literal TYPE lines)."""
+    out = {}
+    for path in (EXPOSE, os.path.join(ROOT, "user", "report", "metrics_gpu.c")):
+        src = open(path).read()
+        out.update(re.findall(r'(?:family|PER)\((?:m, )?f, "([a-z_]+)", "(counter|gauge)"', src))
+        out.update((n, "counter") for n in re.findall(r'\bcounter\(m, f, "([a-z_]+)"', src))
+        out.update(re.findall(r"# TYPE ([a-z_]+) (counter|gauge)", src))
+    return out
+
+
+def test_families_do_not_collide():
+    """In OpenMetrics a counter's family is its name less `_total`: a gauge
+    of that name (trainbpf_step_seconds beside trainbpf_step_seconds_total)
+    is a second family of the same name, which parsers refuse."""
+    fam = families()
+    assert {"trainbpf_step_seconds_total", "trainbpf_last_step_seconds",
+            "trainbpf_gpu_energy_joules_total", "trainbpf_gpu_utilization_ratio"} <= set(fam)
+    for name, kind in fam.items():
+        assert name.endswith("_total") == (kind == "counter"), name
+    counters = {n[:-len("_total")] for n, k in fam.items() if k == "counter"}
+    assert counters & set(fam) == set(), "a family named like a counter's"
 BUILTIN = {"up", "ALERTS"}
 
 ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",

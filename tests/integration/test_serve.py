@@ -274,7 +274,7 @@ def check_step_time_and_findings(prom, job_id, nodes):
     communication-bound (it waits for the slow one), judged on its own
     rank alone."""
     steps = {m["rank"]: v for m, v in prom.query(
-        f'last_over_time(trainbpf_step_seconds{{training_job="{job_id}"}}[5m])')}
+        f'last_over_time(trainbpf_last_step_seconds{{training_job="{job_id}"}}[5m])')}
     print(f"step time: {steps}")
     assert set(steps) == {"0", "1"} and all(v >= 0.060 for v in steps.values()), steps
     assert abs(steps["0"] - steps["1"]) <= 0.2 * max(steps.values()), steps

@@ -196,7 +196,7 @@ START_TEST(step_time_and_epochs)
 	metrics_update(&m, &job, 101 * S);
 	metrics_update(&m, &job, 102 * S);	/* no step since: the gauge stays */
 	text = exposition();
-	ck_assert_ptr_nonnull(strstr(text, "trainbpf_step_seconds{training_job=\"j1\",rank=\"0\","
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_last_step_seconds{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} "
 				     "0.200000\n"));
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_epochs_total{training_job=\"j1\",rank=\"0\","

@@ -124,12 +124,13 @@ static void counts(const struct metrics *m, FILE *f)
 	PER(m, f, "trainbpf_epochs_total", "counter",
 	    "DataLoader passes completed (told at the loop's next fetch after a pass's end).",
 	    true, epochs, false);
-	family(f, "trainbpf_step_seconds", "gauge",
+	/* Not trainbpf_step_seconds: that is the counter's family in OpenMetrics. */
+	family(f, "trainbpf_last_step_seconds", "gauge",
 	       "Mean wall time of the training steps completed at the last update that had any "
 	       "(updates every 0.5 s).");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i]) && m->series[i].phases && m->series[i].v.steps) {
-			metrics_put_series(f, "trainbpf_step_seconds", &m->series[i], NULL, NULL);
+			metrics_put_series(f, "trainbpf_last_step_seconds", &m->series[i], NULL, NULL);
 			fprintf(f, "%.6f\n", m->series[i].step_now_ms / 1e3);
 		}
 	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
