@@ -343,7 +343,7 @@ def unit_settings():
 def test_systemd_unit(tmp_path):
     s = unit_settings()
     assert s[("Service", "Type")] == "simple"
-    assert s[("Service", "ExecStart")] == "/usr/local/bin/trainbpf serve --listen 127.0.0.1:9464"
+    assert s[("Service", "ExecStart")] == "/usr/local/sbin/trainbpf serve --listen 127.0.0.1:9464"
     assert s[("Service", "ExecReload")] == "/bin/kill -HUP $MAINPID"
     assert s[("Service", "Restart")] == "on-failure"
     assert s[("Service", "KillSignal")] == "SIGTERM"
@@ -366,7 +366,7 @@ def test_systemd_unit(tmp_path):
         stub.chmod(0o755)
         unit = tmp_path / "trainbpf.service"
         with open(UNIT) as f:
-            unit.write_text(f.read().replace("/usr/local/bin/trainbpf", str(stub)))
+            unit.write_text(f.read().replace("/usr/local/sbin/trainbpf", str(stub)))
         r = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 0 and not r.stderr.strip(), r.stderr
