@@ -23,28 +23,28 @@ UNIT = os.path.join(DEPLOY, "systemd", "trainbpf.service")
 # What `trainbpf serve` exports, read from the exporter's own source (every
 # family it writes), and what Prometheus adds itself.
 EXPOSE = os.path.join(ROOT, "user", "report", "metrics_expose.c")
-
-
-def exported():
-    src = open(EXPOSE).read()
-    names = set(re.findall(r'family\(f, "([a-z_]+)"', src))
-    names |= set(re.findall(r'PER\(m, f, "([a-z_]+)"', src))
-    return names
-
-
-EXPORTED = exported()
+EXPOSE_GPU = os.path.join(ROOT, "user", "report", "metrics_gpu.c")
 
 
 def families():
     """{name: type} of every family the exporter writes (metrics_expose.c,
     and metrics_gpu.c's counters and literal TYPE lines)."""
     out = {}
-    for path in (EXPOSE, os.path.join(ROOT, "user", "report", "metrics_gpu.c")):
+    for path in (EXPOSE, EXPOSE_GPU):
         src = open(path).read()
         out.update(re.findall(r'(?:family|PER)\((?:m, )?f, "([a-z_]+)", "(counter|gauge)"', src))
         out.update((n, "counter") for n in re.findall(r'\bcounter\(m, f, "([a-z_]+)"', src))
         out.update(re.findall(r"# TYPE ([a-z_]+) (counter|gauge)", src))
     return out
+
+
+EXPORTED = set(families())
+BUILTIN = {"up", "ALERTS"}
+
+ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",
+          "TrainbpfGPUIdle", "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown"}
+PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"}
+CAPABILITIES = {"BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH"}
 
 
 def test_families_do_not_collide():
@@ -58,12 +58,6 @@ def test_families_do_not_collide():
         assert name.endswith("_total") == (kind == "counter"), name
     counters = {n[:-len("_total")] for n, k in fam.items() if k == "counter"}
     assert counters & set(fam) == set(), "a family named like a counter's"
-BUILTIN = {"up", "ALERTS"}
-
-ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",
-          "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown"}
-PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"}
-CAPABILITIES = {"BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH"}
 
 
 def yaml_module():
@@ -149,7 +143,7 @@ def test_config_check(promtool, tmp_path):
     # From elsewhere: rule_files are relative to the config file, so a fresh
     # clone's config loads its rules wherever Prometheus runs.
     out = run_promtool(promtool, "check", "config", CONFIG, cwd=tmp_path)
-    assert "1 rule files found" in out and "12 rules found" in out, out
+    assert "1 rule files found" in out and "13 rules found" in out, out
 
 
 def test_config_keeps_prometheus_job():
@@ -178,6 +172,10 @@ def test_rules_content():
         if name in PER_RANK_ALERTS:
             assert "$labels.training_job" in text and "$labels.rank" in text, name
     assert alerts["TrainbpfStraggler"]["for"] == "10s"
+    # The GPU's own busy time, the GPUs the rank is on now, its steps.
+    assert metric_names(alerts["TrainbpfGPUIdle"]["expr"]) == {
+        "trainbpf_gpu_busy_seconds_total", "trainbpf_gpu_memory_used_bytes",
+        "trainbpf_steps_total"}
     # Every series the rules read is exported or recorded.
     allowed = EXPORTED | BUILTIN | recorded_names()
     for g in load_yaml(RULES)["groups"]:
@@ -270,7 +268,7 @@ def test_dashboard_queries(promtool, tmp_path):
         used |= names
         # Only the dashboard's own variables and Grafana's.
         for var in re.findall(r"\$\{?(\w+)", expr):
-            assert var in {"training_job", "rank", "__rate_interval"}, f"{where}: ${var}"
+            assert var in {"training_job", "rank", "__rate_interval", "__range"}, f"{where}: ${var}"
     # Every exported series shows, directly or through the rules it feeds.
     recorded = {r["record"]: metric_names(r["expr"]) for g in load_yaml(RULES)["groups"]
                 for r in g["rules"] if "record" in r}
@@ -283,7 +281,7 @@ def test_dashboard_queries(promtool, tmp_path):
     assert EXPORTED - meta - used == set(), "exported but not on the dashboard"
     # Syntax: promtool parses each query as a recording rule's, with the
     # variables as Grafana would substitute them.
-    subst = {"$__rate_interval": "1m", "$training_job": "run-1", "$rank": ".*"}
+    subst = {"$__rate_interval": "1m", "$__range": "1h", "$training_job": "run-1", "$rank": ".*"}
     rules = []
     for i, (where, expr) in enumerate(dashboard_exprs(dash)):
         for k, v in subst.items():
