@@ -34,6 +34,7 @@ from test_serve import Serve, samples, wait_for
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 RIGHT, WRONG = 0, 3     # callmagic's exit: every call right, or not
 LIB = "libcudart.so.13"
+JOB_LABEL = "training_job"
 
 
 @pytest.fixture
@@ -59,11 +60,16 @@ def callmagic(d, lib, seconds, job, user=()):
                             text=True)
 
 
+def job_processes(text, job):
+    """trainbpf_processes of job's series (any rank and role), or None."""
+    found = [v for labels, v in samples(text, "trainbpf_processes").items()
+             if (JOB_LABEL, f'"{job}"') in labels]
+    return sum(found) if found else None
+
+
 def watched(srv, job):
-    """Serve has a series for job (discovered, traced, labelled)."""
-    return samples(srv.metrics(), "trainbpf_processes").get(
-        frozenset({("training_job", f'"{job}"'), ("rank", '"0"'), ("local_rank", '"unknown"'),
-                   ("world_size", '"unknown"'), ("role", '"other"')}))
+    """Serve has a series for job (discovered, traced, labelled): its processes."""
+    return job_processes(srv.metrics(), job)
 
 
 def run_watched(srv, d, lib, job, user=()):
@@ -146,12 +152,15 @@ def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
         libs.append(os.path.join(shared_dir, f"libcudart-{i:03d}.so.13"))
         subprocess.run([*NOBODY, "cp", os.path.join(shared_dir, "libbait.so"), libs[-1]],
                        check=True)
-    srv = Serve(tmp_path, "serve")
+    # Only these processes (a node's other jobs would hold descriptors too).
+    srv = Serve(tmp_path, "serve", "--match", "callmagic")
+    hog = None
     try:
         fds0 = len(os.listdir(f"/proc/{srv.p.pid}/fd"))
         hog = callmagic(shared_dir, libs, 60, "hog", NOBODY)
         wait_for("the hog to be watched", lambda: watched(srv, "hog"), 20)
         wait_for("the bound to be said", lambda: "one library too many" in log(srv), 20)
+        time.sleep(2)   # a look more: nothing past the bound then either
         fds = len(os.listdir(f"/proc/{srv.p.pid}/fd"))
         # uprobe_multi: a descriptor per program and library (2 for a sync
         # call: entry and return); one per probe without it: 2 as well.
@@ -160,10 +169,23 @@ def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
         shutil.copy(os.path.join(shared_dir, "libbait.so"), lib)
         rc, out = run_watched(srv, shared_dir, lib, "legit")
         assert rc == WRONG, out + log(srv)   # found and probed
+        assert log(srv).count("one library too many") == 1, log(srv)
+        t = time.monotonic()
         hog.kill()
         hog.wait()
+        # its 32 libraries' probes go without holding the scrapes up
+        wait_for("the hog's probes to go", lambda: len(os.listdir(f"/proc/{srv.p.pid}/fd"))
+                 <= fds0 + 8, 30)
+        assert srv.metrics()
+        detach_s = time.monotonic() - t
     finally:
+        if hog and hog.poll() is None:
+            hog.kill()
+            hog.wait()
+        t = time.monotonic()
         assert srv.stop() == 0
+    assert time.monotonic() - t < 10, "SIGTERM took too long"
+    assert detach_s < 30
 
 
 def test_labels_from_bad_bytes_keep_every_scrape_valid(tmp_path, shared_dir):
@@ -184,7 +206,7 @@ def test_labels_from_bad_bytes_keep_every_scrape_valid(tmp_path, shared_dir):
             procs.append(subprocess.Popen([*NOBODY, os.path.join(shared_dir, "callmagic"), "30",
                                            lib], env=env, stdout=subprocess.DEVNULL))
         text = wait_for("the three jobs", lambda: (lambda t: t if all(
-            watched_text(t, job) for job in ids.values()) else None)(srv.metrics()), 30)
+            job_processes(t, job) for job in ids.values()) else None)(srv.metrics()), 30)
         r = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
                            capture_output=True, timeout=30)
         # promtool also lints (exit 3 for lint problems only); a parse error is 1
@@ -199,3 +221,23 @@ def test_labels_from_bad_bytes_keep_every_scrape_valid(tmp_path, shared_dir):
 
 def watched_text(text, job):
     return f'trainbpf_processes{{training_job="{job}",' in text
+
+
+def test_another_user_cannot_add_to_a_jobs_series(tmp_path, shared_dir):
+    """nobody's process sets root's job's TORCHELASTIC_RUN_ID and RANK: it
+    is a job of its own (victim~uid65534), root's series keeps 1 process."""
+    lib = os.path.join(shared_dir, LIB)
+    shutil.copy(os.path.join(shared_dir, "libclean.so"), lib)
+    srv = Serve(tmp_path, "serve")
+    procs = []
+    try:
+        procs.append(callmagic(shared_dir, lib, 30, "victim"))
+        wait_for("the victim to be watched", lambda: watched(srv, "victim"), 20)
+        procs.append(callmagic(shared_dir, lib, 30, "victim", NOBODY))
+        wait_for("the claimant to be watched", lambda: watched(srv, "victim~uid65534"), 20)
+        assert watched(srv, "victim") == 1
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        assert srv.stop() == 0

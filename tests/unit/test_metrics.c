@@ -336,6 +336,60 @@ START_TEST(labels_of_trainers_only)
 }
 END_TEST
 
+START_TEST(another_users_claim_is_its_own_job)
+{
+	/* job v is user 1000's: user 65534's process naming it (job and rank) adds nothing to it */
+	proc(10, 1, TB_ROLE_TRAINER, 0, "v")->labels.uid = 1000;
+	set_cpu(10, 3 * S);
+	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	proc(30, 1, TB_ROLE_TRAINER, 0, "v")->labels.uid = 65534;
+	set_cpu(30, 7 * S);
+	ck_assert_int_eq(metrics_update(&m, &job, 101 * S), 0);
+	ck_assert_uint_eq(series("v", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 3 * S);
+	ck_assert_int_eq(series("v", 0, TB_ROLE_TRAINER)->live, 1);
+	ck_assert_uint_eq(series("v~uid65534", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 7 * S);
+	/* the same user's second rank is the job's */
+	proc(11, 1, TB_ROLE_TRAINER, 1, "v")->labels.uid = 1000;
+	ck_assert_int_eq(metrics_update(&m, &job, 102 * S), 0);
+	ck_assert_ptr_nonnull(series("v", 1, TB_ROLE_TRAINER));
+	/* a long id keeps its suffix whole, cut on a character's boundary */
+	char id[JOB_ID_LEN];
+
+	memset(id, 'x', sizeof(id) - 3);
+	strcpy(id + sizeof(id) - 3, "\xc3\xa9");	/* 61 x and é: the whole 63 bytes */
+	proc(40, 1, TB_ROLE_TRAINER, 0, id)->labels.uid = 1000;
+	proc(41, 1, TB_ROLE_TRAINER, 0, id)->labels.uid = 7;
+	ck_assert_int_eq(metrics_update(&m, &job, 103 * S), 0);
+	ck_assert_int_eq(m.series[m.nseries - 1].uid, 7);
+	ck_assert_str_eq(m.series[m.nseries - 1].job + strlen(m.series[m.nseries - 1].job) - 5,
+			 "~uid7");
+	ck_assert_uint_eq(strspn(m.series[m.nseries - 1].job, "x"), JOB_ID_LEN - 1 - 5);
+}
+END_TEST
+
+START_TEST(one_user_cannot_take_the_nodes_series)
+{
+	char id[32];
+
+	/* user 65534: more label sets than its bound, each its own job */
+	for (int i = 0; i < MX_MAX_SERIES_PER_UID + 50; i++) {
+		snprintf(id, sizeof(id), "hog-%d", i);
+		proc(1000 + i, 1, TB_ROLE_OTHER, 0, id)->labels.uid = 65534;
+		set_cpu(1000 + i, S);
+	}
+	proc(10, 1, TB_ROLE_TRAINER, 0, "real")->labels.uid = 1000;
+	set_cpu(10, 2 * S);
+	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	ck_assert_int_eq(m.nseries, MX_MAX_SERIES_PER_UID + 2);
+	/* its bound's worth of its own, then one overflow series for the rest */
+	ck_assert_uint_eq(series("overflow~uid65534", -1, TB_ROLE_OTHER)->v.cat_ns[TB_CPU],
+			  50 * S);
+	ck_assert_int_eq(series("overflow~uid65534", -1, TB_ROLE_OTHER)->live, 50);
+	ck_assert_uint_eq(series("real", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 2 * S);
+	ck_assert_uint_eq(m.series_dropped, 50);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -352,6 +406,8 @@ int main(void)
 	tcase_add_test(tc, pods_from_cgroup_paths);
 	tcase_add_test(tc, labels_from_the_environment);
 	tcase_add_test(tc, labels_of_trainers_only);
+	tcase_add_test(tc, another_users_claim_is_its_own_job);
+	tcase_add_test(tc, one_user_cannot_take_the_nodes_series);
 	tcase_add_test(tc, findings_per_job);
 	tcase_add_test(tc, step_time_and_epochs);
 	suite_add_tcase(s, tc);

@@ -648,12 +648,14 @@ static bool may_probe(pid_t pid, const struct stat *st)
 	return !stat(dir, &ps) && ps.st_uid == st->st_uid;
 }
 
-static void refuse(struct gpu_probes *gp, struct gpu_object *o, pid_t pid, const char *why)
+/* Not probed: counted, said once per *said (a file's, or a process's). */
+static void refuse(struct gpu_probes *gp, const struct gpu_object *o, pid_t pid,
+		   const char *why, bool *said)
 {
 	gp->refused++;
-	if (o->refused)
+	if (*said)
 		return;
-	o->refused = true;
+	*said = true;
 	fprintf(stderr, "trainbpf: warning: %s (pid %d) is %s: not probed\n", o->path, pid, why);
 }
 
@@ -671,15 +673,16 @@ static void attach_checked(struct gpu_probes *gp, struct gp_proc *p, struct gpu_
 	char path[64];
 
 	if (!may_probe(pid, st)) {
-		refuse(gp, o, pid, "writable by others or owned by another user");
+		refuse(gp, o, pid, "writable by others or owned by another user", &o->refused);
 		return;
 	}
 	if (p->nprobed >= GP_MAX_PROBED) {
-		refuse(gp, o, pid, "one library too many in its process");
+		refuse(gp, o, pid, "one library too many in its process (and any after it)",
+		       &p->said_max);
 		return;
 	}
 	if (fstat(fd, &now) || !same_file(o, &now)) {
-		refuse(gp, o, pid, "being rewritten");
+		refuse(gp, o, pid, "being rewritten", &o->refused);
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);

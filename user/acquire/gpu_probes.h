@@ -44,6 +44,7 @@ struct gp_proc {
 	struct gp_map *maps;
 	int nmaps;
 	int nprobed;		/* of its objects, those probed */
+	bool said_max;		/* GP_MAX_PROBED reached: said */
 };
 
 /*

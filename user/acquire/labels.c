@@ -116,6 +116,23 @@ static uint64_t start_unix(const char *root, pid_t pid)
 	return btime + st.starttime / sysconf(_SC_CLK_TCK);
 }
 
+/*
+ * Its effective uid, from its status (its /proc directory is root's when
+ * it made itself undumpable: no way to pass for root); LABELS_NO_UID if
+ * it is gone, which no one's series share.
+ */
+static unsigned int owner(const char *root, pid_t pid)
+{
+	char path[64], buf[4096], *u;
+	unsigned int real, eff;
+
+	snprintf(path, sizeof(path), "%s/%d/status", root, pid);
+	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || !(u = strstr(buf, "\nUid:")) ||
+	    sscanf(u + 5, "%u %u", &real, &eff) != 2)
+		return LABELS_NO_UID;
+	return eff;
+}
+
 static void read_labels(const char *root, struct proc_rec *p)
 {
 	static const char *const rank[] = { "RANK", "SLURM_PROCID", NULL };
@@ -132,6 +149,7 @@ static void read_labels(const char *root, struct proc_rec *p)
 	n = procfs_read_file(path, env, 65536);
 	if (n < 0)
 		n = 0;
+	l->uid = owner(root, p->pid);
 	l->rank = env_int(env, n, rank);
 	l->local_rank = env_int(env, n, local);
 	l->world_size = env_int(env, n, world);

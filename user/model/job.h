@@ -48,10 +48,12 @@ struct thread_rec {
  * cgroup (labels.c; read by `trainbpf serve` for its metrics' labels).
  */
 #define JOB_ID_LEN 64
+#define LABELS_NO_UID 0xffffffffu	/* proc_labels.uid of a process gone before its read */
 struct proc_labels {
 	char job[JOB_ID_LEN];	/* TORCHELASTIC_RUN_ID, SLURM_JOB_ID, a pod; "": none */
 	int rank, local_rank, world_size;	/* -1: not in the environment */
 	uint64_t start_unix;	/* its start by the kernel's clock: the same after a restart */
+	unsigned int uid;	/* its effective uid when read: who speaks for the job */
 	int reads;		/* times read: again while RANK is missing (fork, then exec) */
 };
 

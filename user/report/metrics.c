@@ -5,6 +5,7 @@
 #include "gpu.h"
 #include "metrics.h"
 #include "phases.h"
+#include "utf8.h"
 
 void metrics_init(struct metrics *m, uint64_t grace_ns)
 {
@@ -85,7 +86,8 @@ static bool add_gain(struct mx_values *s, const struct mx_values *cur,
  * its topmost traced ancestor's pid and start time (the same after a
  * daemon's restart, as the kernel keeps it).
  */
-static void job_label(const struct job *job, const struct proc_rec *p, char *out, size_t len)
+static void job_label(const struct job *job, const struct proc_rec *p, char *out, size_t len,
+		      unsigned int *uid)
 {
 	const struct proc_rec *q = p, *up;
 	int hops = 0;
@@ -93,33 +95,68 @@ static void job_label(const struct job *job, const struct proc_rec *p, char *out
 	while (!q->labels.job[0] && (up = job_proc_const(job, q->ppid)) && up != q &&
 	       !up->folded && hops++ < 64)
 		q = up;
+	*uid = q->labels.reads ? q->labels.uid : p->labels.uid;
 	if (q->labels.job[0])
 		snprintf(out, len, "%s", q->labels.job);
 	else
 		snprintf(out, len, "%d-%" PRIu64, (int)q->pid, q->labels.start_unix);
 }
 
-static bool same_labels(const struct mx_series *s, const char *job,
-			const struct proc_labels *l, int role)
+/* id with "~uid<N>" after it, id cut on a character's boundary to fit. */
+static void with_uid(char *id, size_t len, const char *base, unsigned int uid)
 {
-	return s->alive_ns && s->role == role && s->rank == l->rank &&
+	char tail[24];
+	size_t room;
+
+	snprintf(tail, sizeof(tail), "~uid%u", uid);
+	room = len - strlen(tail);
+	utf8_clean(id, room, base, room);
+	strcat(id, tail);
+}
+
+/*
+ * Who may speak for a job: the user whose processes named it first on
+ * this node. Another user's process naming the same job (its environment
+ * is its own to set: TORCHELASTIC_RUN_ID, RANK) is a job of its own, its
+ * id followed by ~uid<N>: it can never add to the first one's series.
+ */
+static void claim(const struct metrics *m, char *id, size_t len, unsigned int uid)
+{
+	char base[JOB_ID_LEN];
+
+	for (int i = 0; i < m->nseries; i++) {
+		const struct mx_series *s = &m->series[i];
+
+		if (s->alive_ns && s->uid != uid && !strcmp(s->job, id)) {
+			snprintf(base, sizeof(base), "%s", id);
+			with_uid(id, len, base, uid);
+			return;
+		}
+	}
+}
+
+/* The job's label, as claimed (the process's own labels: it can have none). */
+static void label_of(const struct metrics *m, const struct job *job, const struct proc_rec *p,
+		     char *id, size_t len, unsigned int *uid)
+{
+	job_label(job, p, id, len, uid);
+	claim(m, id, len, *uid);
+}
+
+static bool same_labels(const struct mx_series *s, const char *job,
+			const struct proc_labels *l, int role, unsigned int uid)
+{
+	return s->alive_ns && s->role == role && s->rank == l->rank && s->uid == uid &&
 	       s->local_rank == l->local_rank && s->world_size == l->world_size &&
 	       !strcmp(s->job, job);
 }
 
-/* The series of these labels, made if new (a free one reused); -1 past the bound. */
-static int series_of(struct metrics *m, const char *job, const struct proc_labels *l,
-		     int role, uint64_t now)
+/* A series made at free_at (a free one, or one more); -1 past the bound. */
+static int new_series(struct metrics *m, int free_at, const char *job,
+		      const struct proc_labels *l, int role, unsigned int uid, uint64_t now)
 {
-	int free_at = -1;
 	struct mx_series *s;
 
-	for (int i = 0; i < m->nseries; i++) {
-		if (same_labels(&m->series[i], job, l, role))
-			return i;
-		if (!m->series[i].alive_ns && free_at < 0)
-			free_at = i;
-	}
 	if (free_at < 0) {
 		if (m->nseries == MX_MAX_SERIES) {
 			m->series_dropped++;
@@ -134,12 +171,41 @@ static int series_of(struct metrics *m, const char *job, const struct proc_label
 	s = &m->series[free_at];
 	memset(s, 0, sizeof(*s));
 	snprintf(s->job, sizeof(s->job), "%s", job);
+	s->uid = uid;
 	s->rank = l->rank;
 	s->local_rank = l->local_rank;
 	s->world_size = l->world_size;
 	s->role = role;
 	s->alive_ns = now;
 	return free_at;
+}
+
+/*
+ * The series of these labels, made if new (a free one reused); past the
+ * user's bound, the user's overflow series; -1 past the node's.
+ */
+static int series_of(struct metrics *m, const char *job, const struct proc_labels *l,
+		     int role, unsigned int uid, uint64_t now)
+{
+	static const struct proc_labels none = { .rank = -1, .local_rank = -1, .world_size = -1 };
+	int free_at = -1, mine = 0;
+	char over[JOB_ID_LEN];
+
+	for (int i = 0; i < m->nseries; i++) {
+		if (same_labels(&m->series[i], job, l, role, uid))
+			return i;
+		if (!m->series[i].alive_ns && free_at < 0)
+			free_at = i;
+		mine += m->series[i].alive_ns && m->series[i].uid == uid;
+	}
+	if (mine < MX_MAX_SERIES_PER_UID)
+		return new_series(m, free_at, job, l, role, uid, now);
+	m->series_dropped++;
+	with_uid(over, sizeof(over), "overflow", uid);
+	for (int i = 0; i < m->nseries; i++)
+		if (same_labels(&m->series[i], over, &none, TB_ROLE_OTHER, uid))
+			return i;
+	return new_series(m, free_at, over, &none, TB_ROLE_OTHER, uid, now);
 }
 
 static unsigned int slot_of(pid_t pid, uint64_t start, int cap)
@@ -233,6 +299,7 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 	struct proc_labels eff = *l;
 	char id[JOB_ID_LEN];
 	struct mx_values cur;
+	unsigned int uid;
 
 	proc_values(job, p, &cur, &phases);
 	if (old >= 0)
@@ -240,10 +307,10 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 	else
 		*out = (struct mx_proc){ .pid = p->pid, .start_ns = p->start_ns, .series = -1 };
 	/* Labels may come late (read after an exec): a process follows them. */
-	job_label(job, p, id, sizeof(id));
+	label_of(m, job, p, id, sizeof(id), &uid);
 	nccl_rank(job, p, &eff);
 	if (alive || add_gain(&(struct mx_values){ 0 }, &cur, &out->last))
-		si = series_of(m, id, &eff, p->role, now);
+		si = series_of(m, id, &eff, p->role, uid, now);
 	if (si >= 0) {
 		struct mx_series *s = &m->series[si];
 
@@ -296,9 +363,11 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
  * with no pid index (job.h looks them up one by one then), no epochs (the
  * node's epochs mix its jobs). Free only out->procs.
  */
-static int subjob(const struct job *job, const char *id, struct job *out)
+static int subjob(const struct metrics *m, const struct job *job, const char *id,
+		  struct job *out)
 {
 	char lab[JOB_ID_LEN];
+	unsigned int uid;
 
 	*out = *job;
 	out->procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*out->procs));
@@ -310,14 +379,15 @@ static int subjob(const struct job *job, const char *id, struct job *out)
 	out->pid_cap = 0;
 	out->epochs = NULL;
 	for (int i = 0; i < job->nprocs; i++) {
-		job_label(job, &job->procs[i], lab, sizeof(lab));
+		label_of(m, job, &job->procs[i], lab, sizeof(lab), &uid);
 		if (!strcmp(lab, id))
 			out->procs[out->nprocs++] = job->procs[i];
 	}
 	return 0;
 }
 
-static int judge_one(struct mx_job *j, const struct job *job, uint64_t now)
+static int judge_one(const struct metrics *m, struct mx_job *j, const struct job *job,
+		     uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	struct dg_view v = { 0 };
@@ -326,7 +396,7 @@ static int judge_one(struct mx_job *j, const struct job *job, uint64_t now)
 	int n, rc = -1;
 
 	diag_init(&none);	/* no memory samples: no memory findings */
-	if (subjob(job, j->job, &sub))
+	if (subjob(m, job, j->job, &sub))
 		return -1;
 	if (diag_view_run(&v, &sub, job->diag ? job->diag : &none, now))
 		goto cleanup;
@@ -375,7 +445,7 @@ int metrics_judge(struct metrics *m, const struct job *job, uint64_t now)
 			rc |= m->series[i].alive_ns ? -1 : 0;
 			continue;
 		}
-		if (!j->live && judge_one(j, job, now))
+		if (!j->live && judge_one(m, j, job, now))
 			rc = -1;
 		j->live = true;
 	}

@@ -22,8 +22,15 @@
 #include "job.h"
 #include "phase_spans.h"
 
-/* Label sets kept; past it new ones are counted, not kept. */
-#define MX_MAX_SERIES 4096
+/*
+ * Label sets kept; past it new ones are counted, not kept. And per user
+ * (the uid of the process whose environment names the job): past
+ * MX_MAX_SERIES_PER_UID a user's new label sets go to that user's overflow
+ * series (job "overflow~uid<N>"), so that no one user's processes can take
+ * the node's series, and the scrape's size, from everyone else's jobs.
+ */
+#define MX_MAX_SERIES 1024
+#define MX_MAX_SERIES_PER_UID 128
 /* Processes followed at once (the job model's own bounds are below it). */
 #define MX_MAX_PROCS 65536
 
@@ -39,6 +46,7 @@ struct mx_values {
 
 struct mx_series {
 	char job[JOB_ID_LEN];
+	unsigned int uid;		/* the user its processes run as */
 	int rank, local_rank, world_size;	/* -1: "unknown" */
 	int role;			/* enum tb_role */
 	struct mx_values v;
@@ -96,7 +104,7 @@ struct metrics {
 	int nprocs;
 	int *index;			/* open addressing over procs by (pid, start) */
 	int index_cap;
-	uint64_t series_dropped;	/* label sets past MX_MAX_SERIES */
+	uint64_t series_dropped;	/* label sets past a bound: dropped, or to an overflow series */
 	uint64_t procs_dropped;		/* processes past MX_MAX_PROCS */
 	struct mx_job *jobs;		/* one per job among the series */
 	int njobs;
