@@ -9,6 +9,8 @@ ARCH := x86
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PREFIX ?= /usr/local
 VERSION := 0.1.0
+# The container image (deploy/container/Dockerfile) the DaemonSet runs.
+IMAGE ?= trainbpf:$(VERSION)
 
 BPF_INCLUDES := -Iinclude -Ivmlinux -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
@@ -35,7 +37,7 @@ USER_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix user/,$(LAYERS))))
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/user/app/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration golden layers workloads demo install clean vmlinux fuzz
+.PHONY: all static check unit integration golden layers workloads demo install image clean vmlinux fuzz
 # Keep the BPF object and skeleton: they are outputs, not scratch.
 .SECONDARY:
 all: $(OUTPUT)/trainbpf
@@ -129,6 +131,11 @@ demo: all
 
 install: all
 	install -D -m 0755 $(OUTPUT)/trainbpf $(DESTDIR)$(PREFIX)/sbin/trainbpf
+
+# Debian 12 with the libraries build/trainbpf links, the binary where install
+# puts it (deploy/container/Dockerfile; tests/integration/test_deploy.py).
+image: all
+	docker build -f deploy/container/Dockerfile -t $(IMAGE) .
 
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h
