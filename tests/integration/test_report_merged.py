@@ -10,13 +10,15 @@ rank's steps are the job's own count. Recordings that are not one job are
 refused with one line.
 """
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
+import time
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, TORCH_JOB, TRAINBPF
+from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF
 from test_serve import free_port
 
 STEPS = 80
@@ -101,6 +103,31 @@ def test_recorded_names_reach_the_terminal_escaped(recordings):
     assert b"job x\\033]0;owned\\007\\033[2J," in r.stdout, r.stdout[:400]
 
 
+def test_many_communicators_compared_in_linear_time(tmp_path):
+    """Two crafted recordings of 200k NCCL communicators each, none shared
+    and no job id: refused as not one job, without comparing every pair
+    (100k each took 10 s pair by pair: 200k would take 40)."""
+    src = os.path.join(ROOT, "tests", "golden", "recordings", "gpujob.db")
+    paths = []
+    for salt in (1, 2):
+        dst = tmp_path / f"crafted{salt}.db"
+        shutil.copy(src, dst)
+        db = sqlite3.connect(dst)
+        seq, pid, api = db.execute("SELECT seq, pid, api FROM nccl_comms").fetchone()
+        db.execute("DELETE FROM nccl_comms")    # the copies would share these
+        db.executemany("INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
+                       ((seq, pid, i, 0, 0, 2, f"{salt:08x}{i:024x}", api, 0)
+                        for i in range(200000)))
+        db.commit()
+        db.close()
+        paths.append(dst)
+    t = time.monotonic()
+    r = report(*paths)
+    elapsed = time.monotonic() - t
+    assert r.returncode == 1 and "cannot tell it is the same job" in r.stderr, r.stderr
+    assert elapsed < 10, elapsed
+
+
 def test_not_one_job_is_refused(recordings):
     tmp, _ = recordings
     other = changed_copy(tmp, "other.db", "UPDATE meta SET value = 'another' WHERE key = 'job';")
@@ -108,8 +135,11 @@ def test_not_one_job_is_refused(recordings):
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "not one job" in r.stderr and "another" in r.stderr
     nameless = changed_copy(tmp, "nameless.db", "DELETE FROM meta WHERE key = 'job';")
-    r = report(tmp / "rank0.db", nameless)
-    assert r.returncode == 1 and "cannot tell it is the same job" in r.stderr, r.stderr
+    for pair in ((tmp / "rank0.db", nameless), (nameless, tmp / "rank0.db")):
+        r = report(*pair)
+        # the recording without a job id is the one named, whichever comes first
+        assert r.returncode == 1 and "cannot tell it is the same job" in r.stderr, r.stderr
+        assert r.stderr.startswith(f"trainbpf: {nameless}: no job id"), r.stderr
     r = report(tmp / "rank0.db", tmp / "rank0.db")
     assert r.returncode == 1 and "rank 0 is in" in r.stderr, r.stderr
     r = report(tmp / "rank0.db", tmp / "rank1.db", "--format", "csv")
