@@ -155,7 +155,7 @@ def scrape_with_prometheus(certs, tmp_path, port):
     cfg.write_text(json.dumps({
         "global": {"scrape_interval": "1s"},
         "scrape_configs": [{
-            "job_name": "trainbpf", "honor_labels": True, "scheme": "https",
+            "job_name": "trainbpf", "scheme": "https",
             "tls_config": {"ca_file": str(certs / "ca.crt")},
             "basic_auth": {"username": "prom", "password": "s3cret"},
             "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
