@@ -380,7 +380,8 @@ static struct proc_rec *fake_add(struct fake *fk, pid_t pid, pid_t ppid,
 	p->ppid = ppid;
 	p->start_ns = start;
 	p->flags = flags;
-	p->role = flags ? TB_ROLE_WORKER : TB_ROLE_TRAINER;
+	/* As job.c judges them: a subprocess that exec'd is none (a spawn worker: set later). */
+	p->role = flags & TB_PF_EXECED ? TB_ROLE_OTHER : flags ? TB_ROLE_WORKER : TB_ROLE_TRAINER;
 	p->threads = &fk->t[i];
 	p->nthreads = 1;
 	fk->job.procs = fk->p;
@@ -441,6 +442,74 @@ START_TEST(worker_generations)
 	ck_assert_int_eq(st->list[0].end, 1100 * MS);
 	ck_assert_int_eq(st->open_label, 2);
 	ck_assert_int_eq(epochs_source(&ep), EP_WORKERS);
+	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * Spawn-context workers (fork + exec of python) are workers once their
+ * role says so, seconds after the fork (they import torch, then feed
+ * their trainer): a generation from their first fork, not held up by
+ * a fork judged before them, and a new one at the next epoch's re-spawn.
+ * A subprocess that exec'd and ended, or runs on as no worker, makes none.
+ */
+START_TEST(spawn_workers_make_generations)
+{
+	struct fake fk = {};
+	struct epochs ep;
+
+	init(&ep, EP_WORKERS, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	epochs_tick(&ep, &fk.job, 0);
+	fork_at(&ep, &fk, 201, 100, 100 * MS, TB_PF_EXECED);
+	fork_at(&ep, &fk, 202, 100, 110 * MS, TB_PF_EXECED);
+	fork_at(&ep, &fk, 203, 100, 120 * MS, TB_PF_EXECED);	/* a daemon: no worker */
+	epochs_tick(&ep, &fk.job, 1000 * MS);
+	ck_assert_int_eq(ep.ngens, 0);		/* still importing torch */
+	ck_assert_int_eq(ep.nforks, 3);
+	fk.p[1].role = fk.p[2].role = TB_ROLE_WORKER;	/* they fed their trainer */
+	epochs_tick(&ep, &fk.job, 3000 * MS);
+	ck_assert_int_eq(ep.ngens, 1);
+	ck_assert_int_eq(ep.gens[0].parent, 100);
+	ck_assert_int_eq(ep.gens[0].fork_ts, 100 * MS);
+	ck_assert_int_eq(ep.gens[0].nworkers, 2);
+	ck_assert_int_eq(ep.nforks, 1);		/* the daemon waits for its role */
+	exit_at(&ep, &fk, 201, 5000 * MS);
+	exit_at(&ep, &fk, 202, 5000 * MS);
+	fork_at(&ep, &fk, 204, 100, 5100 * MS, TB_PF_EXECED);
+	fork_at(&ep, &fk, 205, 100, 5200 * MS, TB_PF_EXECED);	/* a `git` */
+	exit_at(&ep, &fk, 205, 5210 * MS);
+	fk.p[4].role = TB_ROLE_WORKER;
+	epochs_tick(&ep, &fk.job, 8000 * MS);
+	ck_assert_int_eq(ep.ngens, 2);
+	ck_assert_int_eq(ep.gens[1].fork_ts, 5100 * MS);
+	ck_assert_int_eq(ep.gens[1].epoch, 2);
+	epochs_tick(&ep, &fk.job, 120 * 1000 * MS);	/* the daemon: judged none at last */
+	ck_assert_int_eq(ep.nforks, 0);
+	ck_assert_int_eq(ep.ngens, 2);
+	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * A fork that exits within JOB_HELPER_LIFE_NS without exec'ing is never
+ * a worker, whatever it woke (torch.compile's `g++ --version` with no
+ * g++, forked and never exec'd).
+ */
+START_TEST(fork_that_dies_young_is_never_a_worker)
+{
+	struct fake fk = {};
+	struct epochs ep;
+
+	init(&ep, EP_AUTO, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	fork_at(&ep, &fk, 201, 100, 10 * MS, 0);
+	fk.t[1].fed = 50;		/* woke its parent many times */
+	fk.t[1].own[TB_CPU] = fk.t[1].cp[TB_CPU] = 30 * MS;	/* and computed */
+	exit_at(&ep, &fk, 201, 10 * MS + JOB_HELPER_LIFE_NS - 1);
+	epochs_tick(&ep, &fk.job, 500 * MS);
+	ck_assert_int_eq(ep.nforks, 0);
+	ck_assert_int_eq(ep.ngens, 0);
 	epochs_free(&ep);
 }
 END_TEST
@@ -773,6 +842,8 @@ int main(void)
 	tcase_add_test(tc, parse_sources);
 	tcase_add_test(tc, worker_generations);
 	tcase_add_test(tc, short_lived_fork_is_no_worker);
+	tcase_add_test(tc, spawn_workers_make_generations);
+	tcase_add_test(tc, fork_that_dies_young_is_never_a_worker);
 	tcase_add_test(tc, ranks_share_an_epoch);
 	tcase_add_test(tc, generation_stall);
 	tcase_add_test(tc, epoch_rows_survive_a_fold);

@@ -50,6 +50,39 @@ START_TEST(forked_not_execed_child_is_worker)
 }
 END_TEST
 
+/*
+ * A child forked and never exec'd that exited within JOB_HELPER_LIFE_NS
+ * (torch.compile's `g++ --version` with no g++: the exec failed) is a
+ * helper, never a worker, whatever it woke or computed, before and after
+ * a backward is seen; one that lived past it is a worker.
+ */
+START_TEST(forked_child_that_dies_young_is_never_a_worker)
+{
+	struct proc_rec *t = proc(10, 1, "python", 0, 5 * S, 5 * S), *h, *w;
+
+	t->root = true;
+	h = proc(11, 10, "python", FORKED, 1000000, 40000000);
+	h->start_ns = h->threads[0].start_ns = S;
+	h->end_ns = h->threads[0].end_ns = S + JOB_HELPER_LIFE_NS - 1;
+	h->threads[0].fed = 100;
+	w = proc(12, 10, "python", FORKED, 20000000, 0);
+	w->start_ns = w->threads[0].start_ns = S;
+	w->end_ns = w->threads[0].end_ns = S + JOB_HELPER_LIFE_NS;
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(11), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(12), TB_ROLE_WORKER);
+	ck_assert(job_died_young(job_proc(&job, 11)));
+	/* The trainer known from its backward: the same. */
+	t = job_proc(&job, 10);
+	t->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = S / 10;
+	job_note_backward(t, &t->threads[0]);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(10), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(11), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(12), TB_ROLE_WORKER);
+}
+END_TEST
+
 START_TEST(forked_child_with_worker_children_is_trainer)
 {
 	proc(10, 1, "launcher", 0, 0, 10 * S)->root = true;
@@ -364,7 +397,8 @@ static struct proc_rec *gone(pid_t pid, pid_t ppid, unsigned int flags, uint64_t
 {
 	struct proc_rec *p = proc(pid, ppid, "w", flags, cpu, idle);
 
-	p->start_ns = p->threads[0].start_ns = end - cpu - idle;
+	/* Forked children that lived past JOB_HELPER_LIFE_NS: workers, not helpers. */
+	p->start_ns = p->threads[0].start_ns = end - cpu - idle - JOB_HELPER_LIFE_NS;
 	p->end_ns = p->threads[0].end_ns = end;
 	return p;
 }
@@ -701,6 +735,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, forked_not_execed_child_is_worker);
+	tcase_add_test(tc, forked_child_that_dies_young_is_never_a_worker);
 	tcase_add_test(tc, forked_child_with_worker_children_is_trainer);
 	tcase_add_test(tc, execed_process_with_worker_child_is_trainer);
 	tcase_add_test(tc, idle_launcher_other_busy_ranks_trainers);

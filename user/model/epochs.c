@@ -1181,33 +1181,66 @@ static bool helper_died_young(const struct proc_rec *p)
 	return job_proc_fed(p) <= EP_HELPER_WAKES && tot[TB_CPU] < EP_HELPER_CPU_NS;
 }
 
+enum judged { JUDGE_WAIT, JUDGE_WORKER, JUDGE_NONE };
+
+/*
+ * A child that exec'd: a spawn-context worker once its role is (it fed
+ * its trainer), else a subprocess (it ended, or runs as no worker: the
+ * forkserver, a rank, a daemon).
+ */
+static enum judged judge_execed(const struct ep_fork *f, const struct proc_rec *p,
+				uint64_t now, bool final)
+{
+	if (p->role == TB_ROLE_WORKER)
+		return JUDGE_WORKER;
+	if (final || ended(p) || p->role == TB_ROLE_TRAINER || now > f->ts + EP_SPAWN_ROLE_WAIT_NS)
+		return JUDGE_NONE;
+	return JUDGE_WAIT;
+}
+
+static enum judged judge(const struct ep_fork *f, const struct proc_rec *p, uint64_t now,
+			 bool final)
+{
+	uint64_t end;
+
+	if (!p)
+		return JUDGE_NONE;
+	if (p->flags & TB_PF_EXECED)
+		return judge_execed(f, p, now, final);
+	end = ended(p);
+	if (!final && !end && now < f->ts + EP_EXEC_GRACE_NS)
+		return JUDGE_WAIT;
+	if (job_died_young(p) ||
+	    (end && end < f->ts + EP_EXEC_GRACE_NS && helper_died_young(p)))
+		return JUDGE_NONE;
+	return JUDGE_WORKER;
+}
+
 /*
  * In fork order: a parent's workers join generations in the order it
  * forked them. A child that lives to serve batches is a worker; one that
- * died young may have been a helper.
+ * died young may have been a helper. A fork in its exec grace holds those
+ * after it; one that exec'd and waits for its role holds none.
  */
 static void judge_forks(struct epochs *ep, const struct job *job,
 			const struct ep_snap *cur, uint64_t now, bool final)
 {
-	int i;
+	bool held = false;
+	int keep = 0;
 
-	for (i = 0; i < ep->nforks; i++) {
-		const struct ep_fork *f = &ep->forks[i];
-		const struct proc_rec *p = job_proc_const(job, f->pid);
-		uint64_t end;
+	for (int i = 0; i < ep->nforks; i++) {
+		struct ep_fork f = ep->forks[i];
+		const struct proc_rec *p = job_proc_const(job, f.pid);
+		enum judged v = held ? JUDGE_WAIT : judge(&f, p, now, final);
 
-		if (!p || (p->flags & TB_PF_EXECED))
-			continue;	/* a subprocess */
-		end = ended(p);
-		if (!final && !end && now < f->ts + EP_EXEC_GRACE_NS)
-			break;
-		if (end && end < f->ts + EP_EXEC_GRACE_NS && helper_died_young(p))
-			continue;
-		add_worker(ep, job, cur, f, end);
+		if (v == JUDGE_WAIT) {
+			held |= !(p && (p->flags & TB_PF_EXECED));
+			ep->forks[keep++] = f;
+		} else if (v == JUDGE_WORKER) {
+			add_worker(ep, job, cur, &f, ended(p));
+		}
 	}
-	if (i && ep->nforks > i)	/* forks is NULL before the first */
-		memmove(ep->forks, ep->forks + i, (ep->nforks - i) * sizeof(*ep->forks));
-	ep->nforks -= i;
+	ep->nforks = keep;
 }
 
 /* The fork of the parent's next generation after gens[g]; 0 if none yet. */

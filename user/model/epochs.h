@@ -179,6 +179,12 @@ struct ep_worker_gen {
  * so the snapshots around a fork are kept a while.
  */
 #define EP_EXEC_GRACE_NS 250000000ull
+/*
+ * A child that exec'd is a worker once its role says so (the spawn
+ * context: fork + exec of python, a worker when it has fed its trainer,
+ * seconds after the fork while it imports torch); judging waits this long.
+ */
+#define EP_SPAWN_ROLE_WAIT_NS 60000000000ull
 /* What a helper that dies young does at most: wake its parent with its
  * output and its exit; use the CPU to run a builtin or fail an exec. */
 #define EP_HELPER_WAKES 2

@@ -326,11 +326,20 @@ static bool named_worker(const struct proc_rec *p)
 	return !strncmp(p->comm, "pt_data_worker", 14);
 }
 
+bool job_died_young(const struct proc_rec *p)
+{
+	const struct thread_rec *t = job_main_thread(p);
+	uint64_t end = p->end_ns ? p->end_ns : t ? t->end_ns : 0;
+
+	return (p->flags & TB_PF_FORKED) && !(p->flags & TB_PF_EXECED) && end &&
+	       end - p->start_ns < JOB_HELPER_LIFE_NS && end >= p->start_ns;
+}
+
 static bool looks_like_worker(const struct proc_rec *p)
 {
 	if (named_worker(p))
 		return true;
-	return (p->flags & TB_PF_FORKED) && !(p->flags & TB_PF_EXECED);
+	return (p->flags & TB_PF_FORKED) && !(p->flags & TB_PF_EXECED) && !job_died_young(p);
 }
 
 /*
@@ -518,7 +527,7 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 		if (p->folded || trains[i] || p->trainer_below)
 			continue;
 		if (looks_like_worker(p) || (job_proc_fed(p) >= feed_min(p) &&
-					     run_by_trainer(job, par, i)))
+					     run_by_trainer(job, par, i) && !job_died_young(p)))
 			p->role = TB_ROLE_WORKER;
 	}
 	for (i = 0; i < job->nprocs; i++) {

@@ -167,6 +167,15 @@ struct proc_rec *job_add_proc(struct job *job, pid_t pid, pid_t ppid,
 struct thread_rec *job_add_thread(struct proc_rec *p, pid_t tid,
 				  const char *comm, uint64_t start_ns);
 bool job_proc_alive(const struct proc_rec *p);
+/*
+ * A child forked without exec that exited within JOB_HELPER_LIFE_NS of
+ * its fork: a helper (a failed exec such as torch.compile's `g++
+ * --version` with no g++, a subshell's builtin), never a worker whatever
+ * it woke. A DataLoader worker lives to start up and serve its batches:
+ * torch 1.13's take about 50 ms of CPU to start alone.
+ */
+#define JOB_HELPER_LIFE_NS 50000000ull
+bool job_died_young(const struct proc_rec *p);
 /* Wakes by its threads of threads of other processes (roles: who feeds). */
 uint64_t job_proc_fed(const struct proc_rec *p);
 /*
