@@ -95,8 +95,12 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 			how |= TB_RS_HELD_OTHER;
 		}
 		if (s->fetched) {
+			/* The first batch after a start-up: the start-up's end. */
+			if (s->st_held)
+				move_row(s, TB_PH_PEND_DATA, TB_PH_WSTART);
 			move_row(s, TB_PH_PEND_DATA, TB_PH_DATA);
 			move_row(s, TB_PH_PEND_FWD, TB_PH_FORWARD);
+			move_row(s, TB_PH_PEND_SHELD, TB_PH_WSTART);
 			how |= TB_RS_TRAINED;
 		}
 		s->lone = s->in_val = 0;
@@ -105,6 +109,7 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		move_row(s, TB_PH_PEND_LONE, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_DATA, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_VALIDATION);
+		move_row(s, TB_PH_PEND_SHELD, TB_PH_VALIDATION);
 		s->lone = 0;
 		s->in_val = 1;
 		s->trained = 0;
@@ -115,9 +120,12 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 			how |= TB_RS_END_DATA;
 		move_row(s, TB_PH_PEND_DATA, s->trained ? TB_PH_DATA : TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
+		move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
 		s->lone = 1;
 		s->trained = 0;
 	}
+	if (how)
+		s->st_held = 0;
 	s->fetched = 0;
 	return how;
 }
@@ -189,10 +197,58 @@ static __always_inline __u32 unfetched_next(const struct tb_slot *s, __u32 ph, _
 	return restore;
 }
 
+/* The phase a start-up interrupted: between steps or before the first (bounded for the verifier). */
+static __always_inline __u32 start_origin(const struct tb_slot *s)
+{
+	return s->st_from == TB_PH_PEND_FWD ? TB_PH_PEND_FWD : TB_PH_OTHER;
+}
+
+/* Whether process tgid is traced and has not exited (TB_PF_EXITED). */
+static __always_inline bool child_alive(__u32 tgid)
+{
+	struct tb_proc *p = tgid ? bpf_map_lookup_elem(&procs, &tgid) : NULL;
+
+	return p && !(p->flags & TB_PF_EXITED);
+}
+
+/*
+ * t (running, or blocked in a forkserver's reply when by_child) saw a new
+ * process child start: the first such fork outside any bracket, between
+ * steps or before the first, starts a worker start-up span (PEND_START)
+ * that runs to the thread's next fetch. A later fork in the span moves
+ * its start there if the process forked before it has exited (a helper
+ * that ran, a `git` in the setup): the time so far goes back to the
+ * phase it interrupted. A forkserver's fork only marks a thread that
+ * fetches from a DataLoader or is in a start-up already (its own fork of
+ * the forkserver began it), not mp.spawn's parent or a launcher.
+ */
+static __always_inline void start_mark(struct tb_slot *s, __u32 child, bool by_child, __u64 now)
+{
+	__u32 ph = s->phase;
+
+	if (s->nbr || (ph != TB_PH_OTHER && ph != TB_PH_PEND_FWD && ph != TB_PH_PEND_START))
+		return;
+	if (by_child && !s->fetcher && ph != TB_PH_PEND_START)
+		return;
+	write_begin(s);
+	if (!by_child)
+		close_running(s, now);
+	if (ph != TB_PH_PEND_START) {
+		s->st_from = ph;
+		set_phase(s, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE, now);
+	} else if (!by_child && !child_alive(s->st_child)) {
+		move_row(s, TB_PH_PEND_START, start_origin(s));
+		phase_event(s, TB_BC_NONE, TB_RS_START_UNDO, now);
+	}
+	s->st_child = child;
+	write_end(s);
+}
+
 /* What phase a bracket of cls puts the thread in, and what follows its close. */
 static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls, __u64 now)
 {
 	__u32 ph = s->phase, restore = ph, to, how = TB_RS_NONE;
+	bool started = false;
 
 	/* Too deep to close again: the enclosing bracket keeps the time. */
 	if (s->nbr >= TB_NBRACKET) {
@@ -204,14 +260,29 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 		push(s, key, cls, ph);
 		return;
 	}
+	if (ph == TB_PH_PEND_START) {
+		/* A fetch with the workers alive: their start-up. Else it was no worker's. */
+		started = cls == TB_BC_DATA && child_alive(s->st_child);
+		if (!started) {
+			ph = restore = start_origin(s);
+			move_row(s, TB_PH_PEND_START, ph);
+			s->phase = ph;
+			how = TB_RS_START_UNDO;
+		}
+	}
 	if (cls == TB_BC_DATA) {
 		/* A new step: the last one had no backward if it is still pending. */
-		how = resolve_step(s, 0);
+		how |= resolve_step(s, 0);
+		if (started) {
+			move_row(s, TB_PH_PEND_START, TB_PH_PEND_SHELD);
+			s->st_held = 1;
+			how |= TB_RS_START_HELD;
+		}
 		s->fetched = s->fetcher = s->named = 1;
 		to = TB_PH_PEND_DATA;
 		restore = TB_PH_PEND_FWD;
 	} else if (cls == TB_BC_BACKWARD) {
-		how = resolve_step(s, 1);
+		how |= resolve_step(s, 1);
 		to = TB_PH_BACKWARD;
 		/* Back to the step's pending part: it is done; else where it was called. */
 		if (ph == TB_PH_PEND_FWD || ph == TB_PH_PEND_DATA)

@@ -734,6 +734,9 @@ static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
 	write_end(s);
 }
 
+/* Worker start-up marks of the forking thread and the one that forked it (torch.bpf.h). */
+static __always_inline void fork_marks(struct task_struct *parent, __u32 child);
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -766,6 +769,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	tgid = child->tgid;
 	bpf_map_update_elem(&procs, &tgid, &proc, BPF_ANY);
 	emit(TB_EV_FORK, child, 0, NULL);
+	fork_marks(parent, tgid);
 	return 0;
 }
 
@@ -817,13 +821,38 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	s->end_ns = now;
 	s->state = TB_ST_EXITED;
 	write_end(s);
-	if (group_dead)
+	if (group_dead) {
+		__u32 tgid = p->tgid;
+		struct tb_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+
+		if (pr)
+			pr->flags |= TB_PF_EXITED;	/* no worker start-up (torch.bpf.h) */
 		emit(TB_EV_EXIT, p, BPF_CORE_READ(p, exit_code), NULL);
+	}
 	return 0;
 }
 
 /* After the slot helpers it uses. */
 #include "gpu_api.bpf.h"
 #include "torch.bpf.h"
+
+/*
+ * The forking thread's start-up mark, and, for a forkserver (a process
+ * whose forks its parent asked for, blocked meanwhile), its parent's.
+ */
+static __always_inline void fork_marks(struct task_struct *parent, __u32 child)
+{
+	struct task_struct *up = parent->real_parent;
+	__u64 now = bpf_ktime_get_ns();
+	struct tb_slot *s = task_slot(parent, NULL);
+
+	if (s)
+		start_mark(s, child, false, now);
+	if (!up || up->tgid == parent->tgid)
+		return;
+	s = task_slot(up, NULL);
+	if (s && s->state == TB_ST_BLOCKED)
+		start_mark(s, child, true, now);
+}
 #include "output.bpf.h"
 #include "libraries.bpf.h"

@@ -160,12 +160,16 @@ enum tb_resolved {
 	TB_RS_TRAINED,		/* a backward: the step's data and forward */
 	TB_RS_LONE,		/* no backward: held until the next step tells */
 	TB_RS_VALIDATION,	/* no backward, in a row: the held step and this one */
-	TB_RS_HOW = 0x0f,
+	TB_RS_HOW = 0x07,
+	TB_RS_START_UNDO = 0x08,	/* and first, a start-up (TB_PH_PEND_START) was no
+					 * worker's: back to the phase it interrupted */
 	TB_RS_HELD_OTHER = 0x10,	/* and, a backward after a held step: it was other */
 	TB_RS_END_DATA = 0x20,	/* and, lone after a training step: the fetch that
 				 * ends a pass, its own time data */
 	TB_RS_FED = 0x40,	/* no fetch: a thread that takes no batch from a DataLoader
 				 * waited for its input; its pending forward so far is data */
+	TB_RS_START_HELD = 0x80,	/* and last, a fetch ended a start-up: it is held
+					 * with this fetch's step (TB_PH_PEND_SHELD) */
 };
 
 #endif /* TB_GPU_API_H */

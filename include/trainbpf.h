@@ -50,6 +50,17 @@ enum tb_cat {
  * (storage, or a thread that was itself waiting: a producer) makes what
  * is pending so far PEND_DATA; the next backward makes them data and
  * forward.
+ *
+ * Worker start-up: iter(loader) forks the workers (fork and spawn
+ * contexts: the thread itself; forkserver: the forkserver it forked) and
+ * the first batch takes their start-up. From such a fork outside any
+ * bracket the thread is in PEND_START; its next fetch ends it: if the
+ * process forked last is alive then, the span is held with that fetch's
+ * step (PEND_SHELD) and goes where the step goes (a training step's:
+ * WSTART, data, that first fetch, the wait for the first batch, with it;
+ * validation's: validation); if it has exited (a helper
+ * that ran and was waited for), the span goes back to the phase it
+ * interrupted, as does a span that another bracket ends.
  */
 enum tb_phase {
 	TB_PH_OTHER = 0,	/* in no phase: setup, logging, threads that run none */
@@ -63,6 +74,10 @@ enum tb_phase {
 	TB_PH_PEND_FWD,		/* after a fetch, until a backward or the next fetch;
 				 * no fetch: from a backward to the next */
 	TB_PH_PEND_LONE,	/* a fetch and what followed, no backward: validation or other */
+	TB_PH_WSTART,		/* data: DataLoader workers' start-up, before a training step's fetch */
+	TB_PH_PEND_START,	/* since the thread forked a process outside any bracket (or one
+				 * it forked forked one: a forkserver), until its next fetch */
+	TB_PH_PEND_SHELD,	/* a start-up, held with the step whose fetch ended it */
 	TB_NPHASE,
 };
 
@@ -131,6 +146,7 @@ enum tb_role {
 /* Per-process flags (tb_proc.flags). */
 #define TB_PF_FORKED	0x1	/* created by fork of a traced process */
 #define TB_PF_EXECED	0x2	/* has exec'd since it was traced */
+#define TB_PF_EXITED	0x4	/* its last thread exited */
 
 /* A thread's cumulative critical-path times as they were at ts. */
 struct tb_ckpt {
@@ -195,6 +211,10 @@ struct tb_slot {
 	__u8 named;		/* a fetch or an optimizer call was named: phases are told */
 	__u8 wk_own;		/* the categories of the wait the last waking closed: */
 	__u8 wk_cp;		/* switch_in gives them the time until the enqueue */
+	__u8 st_from;		/* in PEND_START: the phase the start-up interrupted */
+	__u8 st_held;		/* the step under way holds a start-up: its fetch is one too */
+	__u8 st_pad[2];
+	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
 	struct tb_bracket br[TB_NBRACKET];
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	__u64 wio[TB_NPHASE];	/* of ph's io, blocked in syscalls that write */

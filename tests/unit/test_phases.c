@@ -186,6 +186,123 @@ START_TEST(epoch_end_fetch)
 }
 END_TEST
 
+/* The time of startup spans, in ms. */
+static uint64_t startup_ms(const struct got *g)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < g->n; i++)
+		if (g->s[i].startup) {
+			ck_assert_int_eq(g->s[i].phase, PH_DATA);
+			ns += g->s[i].end - g->s[i].start;
+		}
+	return ns / MS;
+}
+
+/*
+ * The next epoch's iter(loader) forks its workers (BPF: PEND_START from
+ * the fork), then the first fetch waits for their batch: from the fork on
+ * it is the next step's, held with it (START_HELD), and data, of which
+ * worker start-up (the fork to the first batch: that fetch too), when its
+ * backward comes. The time from the pass's end
+ * to the fork stays other.
+ */
+START_TEST(worker_startup_is_data)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* StopIteration */
+		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(12, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE),	/* iter(): a fork */
+		ev(40, TB_PH_PEND_DATA, TB_BC_DATA,
+		   TB_RS_LONE | TB_RS_END_DATA | TB_RS_START_HELD),	/* the first fetch */
+		ev(45, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(48, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED | TB_RS_HELD_OTHER),
+		ev(50, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	for (size_t i = 0; i < 4; i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_SHELD], 28 * MS);	/* held with its step */
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_HELD], 1 * MS);	/* the pass's tail */
+	for (size_t i = 4; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ph_spans_end(&s, AT(50), collect, &g);
+	ck_assert_uint_eq(startup_ms(&g), 28 + 5);	/* the fork to the first batch */
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 2 + 1 + 28 + 5);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 1);	/* 11-12: the pass's tail */
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3 + 3);
+	tiles(&g, 0, 50);
+	ck_assert_int_eq(s.npend, 0);
+}
+END_TEST
+
+/*
+ * A validation loader's workers start up before its first batch: held
+ * with that batch, validation when the pass tells. And a start-up that
+ * was a helper's (it exited before the fetch: START_UNDO) goes back to
+ * the phase it interrupted: pending forward of the step before, or other.
+ */
+START_TEST(startup_follows_its_step)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* StopIteration */
+		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(12, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE),	/* iter(val_loader) */
+		ev(20, TB_PH_PEND_DATA, TB_BC_DATA,
+		   TB_RS_LONE | TB_RS_END_DATA | TB_RS_START_HELD),	/* val 1 */
+		ev(21, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(25, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_VALIDATION),	/* val 2 */
+		ev(26, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(27, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE),	/* a `git`, waited for */
+		ev(29, TB_PH_PEND_START, TB_BC_NONE, TB_RS_START_UNDO),	/* and another */
+		ev(30, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_VALIDATION | TB_RS_START_UNDO),
+		ev(31, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert_uint_eq(s.pend_ns[PH_PEND_START] + s.pend_ns[PH_PEND_SHELD], 0);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 1 + 8 + 5 + 5);	/* 11-30 */
+	ck_assert_uint_eq(startup_ms(&g), 0);
+	ph_spans_end(&s, AT(35), collect, &g);
+	tiles(&g, 0, 35);
+	ck_assert_int_eq(s.npend, 0);
+}
+END_TEST
+
+/* Before any bracket: a helper's fork and its undo leave the setup other. */
+START_TEST(startup_undone_in_setup)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(5, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE),	/* git rev-parse */
+		ev(9, TB_PH_PEND_START, TB_BC_NONE, TB_RS_START_UNDO),	/* iter(): workers */
+		ev(20, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_START_HELD),
+		ev(22, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(25, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(27, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+	};
+
+	struct tb_phase_event first = ev(0, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE);
+
+	ph_spans_event(&s, &first, collect, &g);	/* the thread's time from 0 */
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ph_spans_end(&s, AT(27), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 9);
+	ck_assert_uint_eq(startup_ms(&g), 11 + 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 13);
+	tiles(&g, 0, 27);
+}
+END_TEST
+
 /* A step still pending at the end folds: fetch as data, the rest as forward. */
 START_TEST(pending_at_the_end)
 {
@@ -413,6 +530,9 @@ int main(void)
 	tcase_add_test(tc, time_before);
 	tcase_add_test(tc, forget_gone);
 	tcase_add_test(tc, no_rings);
+	tcase_add_test(tc, worker_startup_is_data);
+	tcase_add_test(tc, startup_follows_its_step);
+	tcase_add_test(tc, startup_undone_in_setup);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

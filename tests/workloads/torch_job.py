@@ -115,6 +115,13 @@ VARIANTS = {
     "spawn": ("2 gloo DDP ranks by mp.spawn, 1 worker each (spawn context, inherited), "
               "validation, rank-0 checkpoints; step and summary lines",
               "--launch spawn --workers 1 --epochs 2 --validate --checkpoint --log steps"),
+    "spawn-table": ("2 gloo DDP ranks by mp.spawn, 2 spawn workers each, not persistent, and "
+                    "an 8 MB in-memory table in the dataset (pickled to every worker: "
+                    "iter(loader) waits while each worker imports torch and reads it)",
+                    "--launch spawn --workers 2 --epochs 3 --table-mb 8 --log steps"),
+    "dl-forkserver-table": ("DataLoader, 2 forkserver workers, not persistent, an 8 MB "
+                            "in-memory table in the dataset",
+                            "--workers 2 --mp-context forkserver --table-mb 8 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -146,6 +153,9 @@ def parse_args(argv):
     p.add_argument("--frozen-mb", type=float, default=0,
                    help="a frozen tensor of this size in the model's state (a pretrained "
                    "table, an EMA copy): in every checkpoint, in no step's compute")
+    p.add_argument("--table-mb", type=float, default=0,
+                   help="an in-memory table of this size in the dataset (a lookup table, "
+                   "preloaded samples): pickled to every spawn or forkserver worker")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--mp-context", choices=["default", "fork", "spawn", "forkserver"],
                    default="default")
@@ -264,8 +274,9 @@ class Samples(Dataset):
     """Synthetic samples, from memory or one file each; __getitem__ does
     --getitem-ms of CPU work and returns the seconds it took."""
 
-    def __init__(self, n, files, getitem_ms, seed):
+    def __init__(self, n, files, getitem_ms, seed, table_mb=0):
         self.n, self.files, self.getitem_ms, self.seed = n, files, getitem_ms, seed
+        self.table = torch.rand(int(table_mb * 2**18)) if table_mb else None
 
     def __len__(self):
         return self.n
@@ -281,6 +292,8 @@ class Samples(Dataset):
             g = torch.Generator().manual_seed(self.seed * 1000003 + i)
             x = torch.randn(FEATURES, generator=g)
             y = i % CLASSES
+        if self.table is not None:
+            x = x + self.table[i % (len(self.table) - FEATURES):][:FEATURES]
         busy(self.getitem_ms)
         return x, y, time.perf_counter() - t0
 
@@ -461,7 +474,7 @@ def run_rank(rank, args, parts):
         tmp = tempfile.mkdtemp(prefix="torch_job.", dir="/var/tmp")
         files = write_files(tmp, n, args.sample_kb, rank)
     feed = QueueFeed(args, steps, parts) if args.data == "queue" else None
-    ds = Samples(n, files, args.getitem_ms, rank)
+    ds = Samples(n, files, args.getitem_ms, rank, args.table_mb)
     sampler = DistributedSampler(ds, world, rank, shuffle=True) if ddp else None
     loader = None if feed else make_loader(args, ds, sampler, parts, rank, True)
     val_loader = None

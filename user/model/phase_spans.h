@@ -32,6 +32,7 @@ int ph_shown_of(unsigned int tb_phase);
 struct ph_span {
 	uint64_t start, end;
 	int phase;			/* enum ph_shown */
+	bool startup;			/* data: the workers' start-up (TB_PH_WSTART) */
 };
 
 typedef void (*ph_span_fn)(void *arg, const struct ph_span *s);
@@ -39,7 +40,11 @@ typedef void (*ph_span_fn)(void *arg, const struct ph_span *s);
 /* Spans waiting for their step to say what they were; older ones go as folded. */
 #define PH_MAX_PENDING 32
 
-enum { PH_PEND_DATA, PH_PEND_FWD, PH_PEND_HELD, PH_NPEND };
+/*
+ * Pending kinds: a step's fetch, what followed it, a step held (lone);
+ * a worker start-up under way (to its fetch), one held with its fetch's step.
+ */
+enum { PH_PEND_DATA, PH_PEND_FWD, PH_PEND_HELD, PH_PEND_START, PH_PEND_SHELD, PH_NPEND };
 
 struct ph_spans {
 	unsigned int phase;		/* enum tb_phase from since on */
@@ -50,6 +55,8 @@ struct ph_spans {
 	} pend[PH_MAX_PENDING];
 	int npend;
 	uint64_t pend_ns[PH_NPEND];	/* the pending spans' time, by kind */
+	unsigned int start_from;	/* the phase a start-up under way interrupted */
+	bool st_held;			/* the step under way holds a start-up */
 	bool in_val;			/* the last step resolved was validation */
 	bool fetcher;			/* it fetched from a DataLoader */
 };

@@ -88,6 +88,8 @@ static void on_span(void *arg, const struct ph_span *sp)
 	uint64_t d = sp->end - sp->start;
 
 	t->tot[sp->phase] += d;
+	if (sp->startup)
+		t->startup += d;
 	if (t->start && sp->start >= t->start)
 		t->ns[sp->phase] += d;
 	ring_push(x->p, t, sp);
@@ -294,21 +296,29 @@ static void wall_ns(const struct ph_thread *t, uint64_t ns[PH_NSHOWN])
 	for (int p = 0; p < PH_NSHOWN; p++)
 		ns[p] += t->tot[p];
 	if (t->sp.in_val) {
-		ns[PH_VALIDATION] += pend[PH_PEND_DATA] + pend[PH_PEND_FWD] + pend[PH_PEND_HELD];
+		ns[PH_VALIDATION] += pend[PH_PEND_DATA] + pend[PH_PEND_FWD] + pend[PH_PEND_HELD] +
+				     pend[PH_PEND_START] + pend[PH_PEND_SHELD];
 		return;
 	}
-	ns[PH_DATA] += pend[PH_PEND_DATA];
+	ns[PH_DATA] += pend[PH_PEND_DATA] + pend[PH_PEND_SHELD];
 	ns[PH_FORWARD] += pend[PH_PEND_FWD];
-	ns[PH_OTHER] += pend[PH_PEND_HELD];
+	ns[PH_OTHER] += pend[PH_PEND_HELD] + pend[PH_PEND_START];
 }
 
-static void wall(const struct ph_thread *t, double ms[PH_NSHOWN])
+/* Its data's worker start-up, wall time, a start-up still pending folded as in wall_ns. */
+static uint64_t startup_ns(const struct ph_thread *t)
+{
+	return t->startup + (t->sp.in_val ? 0 : t->sp.pend_ns[PH_PEND_SHELD]);
+}
+
+static void wall(const struct ph_thread *t, double ms[PH_NSHOWN], double *startup_ms)
 {
 	uint64_t ns[PH_NSHOWN] = { 0 };
 
 	wall_ns(t, ns);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		ms[p] += ns[p] / 1e6;
+	*startup_ms += startup_ns(t) / 1e6;
 }
 
 /* Its settled time before ts: the spans that ended after it, taken off. */
@@ -348,7 +358,7 @@ void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
 
 	merge(&sum->steps, &t->steps);
-	wall(t, sum->wall_ms);
+	wall(t, sum->wall_ms, &sum->startup_ms);
 	if (t->steps.steps)
 		sum->step_source = !sum->step_source || sum->step_source == src ? src :
 				   PH_STEPS_MIXED;
@@ -389,6 +399,25 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 		}
 	}
 	return n;
+}
+
+void phases_startup_rows(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
+			 uint64_t out[TB_NCAT])
+{
+	for (int c = 0; c < TB_NCAT; c++)
+		out[c] += ph[TB_PH_WSTART][c] + (in_val ? 0 : ph[TB_PH_PEND_SHELD][c]);
+}
+
+void phases_job_startup(const struct job *job, uint64_t out[TB_NCAT])
+{
+	memset(out, 0, sizeof(uint64_t) * TB_NCAT);
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct ph_thread *pt;
+		const struct thread_rec *t = trainer_main(job, i, &pt);
+
+		if (t)
+			phases_startup_rows(t->ph, pt && pt->sp.in_val, out);
+	}
 }
 
 void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN])

@@ -43,6 +43,7 @@ struct ph_stat {
 struct ph_sum {
 	struct ph_stat steps;
 	double wall_ms[PH_NSHOWN];
+	double startup_ms;		/* of wall_ms[PH_DATA], the workers' start-up */
 	int step_source;		/* enum ph_step_source */
 };
 
@@ -74,6 +75,7 @@ struct ph_thread {
 	bool trained;			/* a backward made it a training step */
 	uint64_t fetches;		/* DataLoader fetches: 0, steps start at backwards */
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */
+	uint64_t startup;		/* of tot[PH_DATA], DataLoader workers' start-up */
 	struct ph_stat steps;		/* the training steps closed so far */
 	struct ph_ring *ring;		/* main threads, live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
@@ -149,6 +151,15 @@ struct job;
  * Returns how many of them ran phases.
  */
 int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
+
+/*
+ * Of the data row, the DataLoader workers' start-up (TB_PH_WSTART, and a
+ * start-up pending with a step that folds as data): one thread's rows
+ * (added to out), and the trainers' main threads' together.
+ */
+void phases_startup_rows(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
+			 uint64_t out[TB_NCAT]);
+void phases_job_startup(const struct job *job, uint64_t out[TB_NCAT]);
 
 /*
  * The same threads' storage waits in syscalls that write (checkpoints,

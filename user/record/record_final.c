@@ -164,6 +164,9 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_double(r, RS_PHASE_STEP, 13, t->steps.sum_sq[p]);
 			rec_bind_int(r, RS_PHASE_STEP, 14, t->fetches);
 			rec_bind_int(r, RS_PHASE_STEP, 15, t->sp.in_val);
+			rec_bind_int(r, RS_PHASE_STEP, 16, t->startup);
+			rec_bind_int(r, RS_PHASE_STEP, 17, t->sp.pend_ns[PH_PEND_START]);
+			rec_bind_int(r, RS_PHASE_STEP, 18, t->sp.pend_ns[PH_PEND_SHELD]);
 			rec_step(r, RS_PHASE_STEP);
 		}
 	}

@@ -16,6 +16,6 @@
  * side (record_gpu.c: gpu_devices, gpu_windows, gpu_samples, meta
  * gpu_metrics); an older file has none, and its reports no GPU line.
  */
-#define REC_SCHEMA_VERSION 4
+#define REC_SCHEMA_VERSION 5
 
 #endif

@@ -1225,6 +1225,9 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 	t->sp.pend_ns[PH_PEND_HELD] = col_ns(q, 6);
 	t->fetches = col_ns(q, 13);
 	t->sp.in_val = col_i64(q, 14) != 0;	/* NULL (older files): 0 */
+	t->startup = col_ns(q, 15);		/* schema 5; 0 before */
+	t->sp.pend_ns[PH_PEND_START] = col_ns(q, 16);
+	t->sp.pend_ns[PH_PEND_SHELD] = col_ns(q, 17);
 	if (p < 0)
 		return;
 	t->tot[p] = col_ns(q, 8);
@@ -1237,12 +1240,20 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 static int load_phase_steps(struct recording *r, const struct rec_filter *flt,
 			    char *err, size_t errlen)
 {
-	/* in_val came later than the table: a file without it has 0 */
-	const char *sql = has_column(r, "phase_steps", "in_val") ?
+	/*
+	 * in_val came later than the table: a file without it has 0; the
+	 * workers' start-up (schema 5) too.
+	 */
+	const char *sql = has_column(r, "phase_steps", "startup_ns") ?
 		"SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, phase, wall_ns, "
-		"total_ms, min_ms, max_ms, sum_sq, fetches, in_val FROM phase_steps ORDER BY rowid" :
+		"total_ms, min_ms, max_ms, sum_sq, fetches, in_val, startup_ns, pend_start_ns, "
+		"pend_startup_ns FROM phase_steps ORDER BY rowid" :
+		has_column(r, "phase_steps", "in_val") ?
 		"SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, phase, wall_ns, "
-		"total_ms, min_ms, max_ms, sum_sq, fetches, 0 FROM phase_steps ORDER BY rowid";
+		"total_ms, min_ms, max_ms, sum_sq, fetches, in_val, 0, 0, 0 FROM phase_steps "
+		"ORDER BY rowid" :
+		"SELECT tid, pid, steps, step_ms, pend_data_ns, pend_fwd_ns, held_ns, phase, wall_ns, "
+		"total_ms, min_ms, max_ms, sum_sq, fetches, 0, 0, 0, 0 FROM phase_steps ORDER BY rowid";
 	struct q q;
 
 	if (q_open(r, &q, sql, err, errlen))

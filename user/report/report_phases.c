@@ -117,7 +117,23 @@ static double wall_total(const struct ph_sum *sum)
 	return t;
 }
 
-static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct ph_sum *sum)
+/*
+ * Under data, its DataLoader workers' start-up (iter(loader) to the first
+ * batch, docs/phases.md), where there was any: what persistent workers save.
+ */
+static void text_startup(FILE *f, const uint64_t cp[TB_NCAT], const struct ph_sum *sum,
+			 double wall)
+{
+	if (sum->startup_ms <= 0)
+		return;
+	fprintf(f, "    of which worker start-up %5.1f%% %8.1f %31s", 100.0 * sum->startup_ms / wall,
+		sum->startup_ms / sum->steps.steps, "");
+	made_of(f, cp);
+	fputc('\n', f);
+}
+
+static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t startup[TB_NCAT],
+		      const struct ph_sum *sum)
 {
 	const struct ph_stat *st = &sum->steps;
 	double wall = wall_total(sum);
@@ -131,6 +147,8 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct p
 			ph_stat_std(st, p));
 		made_of(f, rows[p]);
 		fputc('\n', f);
+		if (p == PH_DATA)
+			text_startup(f, startup, sum, wall);
 	}
 }
 
@@ -233,11 +251,12 @@ static void epoch_rows(FILE *f, const struct job *job, int nranks)
 
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
 {
-	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
 	struct ph_sum sum;
 	const char *src = source(job);
 	int n = phases_job(job, rows, &sum);
 
+	phases_job_startup(job, startup);
 	if (!strcmp(src, "none")) {
 		fprintf(f, "Phases: no PyTorch library (libtorch_cpu) in the traced processes\n\n");
 		return;
@@ -257,7 +276,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "  (no DataLoader fetch%s: data is the wait for input before each "
 			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
-	text_rows(f, rows, &sum);
+	text_rows(f, rows, startup, &sum);
 	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
 		"and epoch ends spread over them; min/max/std: within training steps)\n");
 	if (n > 1)
@@ -295,6 +314,26 @@ static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph
 	jw_end_object(w);
 }
 
+/* Of data, the workers' start-up: its wall time, share, ms per step, critical path. */
+static void json_startup(struct jw *w, const struct job *job, const struct ph_sum *sum)
+{
+	uint64_t cp[TB_NCAT];
+	int64_t ns[TB_NCAT];
+	double wall = wall_total(sum);
+
+	phases_job_startup(job, cp);
+	for (int c = 0; c < TB_NCAT; c++)
+		ns[c] = (int64_t)cp[c];
+	jw_name(w, "worker_startup");
+	jw_object(w);
+	jw_float_field(w, "wall_s", sum->startup_ms / 1e3, 6);
+	jw_float_field(w, "share", wall > 0 ? sum->startup_ms / wall : 0.0, 4);
+	jw_float_field(w, "ms_per_step", sum->steps.steps ? sum->startup_ms / sum->steps.steps : 0.0,
+		       4);
+	report_json_times(w, "critical_path_s", ns);
+	jw_end_object(w);
+}
+
 void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
@@ -317,6 +356,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	for (int p = 0; p < PH_NSHOWN && strcmp(src, "none"); p++)
 		json_row(w, p, rows[p], &sum);
 	jw_end_array(w);
+	json_startup(w, job, &sum);
 	jw_end_object(w);
 }
 
@@ -353,5 +393,15 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 		report_json_times(w, ph_names[ph], ns);
 	}
 	jw_end_object(w);
+	jw_float_field(w, "worker_startup_s", sum.startup_ms / 1e3, 6);
+	{
+		uint64_t cp[TB_NCAT] = { 0 };
+		int64_t ns[TB_NCAT];
+
+		phases_startup_rows(t->ph, pt->sp.in_val, cp);
+		for (int c = 0; c < TB_NCAT; c++)
+			ns[c] = (int64_t)cp[c];
+		report_json_times(w, "worker_startup_critical_path_s", ns);
+	}
 	jw_end_object(w);
 }
