@@ -49,6 +49,7 @@ void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 	gp->phases = phases;
 	gp->verbose = verbose;
 	gp->t0 = now_ns();
+	gp->plain = -1;
 }
 
 #define DETACH_THREADS 32
@@ -289,39 +290,51 @@ static bool same_file(const struct gpu_object *o, const struct stat *st)
 	       o->mtime_ns == ts_ns(&st->st_mtim) && o->ctime_ns == ts_ns(&st->st_ctim);
 }
 
+/* The one object standing for every file past GP_MAX_OBJECTS with nothing to probe. */
+static int plain_object(struct gpu_probes *gp)
+{
+	gp->unkept++;
+	if (gp->plain < 0 && (gp->plain = gpu_object_add(gp->gpu)) >= 0)
+		snprintf(gp->gpu->objs[gp->plain].path, sizeof(gp->gpu->objs[0].path),
+			 "(files not kept: nothing to probe)");
+	return gp->plain;
+}
+
 /*
  * Reads which probed functions an object defines: once per file as it is
  * (st: fstat of fd). A file rewritten in place, or a new one on a reused
  * inode, is read again: its old offsets would put an int3 in the middle of
  * another program's instructions.
  */
-static int object_get(struct gpu *g, const struct stat *st, int fd, const char *path,
-		      pid_t pid)
+static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
+		      const char *path, pid_t pid)
 {
 	const char *names[TB_MAX_APIS];
-	struct gpu_object *o;
+	struct gpu *g = gp->gpu;
+	struct gpu_object o = { 0 };
 	struct elf_info info;
 	int found, idx;
 
 	for (int i = g->nobjs - 1; i >= 0; i--)
 		if (same_file(&g->objs[i], st))
 			return i;
-	idx = gpu_object_add(g);
-	if (idx < 0)
-		return -1;
-	o = &g->objs[idx];
-	o->dev = st->st_dev;
-	o->ino = st->st_ino;
-	o->size = st->st_size;
-	o->mtime_ns = ts_ns(&st->st_mtim);
-	o->ctime_ns = ts_ns(&st->st_ctim);
-	snprintf(o->path, sizeof(o->path), "%s", path);
+	o.dev = st->st_dev;
+	o.ino = st->st_ino;
+	o.size = st->st_size;
+	o.mtime_ns = ts_ns(&st->st_mtim);
+	o.ctime_ns = ts_ns(&st->st_ctim);
+	snprintf(o.path, sizeof(o.path), "%s", path);
 	for (int i = 0; i < gpu_napis; i++)
 		names[i] = gpu_apis[i].name;
-	found = elf_find_functions(fd, names, gpu_napis, o->offs, &info);
-	probe_points(o, fd);
-	object_families(o, found, fd, path, &info);
-	warn_object(o, &info, pid);
+	found = elf_find_functions(fd, names, gpu_napis, o.offs, &info);
+	probe_points(&o, fd);
+	object_families(&o, found, fd, path, &info);
+	warn_object(&o, &info, pid);
+	if (!o.families && g->nobjs >= GP_MAX_OBJECTS)
+		return plain_object(gp);
+	idx = gpu_object_add(g);
+	if (idx >= 0)
+		g->objs[idx] = o;
 	return idx;
 }
 
@@ -352,17 +365,11 @@ static int open_mapped(pid_t pid, const struct map_line *m, struct stat *st)
 }
 
 /* The mapping of the file m names, as an index into the process's maps; -1. */
-static int mapping_find(struct gpu_probes *gp, const struct gp_proc *p,
-			const struct map_line *m)
+static int mapping_find(const struct gp_proc *p, const struct map_line *m)
 {
-	const struct gpu_proc *mp = model_of(gp, p);
-
-	for (int i = 0; i < p->nmaps; i++) {
-		const struct gpu_object *o = &gp->gpu->objs[mp->maps[i].obj];
-
-		if (o->dev == m->dev && o->ino == m->ino)
+	for (int i = 0; i < p->nmaps; i++)
+		if (p->maps[i].dev == m->dev && p->maps[i].ino == m->ino)
 			return i;
-	}
 	return -1;
 }
 
@@ -623,6 +630,8 @@ static struct gp_map *add_map(struct gp_proc *p, const struct map_line *m)
 		am->multi_fds[k] = -1;
 	am->lo = m->lo;
 	am->hi = m->hi;
+	am->dev = m->dev;
+	am->ino = m->ino;
 	return am;
 }
 
@@ -702,14 +711,16 @@ static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct m
 	fd = open_mapped(pid, m, &st);
 	if (fd < 0)
 		return;		/* unmapped meanwhile, or not ours to read */
-	obj = object_get(gp->gpu, &st, fd, m->path, pid);
+	obj = object_get(gp, &st, fd, m->path, pid);
 	if (obj < 0)
 		goto cleanup;
 	/* Both lists grow together: the model's maps and ours stay parallel. */
 	am = add_map(p, m);
 	if (!am)
 		goto cleanup;
-	mm = gpu_mapping_add(model_of(gp, p), obj);
+	/* Files past the cache share one stand-in: a mapping each, or each scan reads them again. */
+	mm = obj == gp->plain ? gpu_mapping_append(model_of(gp, p), obj) :
+				gpu_mapping_add(model_of(gp, p), obj);
 	if (!mm || model_of(gp, p)->nmaps != p->nmaps) {
 		p->nmaps--;
 		goto cleanup;
@@ -730,7 +741,7 @@ static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
 		return;
 	while (procmaps_next(&pm, &m)) {
 		const struct gpu_proc *mp;
-		int i = mapping_find(gp, p, &m);
+		int i = mapping_find(p, &m);
 
 		if (i >= 0) {
 			/* A library's code can span several mappings. */

@@ -27,6 +27,7 @@ enum gp_prog { GP_GPU_RET, GP_GPU_ENTRY, GP_LAUNCH, GP_TORCH_RET, GP_TORCH_ENTRY
 /* A mapping's probes: parallel to gpu_proc.maps. */
 struct gp_map {
 	uint64_t lo, hi;	/* its executable addresses in the process */
+	uint64_t dev, ino;	/* the file, as the process's maps name it */
 	struct bpf_link **links;	/* perf-event uprobes, one per function */
 	int nlinks;
 	int multi_fds[GP_NPROGS];	/* or uprobe_multi links, one per program; -1 none */
@@ -55,6 +56,15 @@ struct gp_proc {
  */
 #define GP_MAX_PROBED 32
 
+/*
+ * Files read kept (struct gpu_object, 5 KB each): past it, a file with
+ * nothing to probe in it is not kept but read again by the next process
+ * that maps it. Every executable file a traced process maps was kept for
+ * the daemon's life: 20-28k files (one user's doing) took 111-116 MB.
+ * A node's real jobs map a few thousand.
+ */
+#define GP_MAX_OBJECTS 4096
+
 struct gpu_probes {
 	struct tracer *tr;
 	struct gpu *gpu;	/* what is found and counted goes here */
@@ -63,6 +73,8 @@ struct gpu_probes {
 	bool verbose;		/* say what is probed, and when */
 	uint64_t t0;
 	uint64_t refused;	/* mappings not probed: their owner, or GP_MAX_PROBED */
+	uint64_t unkept;	/* files past GP_MAX_OBJECTS read and not kept */
+	int plain;		/* gpu.objs' stand-in for them; -1 none yet */
 	struct gp_proc *procs;
 	int nprocs;
 };

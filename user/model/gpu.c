@@ -48,12 +48,16 @@ int gpu_object_add(struct gpu *g)
 
 struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj)
 {
-	struct gpu_mapping *m;
-
 	for (int i = 0; i < p->nmaps; i++)
 		if (p->maps[i].obj == obj)
 			return &p->maps[i];
-	m = tb_append(&p->maps, &p->nmaps, sizeof(*m));
+	return gpu_mapping_append(p, obj);
+}
+
+struct gpu_mapping *gpu_mapping_append(struct gpu_proc *p, int obj)
+{
+	struct gpu_mapping *m = tb_append(&p->maps, &p->nmaps, sizeof(*m));
+
 	if (m)
 		m->obj = obj;
 	return m;

@@ -80,6 +80,8 @@ const struct gpu_proc *gpu_proc_find(const struct gpu *g, pid_t pid);
 int gpu_object_add(struct gpu *g);
 /* p maps object obj (once); NULL: out of memory. */
 struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj);
+/* One more mapping of obj, even if p has one (files that share a stand-in object). */
+struct gpu_mapping *gpu_mapping_append(struct gpu_proc *p, int obj);
 /* Forgets what p mapped (an exec replaced it); its counts stay. */
 void gpu_proc_forget_maps(struct gpu_proc *p);
 /* An NCCL communicator made or destroyed (TB_EV_NCCL_*). */
