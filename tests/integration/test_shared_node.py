@@ -87,6 +87,11 @@ def run_watched(srv, d, lib, job, user=()):
     return p.returncode, out
 
 
+def plain_value(text, name):
+    """The value of a family with no labels."""
+    return next(float(l.split()[1]) for l in text.splitlines() if l.startswith(name + " "))
+
+
 def log(srv):
     with open(srv.log.name) as f:
         return f.read()
@@ -240,4 +245,27 @@ def test_another_user_cannot_add_to_a_jobs_series(tmp_path, shared_dir):
         for p in procs:
             p.kill()
             p.wait()
+        assert srv.stop() == 0
+
+
+def test_threads_past_the_slots_are_said(tmp_path, shared_dir):
+    """More threads than slots: counted in /metrics and said on stderr
+    (a job traced later showed 0 cpu and nothing said why)."""
+    lib = os.path.join(shared_dir, LIB)
+    shutil.copy(os.path.join(shared_dir, "libclean.so"), lib)
+    srv = Serve(tmp_path, "serve", "--max-threads", "64")
+    code = ("import ctypes, sys, threading, time\n"
+            "ctypes.CDLL(sys.argv[1])\n"
+            "for _ in range(100):\n"
+            "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([*NOBODY, "/usr/bin/python3", "-c", code, lib],
+                         env=dict(os.environ, TORCHELASTIC_RUN_ID="threads"))
+    try:
+        wait_for("the threads to be counted",
+                 lambda: plain_value(srv.metrics(), "trainbpf_threads_untraced_total") > 0, 30)
+        wait_for("the warning", lambda: "threads not traced so far" in log(srv), 10)
+    finally:
+        p.kill()
+        p.wait()
         assert srv.stop() == 0

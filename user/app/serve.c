@@ -8,7 +8,8 @@
 #include "procfs.h"
 #include "serve.h"
 
-static void publish(struct serve *s, struct tracer *tr);
+static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+		    uint64_t now);
 
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 {
@@ -31,13 +32,14 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 	}
 	s->started = true;
 	/* A scrape during the scan (it attaches to every job) gets the daemon's own series */
-	publish(s, tr);
+	publish(s, tr, NULL, 0);
 	/* Jobs already running (a restart of the daemon picks them up). */
 	discover_scan(&s->dsc, tr, tr->job);
 	return 0;
 }
 
-static void self_stats(const struct serve *s, struct tracer *tr, struct mx_self *me)
+static void self_stats(const struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+		       struct mx_self *me)
 {
 	struct tb_counters bpf;
 	struct rusage ru;
@@ -53,11 +55,29 @@ static void self_stats(const struct serve *s, struct tracer *tr, struct mx_self 
 		me->rss_bytes = res * sysconf(_SC_PAGESIZE);
 	tracer_counters(tr, &bpf);
 	me->events_lost = bpf.events_lost;
+	me->threads_untraced = bpf.slots_exhausted + bpf.storage_failed;
+	me->libraries_refused = gp ? gp->refused : 0;
 	me->processes = job_live_procs(tr->job);
 }
 
+/*
+ * Threads that found no slot are in no series: said on stderr when their
+ * count grows, at most once a minute, as well as counted in /metrics.
+ */
+static void say_untraced(struct serve *s, const struct mx_self *me, uint64_t now)
+{
+	if (me->threads_untraced <= s->untraced_said || now < s->next_untraced)
+		return;
+	fprintf(stderr, "trainbpf: warning: %llu threads not traced so far (more than "
+		"--max-threads at once): their time is in no series\n",
+		(unsigned long long)me->threads_untraced);
+	s->untraced_said = me->threads_untraced;
+	s->next_untraced = now + SERVE_SAY_NS;
+}
+
 /* The exposition, rendered once here for every scrape until the next. */
-static void publish(struct serve *s, struct tracer *tr)
+static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+		    uint64_t now)
 {
 	struct mx_self me = { 0 };
 	char *text = NULL;
@@ -66,7 +86,8 @@ static void publish(struct serve *s, struct tracer *tr)
 
 	if (!f)
 		return;
-	self_stats(s, tr, &me);
+	self_stats(s, tr, gp, &me);
+	say_untraced(s, &me, now);
 	metrics_write(&s->mx, &me, f);
 	metrics_gpu_write(&s->mx, f);	/* the GPU's own side, when NVML is read */
 	if (fclose(f)) {
@@ -122,7 +143,7 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 			phases_forget_gone(tr->job->phases, tr->job, now - SERVE_FORGET_NS);
 	}
 	metrics_gpu_update(&s->mx, tr->job, now);
-	publish(s, tr);
+	publish(s, tr, gp, now);
 }
 
 void serve_stop(struct serve *s)

@@ -24,6 +24,7 @@
 #define SERVE_JUDGE_NS 5000000000ull	/* the findings: a diagnosis per job */
 /* a dead process's phase threads: kept past the judge window that may read them */
 #define SERVE_FORGET_NS (4 * SERVE_JUDGE_NS)
+#define SERVE_SAY_NS 60000000000ull	/* a warning that repeats: at most this often */
 
 struct serve {
 	struct discover dsc;
@@ -33,6 +34,7 @@ struct serve {
 	const struct env *env;
 	bool started;
 	uint64_t next_scan, next_publish, next_judge;
+	uint64_t untraced_said, next_untraced;	/* threads not traced: said up to, next */
 	double start_unix;
 };
 

@@ -163,8 +163,16 @@ static void self(const struct metrics *m, const struct mx_self *s, FILE *f)
 	family(f, "trainbpf_events_lost_total", "counter",
 	       "BPF events lost: the ring buffer was full (phases, steps, lifecycle).");
 	fprintf(f, "trainbpf_events_lost_total %" PRIu64 "\n", s->events_lost);
+	family(f, "trainbpf_threads_untraced_total", "counter",
+	       "Threads not traced: no slot was free (--max-threads); their time is in no series.");
+	fprintf(f, "trainbpf_threads_untraced_total %" PRIu64 "\n", s->threads_untraced);
+	family(f, "trainbpf_libraries_not_probed_total", "counter",
+	       "Library mappings not probed: owned by another user than the process's or root, "
+	       "writable by others, or past 32 in one process.");
+	fprintf(f, "trainbpf_libraries_not_probed_total %" PRIu64 "\n", s->libraries_refused);
 	family(f, "trainbpf_series_dropped_total", "counter",
-	       "Label sets not kept: past the bound on series.");
+	       "Label sets not kept as their own: past a user's bound (to its overflow series) "
+	       "or the node's (dropped).");
 	fprintf(f, "trainbpf_series_dropped_total %" PRIu64 "\n", m->series_dropped);
 	family(f, "trainbpf_traced_processes", "gauge", "Processes traced now, all jobs.");
 	fprintf(f, "trainbpf_traced_processes %" PRIu64 "\n", s->processes);
