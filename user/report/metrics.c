@@ -363,12 +363,28 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
  * with no pid index (job.h looks them up one by one then), no epochs (the
  * node's epochs mix its jobs). Free only out->procs.
  */
-static int subjob(const struct metrics *m, const struct job *job, const char *id,
-		  struct job *out)
+/*
+ * Whether p is of the job named id: its series' job, as the last update
+ * placed it (a hash lookup: a node of 2,000 jobs is judged job by job,
+ * over every process each time); a process with no series of its own (a
+ * folded row) by its labels.
+ */
+static bool in_job(const struct metrics *m, const struct job *job, const struct proc_rec *p,
+		   const char *id)
 {
+	int si = metrics_series_of(m, p);
 	char lab[JOB_ID_LEN];
 	unsigned int uid;
 
+	if (si >= 0)
+		return !strcmp(m->series[si].job, id);
+	job_label(job, p, lab, sizeof(lab), &uid);
+	return !strcmp(lab, id);
+}
+
+static int subjob(const struct metrics *m, const struct job *job, const char *id,
+		  struct job *out)
+{
 	*out = *job;
 	out->procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*out->procs));
 	if (!out->procs)
@@ -378,11 +394,9 @@ static int subjob(const struct metrics *m, const struct job *job, const char *id
 	out->pid_ix = NULL;
 	out->pid_cap = 0;
 	out->epochs = NULL;
-	for (int i = 0; i < job->nprocs; i++) {
-		label_of(m, job, &job->procs[i], lab, sizeof(lab), &uid);
-		if (!strcmp(lab, id))
+	for (int i = 0; i < job->nprocs; i++)
+		if (in_job(m, job, &job->procs[i], id))
 			out->procs[out->nprocs++] = job->procs[i];
-	}
 	return 0;
 }
 
