@@ -476,3 +476,31 @@ def test_sighup_never_leaves_serve_without_a_listener(tmp_path, certs):
     assert out.strip() == "0", ("nobody got the port", serve_log(srv))
     assert answered == asked, (answered, asked, serve_log(srv))
     assert serve_log(srv).count("SIGHUP: the new web config serves") == 5
+
+
+def test_gzip_when_the_scraper_takes_it(tmp_path):
+    """Prometheus sends Accept-Encoding: gzip: the exposition goes gzip'ed
+    (a tenth of its size or less), the same text once unzipped; a client
+    that does not ask, or refuses it (q=0), gets it plain."""
+    import gzip
+    srv = Serve(tmp_path, "serve")
+    try:
+        def get(enc):
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            c.request("GET", "/metrics", headers={"Accept-Encoding": enc} if enc else {})
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            return r.getheader("Content-Encoding"), r.getheader("Vary"), body
+        enc, vary, gz = get("gzip")
+        assert enc == "gzip" and vary == "Accept-Encoding", (enc, vary)
+        text = gzip.decompress(gz).decode()
+        assert "# TYPE trainbpf_build_info gauge" in text
+        for refusal in (None, "identity", "gzip;q=0", "br, *;q=0"):
+            enc, _, plain = get(refusal)
+            assert enc is None, refusal
+            assert plain.decode().startswith("# HELP"), refusal
+        enc, _, gz2 = get("deflate, gzip;q=0.5")
+        assert enc == "gzip" and gzip.decompress(gz2).decode().startswith("# HELP")
+    finally:
+        assert srv.stop() == 0

@@ -34,6 +34,7 @@ void exporter_stop(struct exporter *x)
 #include <microhttpd.h>
 #include <netdb.h>
 #include <unistd.h>
+#include "gzip.h"
 #include "web_config.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -225,22 +226,94 @@ static enum MHD_Result too_many(struct listener *l, struct MHD_Connection *c)
 }
 
 /* The published text, copied under the lock: the tracer's swap waits a memcpy at most. */
-static enum MHD_Result metrics(struct listener *l, struct MHD_Connection *c)
+static char *text_copy(struct exporter *x, size_t *len, uint64_t *gen)
 {
-	struct exporter *x = l->x;
 	char *copy;
-	size_t len;
 
 	pthread_mutex_lock(&x->lock);
-	len = x->len;
-	copy = malloc(len ? len : 1);
-	if (copy && len)
-		memcpy(copy, x->text, len);
+	*len = x->len;
+	*gen = x->gen;
+	copy = malloc(*len ? *len : 1);
+	if (copy && *len)
+		memcpy(copy, x->text, *len);
 	x->scrapes++;
 	pthread_mutex_unlock(&x->lock);
-	if (!copy)
+	return copy;
+}
+
+/*
+ * The text gzip'ed: compressed once per published text, by the first
+ * scrape that asks (outside the lock), and kept for the others until the
+ * next text. NULL: none (no memory, or zlib failed): the plain text goes.
+ */
+static char *gz_copy(struct exporter *x, size_t *len)
+{
+	char *copy = NULL, *plain, *gz;
+	size_t n, gzn;
+	uint64_t gen;
+
+	pthread_mutex_lock(&x->lock);
+	if (x->gz && x->gz_gen == x->gen && (copy = malloc(x->gzlen))) {
+		memcpy(copy, x->gz, x->gzlen);
+		*len = x->gzlen;
+		x->scrapes++;
+	}
+	pthread_mutex_unlock(&x->lock);
+	if (copy)
+		return copy;
+	plain = text_copy(x, &n, &gen);
+	if (!plain || gz_compress(plain, n, &gz, &gzn)) {
+		free(plain);
+		return NULL;
+	}
+	free(plain);
+	copy = malloc(gzn ? gzn : 1);
+	if (copy)
+		memcpy(copy, gz, gzn);
+	pthread_mutex_lock(&x->lock);
+	if (x->gen == gen) {	/* still the text it was made of: kept for the next scrapes */
+		free(x->gz);
+		x->gz = gz;
+		x->gzlen = gzn;
+		x->gz_gen = gen;
+		gz = NULL;
+	}
+	pthread_mutex_unlock(&x->lock);
+	free(gz);
+	*len = gzn;
+	return copy;
+}
+
+static enum MHD_Result metrics(struct listener *l, struct MHD_Connection *c)
+{
+	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *body = NULL;
+	bool gz = gz_accepted(ae);
+	uint64_t gen;
+	size_t len;
+
+	if (gz)
+		body = gz_copy(l->x, &len);
+	gz = body != NULL;
+	if (!body)
+		body = text_copy(l->x, &len, &gen);
+	if (!body)
 		return MHD_NO;
-	return reply(l, c, MHD_HTTP_OK, CONTENT_TYPE, copy, len, MHD_RESPMEM_MUST_FREE);
+	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	add_headers(l, r, CONTENT_TYPE);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	if (gz)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* Who may ask: a client certificate, basic auth. MHD_YES: answered already. */
@@ -527,6 +600,7 @@ void exporter_publish(struct exporter *x, char *text, size_t len)
 	old = x->text;
 	x->text = text;
 	x->len = len;
+	x->gen++;		/* the gzip'ed copy is of the old text now */
 	pthread_mutex_unlock(&x->lock);
 	free(old);
 }
@@ -538,6 +612,8 @@ void exporter_stop(struct exporter *x)
 	guard_stop(&x->guard);
 	free(x->text);
 	x->text = NULL;
+	free(x->gz);
+	x->gz = NULL;
 	pthread_mutex_destroy(&x->bcrypt_lock);
 	pthread_mutex_destroy(&x->lock);
 }

@@ -23,6 +23,10 @@ struct exporter {
 	pthread_mutex_t lock;	/* text, len, scrapes */
 	char *text;
 	size_t len;
+	uint64_t gen;		/* texts published so far */
+	char *gz;		/* a gzip'ed copy of the text of gz_gen (gzip.h), or NULL */
+	size_t gzlen;
+	uint64_t gz_gen;
 	uint64_t scrapes;
 };
 
