@@ -4,7 +4,8 @@
  * one's magic() every 10 ms for SECONDS. Prints "ready" once mapped, and
  * "wrong 0x..." the first time magic returns anything but 0x91919190 (a
  * byte of its code was changed: a uprobe in the wrong place). Exit 0 if
- * every call was right, 3 if not, 2 on a bad start.
+ * every call was right, 3 if not, 2 on a bad start. CALLMAGIC_TICK_MS in
+ * the environment sets the period (bench/serve_hostile.py runs thousands).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -17,7 +18,8 @@ int main(int argc, char **argv)
 {
 	unsigned int (*magic)(void) = NULL;
 	struct timespec tick = { 0, 10000000 };
-	int wrong = 0, calls;
+	const char *ms = getenv("CALLMAGIC_TICK_MS");
+	int wrong = 0, calls, period = 10;
 
 	if (argc < 3)
 		return 2;
@@ -35,7 +37,12 @@ int main(int argc, char **argv)
 		return 2;
 	printf("ready\n");
 	fflush(stdout);
-	calls = atoi(argv[1]) * 100;
+	if (ms && atoi(ms) > 0) {
+		period = atoi(ms);
+		tick.tv_sec = period / 1000;
+		tick.tv_nsec = (period % 1000) * 1000000L;
+	}
+	calls = atoi(argv[1]) * 1000 / period;
 	for (int i = 0; i < calls; i++) {
 		unsigned int v = magic();
 
