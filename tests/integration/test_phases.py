@@ -408,6 +408,12 @@ def test_phases_in_csv_and_diff(tmp_path):
     assert abs(sum(float(r["time_s"]) for r in mine.values()) -
                sum(main["critical_path_s"].values())) < 1e-6
     diff = read("diff", str(fork_db), str(val_db))
+    # The verdict names the phase whose share moved most, as the tables say.
+    moved = max(zip(fork["phases"]["list"], val["phases"]["list"]),
+                key=lambda ab: abs(ab[1]["share"] - ab[0]["share"]))
+    assert diff.splitlines()[1].endswith(
+        f"{moved[0]['phase']} phase {100 * moved[0]['share']:.1f}% -> "
+        f"{100 * moved[1]['share']:.1f}%"), diff.splitlines()[1]
     table = diff[diff.index("Phases ("):].split("\n\n")[0].splitlines()
     for e_a, e_b in zip(fork["phases"]["list"], val["phases"]["list"]):
         line = [l for l in table if l.split()[0] == e_a["phase"]][0].split()

@@ -346,9 +346,19 @@ def test_diff_deltas(tmp_path):
         (None, "data_loading", 0.2, "data loading 32.5% of the trainers' time (> 15%)"),
         (1, "data_loading", 0.3, "data loading 30.0% of the trainers' time (> 15%)"),
         (None, "host_bound", 0.5, "host-bound")])
+    db = sqlite3.connect(b)
+    db.execute("UPDATE meta SET value = 'python3 train.py --workers 4' WHERE key = 'command'")
+    db.commit()
+    db.close()
     r = run_trainbpf(["diff", a, b])
     assert r.returncode == 0, r.stderr
     out = r.stdout
+    # The verdict first: steps/s, and the share that moved most (no phases
+    # here: the roll-up, computation 50 -> 62.5 of the headline).
+    lines = out.splitlines()
+    assert lines[1] == ("Verdict: B faster (25.0% more steps/s); "
+                        "computation 50.0% -> 62.5% of the trainers' time"), lines[:3]
+    assert "  A ran: python3 train.py\n  B ran: python3 train.py --workers 4\n" in out
     # cpu 50% -> 62.5%, data_wait 40% -> 27.5% on the headline.
     assert "    cpu              50.0%   62.5%     +12.5" in out
     assert "    data_wait        40.0%   27.5%     -12.5" in out
@@ -360,6 +370,31 @@ def test_diff_deltas(tmp_path):
     assert "  better    data_loading       0.60 -> 0.20" in out
     assert "  gone      cpu_contention     0.20 ->   - " in out
     assert "  appeared  host_bound           -  -> 0.50" in out
+
+
+def test_diff_fails_if_slower(tmp_path):
+    """--fail-if-slower PCT: exit 3 and one line when B's steps/s is more
+    than PCT% below A's; 0 within it or faster; 1 without steps to compare."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    rf.make_recording(a, steps_per_s=5)
+    rf.make_recording(b, steps_per_s=4)     # B 20% slower
+    r = run_trainbpf(["diff", a, b, "--fail-if-slower", "10"])
+    assert r.returncode == 3 and r.stdout.startswith("trainbpf diff\n"), r.returncode
+    assert r.stderr == ("trainbpf diff: B is 20.0% slower than A (steps/s), "
+                        "more than 10%\n"), r.stderr
+    assert run_trainbpf(["diff", a, b, "--fail-if-slower", "25"]).returncode == 0
+    assert run_trainbpf(["diff", b, a, "--fail-if-slower", "0"]).returncode == 0
+    assert run_trainbpf(["diff", a, b]).returncode == 0
+    none = str(tmp_path / "none.db")
+    rf.make_recording(none)
+    db = sqlite3.connect(none)
+    db.execute("DELETE FROM steps")
+    db.commit()
+    db.close()
+    r = run_trainbpf(["diff", a, none, "--fail-if-slower", "10"])
+    assert r.returncode == 1 and "no training steps to compare" in r.stderr, r.stderr
+    r = run_trainbpf(["diff", a, b, "--fail-if-slower", "x"])
+    assert r.returncode == 2 and "invalid percentage" in r.stderr, r.stderr
 
 
 def bad(args):

@@ -2,6 +2,7 @@
 #include <argp.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli_read.h"
@@ -9,7 +10,7 @@
 #include "report.h"
 #include "safe_open.h"
 
-enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID };
+enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER };
 
 static const struct argp_option report_opts[] = {
 	{ "format", OPT_FORMAT, "text|json|csv", 0, "Report format (default text)" },
@@ -26,6 +27,8 @@ static const struct argp_option trace_opts[] = {
 
 static const struct argp_option diff_opts[] = {
 	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{ "fail-if-slower", OPT_FAIL_SLOWER, "PCT", 0,
+	  "Exit 3 when B's steps/s is more than PCT% below A's (a CI gate)" },
 	{},
 };
 
@@ -42,6 +45,18 @@ static long parse_long(const char *arg, struct argp_state *state, const char *wh
 	return v;
 }
 
+static double parse_pct(const char *arg, struct argp_state *state)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0 && v < 100))
+		argp_error(state, "invalid percentage: '%s' (0 to 100)", arg);
+	return v;
+}
+
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
 	struct read_env *env = state->input;
@@ -53,6 +68,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_FORMAT:
 		if (!cli_format(arg, true, &env->format))
 			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
+		break;
+	case OPT_FAIL_SLOWER:
+		env->fail_if_slower = parse_pct(arg, state);
 		break;
 	case OPT_EPOCH:
 		env->filter.epoch_set = true;
@@ -226,6 +244,26 @@ cleanup:
 	return rc;
 }
 
+/* --fail-if-slower: 3, and a line, when B is slower than allowed; 1 when it cannot tell. */
+static int slower_gate(const struct read_env *env, const struct recording *a,
+		       const struct recording *b)
+{
+	double slower = diff_slower_pct(a, b);
+
+	if (env->fail_if_slower < 0)
+		return 0;
+	if (isnan(slower)) {
+		fprintf(stderr, "trainbpf diff: --fail-if-slower: no training steps to compare in "
+			"A or B\n");
+		return 1;
+	}
+	if (slower <= env->fail_if_slower)
+		return 0;
+	fprintf(stderr, "trainbpf diff: B is %.1f%% slower than A (steps/s), more than %g%%\n",
+		slower, env->fail_if_slower);
+	return 3;
+}
+
 static int run_diff(const struct read_env *env)
 {
 	struct recording a, b;
@@ -243,6 +281,8 @@ static int run_diff(const struct read_env *env)
 		diff_text(out, &a, &b);
 		rc = close_out(out, env->output);
 	}
+	if (!rc)
+		rc = slower_gate(env, &a, &b);
 	rec_close(&a);
 	rec_close(&b);
 	return rc;
@@ -286,7 +326,7 @@ static const struct read_cmd diff_cmd = {
 /* argv[0] is the subcommand's name: "trainbpf NAME" in --help and errors. */
 static int read_main(const struct read_cmd *c, int argc, char **argv)
 {
-	struct read_env env = { .format = TB_FMT_TEXT };
+	struct read_env env = { .format = TB_FMT_TEXT, .fail_if_slower = -1 };
 	struct argp argp = { c->opts, parse_arg, c->args, c->doc };
 	char name[64];
 

@@ -22,6 +22,7 @@ struct read_env {
 	const char *output;	/* NULL: stdout */
 	enum tb_format format;
 	struct rec_filter filter;
+	double fail_if_slower;	/* diff: exit 3 when B's steps/s is this % below A's; < 0: never */
 };
 
 int report_main(int argc, char **argv);

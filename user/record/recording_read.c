@@ -179,6 +179,8 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			snprintf(r->job_id, sizeof(r->job_id), "%s", v);
 		} else if (!strcmp(k, "hostname")) {
 			snprintf(r->host, sizeof(r->host), "%s", v);
+		} else if (!strcmp(k, "command")) {
+			snprintf(r->command, sizeof(r->command), "%s", v);
 		} else if (!strcmp(k, "world_size")) {
 			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {

@@ -53,6 +53,7 @@ struct recording {
 	int version;		/* user_version: 1 is read the old way */
 	char job_id[JOB_ID_LEN];	/* meta job: the training job ("": not known) */
 	char host[256];		/* meta hostname */
+	char command[1024];	/* meta command: the traced command line, or "-p PID,..." */
 	int world_size;		/* meta world_size; -1 */
 	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };

@@ -234,13 +234,129 @@ static void diagnosis(FILE *f, const struct recording *a, const struct recording
 		fprintf(f, "  no finding in either run\n");
 }
 
+double diff_slower_pct(const struct recording *a, const struct recording *b)
+{
+	double sa = run_steps(a), sb = run_steps(b);
+
+	return sa > 0 && sb > 0 ? 100.0 * (1 - sb / sa) : NAN;
+}
+
+/* The phase whose share moved most between the runs; -1 if neither has phases. */
+static int moved_phase(const struct recording *a, const struct recording *b,
+		       double pa[PH_NSHOWN], double pb[PH_NSHOWN])
+{
+	double ma, mb;
+	int best = -1;
+
+	if (!run_phases(a, pa, &ma) || !run_phases(b, pb, &mb))
+		return -1;
+	for (int p = 0; p < PH_NSHOWN; p++)
+		if (best < 0 || fabs(pb[p] - pa[p]) > fabs(pb[best] - pa[best]))
+			best = p;
+	return best;
+}
+
+/* A share that moved less than this many points is no news in the verdict. */
+#define VERDICT_MIN_PT 1.0
+
+/* The roll-up whose share of the headline moved most (no phases in a run); its move. */
+static double moved_rollup(const struct recording *a, const struct recording *b,
+			   double *from, double *to, int *which)
+{
+	double pa[TB_NCAT], pb[TB_NCAT];
+
+	run_shares(a, pa);
+	run_shares(b, pb);
+	*which = -1;
+	for (int r = 0; r < TB_NROLLUP; r++) {
+		double sa = 0, sb = 0;
+
+		for (int k = 0; tb_rollup_cats[r][k] >= 0; k++) {
+			sa += pa[tb_rollup_cats[r][k]];
+			sb += pb[tb_rollup_cats[r][k]];
+		}
+		if (*which < 0 || fabs(sb - sa) > fabs(*to - *from))
+			*which = r, *from = sa, *to = sb;
+	}
+	return fabs(*to - *from);
+}
+
+/* The share that moved most: a phase where both runs have phases, else a roll-up. */
+static void moved_share(FILE *f, const struct recording *a, const struct recording *b)
+{
+	double pa[PH_NSHOWN], pb[PH_NSHOWN], from, to;
+	int p = moved_phase(a, b, pa, pb), r;
+
+	if (p >= 0 && fabs(pb[p] - pa[p]) >= VERDICT_MIN_PT) {
+		fprintf(f, "%s phase %.1f%% -> %.1f%%", ph_names[p], pa[p], pb[p]);
+		return;
+	}
+	if (p < 0 && moved_rollup(a, b, &from, &to, &r) >= VERDICT_MIN_PT) {
+		fprintf(f, "%s %.1f%% -> %.1f%% of the trainers' time", tb_rollup_labels[r], from,
+			to);
+		return;
+	}
+	fprintf(f, "no %s moved by %.0f point or more", p >= 0 ? "phase" : "share",
+		VERDICT_MIN_PT);
+}
+
+/*
+ * One line first that answers "what did the change do": steps/s, and the
+ * phase (else the roll-up) whose share moved most.
+ */
+static void verdict(FILE *f, const struct recording *a, const struct recording *b)
+{
+	double sa = run_steps(a), sb = run_steps(b);
+
+	fprintf(f, "Verdict: ");
+	if (sa > 0 && sb > 0)
+		fprintf(f, "B %s (%.1f%% %s steps/s); ",
+			fabs(sb / sa - 1) < 0.01 ? "as fast as A" : sb > sa ? "faster" : "slower",
+			fabs(rel_pct(sa, sb)), sb >= sa ? "more" : "fewer");
+	moved_share(f, a, b);
+	fputc('\n', f);
+}
+
+/* Processes of a role among a recording's, folded ones counted. */
+static int procs_of(const struct recording *r, enum tb_role role)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->job.nprocs; i++)
+		if (r->job.procs[i].role == role)
+			n += proc_count(&r->job.procs[i]);
+	return n;
+}
+
+/* What the runs were: their commands, and the job's shape where it differs. */
+static void what_ran(FILE *f, const struct recording *a, const struct recording *b)
+{
+	char ca[4 * sizeof(a->command)], cb[4 * sizeof(b->command)];
+	int ta = procs_of(a, TB_ROLE_TRAINER), tb = procs_of(b, TB_ROLE_TRAINER),
+	    wa = procs_of(a, TB_ROLE_WORKER), wb = procs_of(b, TB_ROLE_WORKER);
+
+	fprintf(f, "  A ran: %s\n", a->command[0] ? report_esc(ca, sizeof(ca), a->command) :
+		"(not recorded)");
+	fprintf(f, "  B ran: %s%s\n", b->command[0] ? report_esc(cb, sizeof(cb), b->command) :
+		"(not recorded)", strcmp(a->command, b->command) ? "" : " (the same)");
+	if (ta != tb)
+		fprintf(f, "  trainers: A %d, B %d\n", ta, tb);
+	if (wa != wb)
+		fprintf(f, "  worker processes (all the run's, each fork counted): A %d, B %d\n",
+			wa, wb);
+}
+
 void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 {
 	char pa[4096], pb[4096];
 
-	fprintf(f, "trainbpf diff\n  A: %s (%.2f s)\n  B: %s (%.2f s)\n\n",
+	fprintf(f, "trainbpf diff\n");
+	verdict(f, a, b);
+	fprintf(f, "  A: %s (%.2f s)\n  B: %s (%.2f s)\n",
 		report_esc(pa, sizeof(pa), a->path), (a->end_ns - a->start_ns) / 1e9,
 		report_esc(pb, sizeof(pb), b->path), (b->end_ns - b->start_ns) / 1e9);
+	what_ran(f, a, b);
+	fputc('\n', f);
 	headline(f, a, b);
 	fputc('\n', f);
 	steps_line(f, a, b);

@@ -33,6 +33,8 @@ void merged_json(FILE *f, const struct merged *m);
 void merged_close(struct merged *m);
 /* Two recordings side by side. */
 void diff_text(FILE *f, const struct recording *a, const struct recording *b);
+/* How much slower B's steps are than A's, in % (negative: faster); NAN if either has none. */
+double diff_slower_pct(const struct recording *a, const struct recording *b);
 /* diff's GPU block (diff_gpu.c): utilization and energy per step; nothing without GPUs. */
 void diff_gpu(FILE *f, const struct recording *a, const struct recording *b);
 
