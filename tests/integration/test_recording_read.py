@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -289,8 +290,44 @@ def validate_trace(doc):
     for key, spans in tracks.items():
         spans.sort()
         for (t0, d0), (t1, _) in zip(spans, spans[1:]):
-            assert t0 + d0 <= t1 + 1e-3, (key, t0, d0, t1)  # no overlap on a track
+            # Each ends before the next begins, added in doubles as viewers do.
+            assert t0 + d0 < t1, (key, t0, d0, t1)
+    flat_in_speedscope(events)
     return events
+
+
+def flat_in_speedscope(events):
+    """speedscope's trace-event import (src/import/trace-event.ts), replayed:
+    each X becomes B at ts and E at ts + dur (JS doubles: Python floats),
+    sorted by time with B before E on a tie; per track, an E must close the
+    frame on top. Tracks of states, phases and epochs never nest: a
+    mis-paired E is the staircase speedscope drew. And no slice merely
+    continues the one before it (the same name and arguments, touching)."""
+    durations = []
+    for i, e in enumerate(events):
+        if e["ph"] == "X":
+            key = (e["name"], json.dumps(e.get("args"), sort_keys=True))
+            durations.append((e["ts"], 1, i, "B", e, key))
+            durations.append((e["ts"] + e["dur"], 2, i, "E", e, key))
+    durations.sort(key=lambda d: (d[0], d[1], d[2]))
+    stacks = {}
+    for _, _, _, ph, e, key in durations:
+        stack = stacks.setdefault((e["pid"], e["tid"]), [])
+        if ph == "B":
+            stack.append(key)
+            assert len(stack) == 1, ("nested", e, stack)
+        else:
+            assert stack and stack[-1] == key, ("mis-paired", e, stack)
+            stack.pop()
+    last = {}
+    for e in events:
+        if e["ph"] != "X":
+            continue
+        track, key = (e["pid"], e["tid"]), (e["name"], json.dumps(e.get("args")))
+        prev = last.get(track)
+        assert not (prev and prev[0] == key and abs(prev[1] - e["ts"]) <= 0.001), \
+            ("not merged", e)
+        last[track] = (key, e["ts"] + e["dur"])
 
 
 def trace(path, out):
@@ -307,15 +344,19 @@ def test_trace_structure(rec, tmp_path):
     states = [e for e in events if e["ph"] == "X" and e["cat"] == "state"]
     assert len(states) == exp["nstates"]
     main = [e for e in states if e["tid"] == 100]
-    by_cat = {}
+    by_cat, slices = {}, {}
     for e in main:
         by_cat[e["name"]] = by_cat.get(e["name"], 0) + e["dur"]
+        slices[e["name"]] = slices.get(e["name"], 0) + 1
     for c, cat in enumerate(rf.CATS):
-        assert near(by_cat.get(cat, 0), exp["threads"][100][c] / 1e3, 1e-3)
+        # each slice ends up to a nanosecond before the next one begins
+        assert near(by_cat.get(cat, 0), exp["threads"][100][c] / 1e3,
+                    1e-3 * (1 + slices.get(cat, 0)))
     assert min(e["ts"] for e in states) == 0  # relative to the start
     epochs = [e for e in events if e["ph"] == "X" and e["cat"] == "epoch"]
+    # epoch 1 ends where epoch 2 begins: a nanosecond short in the trace
     assert [(e["name"], e["ts"], e["dur"]) for e in epochs] == [
-        ("epoch 1", 0, 5e6), ("epoch 2", 5e6, 5e6)]
+        ("epoch 1", 0, 5e6 - 1e-3), ("epoch 2", 5e6, 5e6)]
     assert sum(e["ph"] == "i" and e["s"] == "g" for e in events) == 2
     assert sum(e["ph"] == "i" and e["cat"] == "step" for e in events) == exp["steps"]
     counters = [e for e in events if e["ph"] == "C" and e["pid"] == 100]
@@ -397,6 +438,12 @@ def test_diff_fails_if_slower(tmp_path):
     assert r.returncode == 2 and "invalid percentage" in r.stderr, r.stderr
 
 
+def schema_version():
+    """REC_SCHEMA_VERSION, as this build writes recordings."""
+    with open(os.path.join(ROOT, "user", "record", "recording.h")) as f:
+        return int(re.search(r"#define REC_SCHEMA_VERSION (\d+)", f.read())[1])
+
+
 def bad(args):
     r = run_trainbpf(args)
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
@@ -423,7 +470,7 @@ def test_errors_are_one_line(rec, tmp_path):
     db.close()
     assert "not a trainbpf recording" in bad(["report", other])
     newer = str(tmp_path / "newer.db")
-    rf.make_recording(newer, version=5)  # one past REC_SCHEMA_VERSION
+    rf.make_recording(newer, version=schema_version() + 1)
     assert "newer trainbpf" in bad(["report", newer])
     for sub in (["trace", newer, "-o", str(tmp_path / "t.json")], ["diff", path, newer]):
         assert "newer trainbpf" in bad(sub)

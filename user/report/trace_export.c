@@ -10,6 +10,8 @@
  * the recording's start.
  */
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include "json_writer.h"
 #include "report.h"
@@ -20,6 +22,24 @@
 #define STEP_TID 2
 /* A thread's phase track: beside its own, a tid no thread has. */
 #define PHASE_TID(tid) ((int)((unsigned int)(tid) | 0x40000000u))
+
+/*
+ * A complete event held back until the next one of its track is known:
+ * tracks tile (a state ends where the next begins), and a viewer that
+ * adds dur to ts in doubles can find the end a hair past the next start.
+ * speedscope then takes the next slice for a child of this one and every
+ * track becomes a staircase; equal times are no better (it opens the next
+ * before it closes this one). So each slice ends strictly before the next
+ * one's start as a reader parses them, and a slice that only continues the
+ * one before it (the same name and arguments) is merged into it.
+ */
+struct tw_slice {
+	bool held;
+	int pid, tid;
+	uint64_t start, end;
+	const char *name, *cat;
+	const char *arg_name, *arg;	/* one string argument, or NULL */
+};
 
 /* The thread whose phase events are being replayed. */
 struct tw_phases {
@@ -33,6 +53,8 @@ struct tw_phases {
 struct tw {
 	struct jw j;
 	uint64_t t0;
+	struct tw_slice held;	/* states, epochs, phases: one track at a time */
+	long merged;		/* slices merged into the one before them */
 	long states;
 	long gpu_rows;		/* the GPU's readings (trace_gpu.c) */
 	const struct recording *r;
@@ -42,6 +64,32 @@ struct tw {
 static double us(const struct tw *w, uint64_t ns)
 {
 	return ((double)ns - (double)w->t0) / 1e3;
+}
+
+/* v as a reader gets it back from the 3 decimals written. */
+static double printed(double v)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%.3f", v);
+	return strtod(buf, NULL);
+}
+
+/*
+ * The duration to write for a slice from start to end, next being the
+ * start of the slice after it on its track (0: none): ts + dur, added in
+ * doubles as a viewer does, is before next's ts, a nanosecond short at most.
+ */
+static double slice_dur(const struct tw *w, uint64_t start, uint64_t end, uint64_t next)
+{
+	double ts = printed(us(w, start)), nx = printed(us(w, next));
+	uint64_t d = end > start ? end - start : 0;
+
+	if (next && d > (next > start ? next - start : 0))
+		d = next > start ? next - start : 0;
+	while (next && d && ts + printed(d / 1e3) >= nx)
+		d--;	/* a few times at most: the error is in the last bits */
+	return d / 1e3;
 }
 
 /* The fields every event starts with. */
@@ -68,6 +116,43 @@ static void meta_name(struct tw *w, const char *what, int pid, int tid, const ch
 	jw_string_field(&w->j, "name", name);
 	jw_end_object(&w->j);
 	jw_end_object(&w->j);
+}
+
+/* The held slice out, ending before next (the start of the one after it; 0: none). */
+static void slice_flush(struct tw *w, uint64_t next)
+{
+	struct tw_slice *h = &w->held;
+
+	if (!h->held)
+		return;
+	event(w, "X", NULL, h->name, h->cat, h->pid, h->tid);
+	jw_float_field(&w->j, "ts", us(w, h->start), 3);
+	jw_float_field(&w->j, "dur", slice_dur(w, h->start, h->end, next), 3);
+	if (h->arg_name) {
+		jw_name(&w->j, "args");
+		jw_object(&w->j);
+		jw_string_field(&w->j, h->arg_name, h->arg);
+		jw_end_object(&w->j);
+	}
+	jw_end_object(&w->j);
+	h->held = false;
+}
+
+/* A slice of a track, in time order: held until the next one of its track is known. */
+static void slice(struct tw *w, const struct tw_slice *s)
+{
+	struct tw_slice *h = &w->held;
+	bool same_track = h->held && h->pid == s->pid && h->tid == s->tid;
+
+	if (same_track && h->end == s->start && h->name == s->name && h->cat == s->cat &&
+	    h->arg == s->arg) {
+		h->end = s->end;	/* names are static strings: equal pointers, equal text */
+		w->merged++;
+		return;
+	}
+	slice_flush(w, same_track ? s->start : 0);
+	*h = *s;
+	h->held = true;
 }
 
 static void names(struct tw *w, const struct job *job)
@@ -100,16 +185,22 @@ static void state_row(sqlite3_stmt *st, void *arg)
 	struct tw *w = arg;
 	int64_t start = sqlite3_column_int64(st, 2), end = sqlite3_column_int64(st, 3);
 
-	event(w, "X", NULL, cat_name(sqlite3_column_int64(st, 4)), "state",
-	      sqlite3_column_int(st, 1), sqlite3_column_int(st, 0));
-	jw_float_field(&w->j, "ts", us(w, start > 0 ? start : 0), 3);
-	jw_float_field(&w->j, "dur", end > start ? (end - start) / 1e3 : 0.0, 3);
-	jw_name(&w->j, "args");
-	jw_object(&w->j);
-	jw_string_field(&w->j, "critical_path", cat_name(sqlite3_column_int64(st, 5)));
-	jw_end_object(&w->j);
-	jw_end_object(&w->j);
+	slice(w, &(struct tw_slice){
+		.pid = sqlite3_column_int(st, 1), .tid = sqlite3_column_int(st, 0),
+		.start = start > 0 ? start : 0, .end = end > start ? end : start,
+		.name = cat_name(sqlite3_column_int64(st, 4)), .cat = "state",
+		.arg_name = "critical_path", .arg = cat_name(sqlite3_column_int64(st, 5)) });
 	w->states++;
+}
+
+/* Each thread's states, a track at a time (the lookahead needs them in order). */
+static int state_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
+{
+	if (rec_query(r, "SELECT tid, pid, start_ns, end_ns, cat, cp_cat FROM states "
+		      "ORDER BY pid, tid, start_ns, rowid", state_row, w, err, errlen))
+		return -1;
+	slice_flush(w, 0);
+	return 0;
 }
 
 /* Shares of one process's thread time in one flush, in percent. */
@@ -147,7 +238,8 @@ static void epoch_events(struct tw *w, const struct epochs *ep)
 		snprintf(name, sizeof(name), "epoch %ld", e->label);
 		event(w, "X", NULL, name, "epoch", MARK_PID, EPOCH_TID);
 		jw_float_field(&w->j, "ts", us(w, e->start), 3);
-		jw_float_field(&w->j, "dur", (e->end - e->start) / 1e3, 3);
+		jw_float_field(&w->j, "dur", slice_dur(w, e->start, e->end, i + 1 <
+			       ep->src[s].n ? ep->src[s].list[i + 1].start : 0), 3);
 		jw_name(&w->j, "args");
 		jw_object(&w->j);
 		jw_string_field(&w->j, "source", epochs_source_name(s));
@@ -165,10 +257,9 @@ static void phase_span(void *arg, const struct ph_span *s)
 {
 	struct tw *w = arg;
 
-	event(w, "X", NULL, ph_names[s->phase], "phase", w->ph.pid, PHASE_TID(w->ph.tid));
-	jw_float_field(&w->j, "ts", us(w, s->start), 3);
-	jw_float_field(&w->j, "dur", (s->end - s->start) / 1e3, 3);
-	jw_end_object(&w->j);
+	slice(w, &(struct tw_slice){ .pid = w->ph.pid, .tid = PHASE_TID(w->ph.tid),
+				     .start = s->start, .end = s->end,
+				     .name = ph_names[s->phase], .cat = "phase" });
 	w->ph.spans++;
 }
 
@@ -242,6 +333,7 @@ static int phase_tracks(struct tw *w, struct recording *r, char *err, size_t err
 		      "ORDER BY pid, tid, ts_ns, rowid", phase_row, w, err, errlen))
 		return -1;
 	phase_thread_end(w);
+	slice_flush(w, 0);
 	return 0;
 }
 
@@ -281,9 +373,7 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	    rec_query(r, "SELECT pid, ts_ns, sum(cpu), sum(gpu_wait), sum(comm), "
 		      "sum(data_wait), sum(io), sum(runqueue), sum(lock), sum(idle) FROM samples "
 		      "GROUP BY pid, ts_ns ORDER BY pid, ts_ns", counter_row, &w, err, errlen) ||
-	    rec_query(r, "SELECT tid, pid, start_ns, end_ns, cat, cp_cat FROM states",
-		      state_row, &w, err, errlen) ||
-	    phase_tracks(&w, r, err, errlen) ||
+	    state_tracks(&w, r, err, errlen) || phase_tracks(&w, r, err, errlen) ||
 	    (w.gpu_rows = trace_gpu_tracks(&w.j, r, w.t0, err, errlen)) < 0)
 		return -1;
 	jw_end_array(&w.j);
@@ -292,6 +382,7 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	jw_string_field(&w.j, "tool", "trainbpf");
 	jw_string_field(&w.j, "version", TB_VERSION);
 	jw_int_field(&w.j, "states", w.states);
+	jw_int_field(&w.j, "slices_merged", w.merged);
 	jw_uint_field(&w.j, "states_lost", r->states_lost);
 	if (w.ph.has) {
 		jw_int_field(&w.j, "phase_spans", w.ph.spans);
