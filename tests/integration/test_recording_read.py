@@ -377,6 +377,19 @@ def test_trace_without_states_says_so(tmp_path):
     assert any(e["ph"] == "i" for e in events)
 
 
+def test_trace_gzipped_when_named_gz(rec, tmp_path):
+    """-o trace.json.gz: the same trace, gzip'ed (Perfetto opens it so)."""
+    import gzip
+    path, _ = rec
+    plain, gz = tmp_path / "t.json", tmp_path / "t.json.gz"
+    trace(path, str(plain))
+    r = run_trainbpf(["trace", path, "-o", str(gz)])
+    assert r.returncode == 0, r.stderr
+    data = gz.read_bytes()
+    assert data[:2] == b"\x1f\x8b" and len(data) < plain.stat().st_size / 4
+    assert gzip.decompress(data) == plain.read_bytes()
+
+
 def test_diff_deltas(tmp_path):
     a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
     rf.make_recording(a)
