@@ -117,7 +117,13 @@ def cases():
     out += [(f"cli.{name}.txt", "cli", argv) for name, argv in CLI]
     out += [("render.markers.txt", "render", ["markers"]),
             ("render.calls.txt", "render", ["calls"]),
-            ("render.phases.txt", "render", ["phases"])]
+            ("render.phases.txt", "render", ["phases"]),
+            # The HTML page (report_html.c): with training phases, and of a
+            # recording with NVML's readings (tests/integration/test_html.py
+            # checks how a browser draws them).
+            ("render.phases.html", "render", ["phases", "html"])]
+    out.append(("gpumetrics.report.html", "recording",
+                ["report", "gpumetrics", "--format", "html"]))
     gpujob = [os.path.join(WORKLOADS, "gpujob"), "--truth", "@TMP/truth.json", "--steps", "30",
               "--mode", "sleep", "--cpu-us", "1000", "--sync-us", "2000", "--nccl-us", "2000",
               "--launches", "0", "--threads", "2", "--wait-probes", "20000"]

@@ -10,7 +10,9 @@
  * "phases" adds libtorch and the phase events of a training loop with a
  * validation pass (the phase table's bytes).
  *
- * Usage: render markers|calls|phases
+ * Usage: render markers|calls|phases [FORMAT]
+ * With FORMAT (text, json, csv, html), only the final report in it, through
+ * report_write: the HTML page's golden, and its test's JSON to compare with.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "live.h"
 #include "phases.h"
 #include "report.h"
+#include "report_write.h"
 #include "steps.h"
 #include "cli_read.h"
 
@@ -318,6 +321,11 @@ int main(int argc, char **argv)
 	s.job.epochs = &s.ep;
 	s.job.gpu = &s.gpu;
 	s.job.diag = &s.dg;
+	/* One report alone: the live lines still run (the model is the same), unseen. */
+	FILE *live = argc > 2 ? fopen("/dev/null", "w") : stdout;
+
+	if (!live)
+		return 1;
 	live_init(&lv);
 	for (int tick = 1; tick <= TICKS; tick++) {
 		uint64_t now = W0 + tick * TICK;
@@ -329,10 +337,10 @@ int main(int argc, char **argv)
 		job_classify_roles(&s.job);
 		steps_tick(&s.steps);
 		epochs_tick(&s.ep, &s.job, now);
-		live_epochs(stdout, &lv, &s.job);
-		live_step_blocks(stdout, &lv, &s.job, 6, now);
+		live_epochs(live, &lv, &s.job);
+		live_step_blocks(live, &lv, &s.job, 6, now);
 		if (tick % 5 == 0)
-			live_table(stdout, &lv, &s.job, now);
+			live_table(live, &lv, &s.job, now);
 	}
 	epochs_finish(&s.ep, &s.job, W0 + TICKS * TICK + 17 * MS);
 	c.bpf.events_lost = 3;
@@ -344,6 +352,14 @@ int main(int argc, char **argv)
 	c.switches = 4242;
 	if (s.phases)
 		phases_finish(&s.ph, &s.gpu);
+	if (argc > 2) {
+		enum tb_format fmt;
+
+		if (!report_format_parse(argv[2], &fmt))
+			return 2;
+		report_write(stdout, fmt, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+		return 0;
+	}
 	printf("==== text\n");
 	report_text(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
 	printf("==== json\n");

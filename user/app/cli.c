@@ -35,7 +35,7 @@ static const char doc[] =
 "\n"
 "SUBCOMMANDS (each has its own --help):\n"
 "    sudo trainbpf record -o run.db -- python3 train.py   # into SQLite\n"
-"    trainbpf report run.db [--format text|json|csv] [--epoch N] [--pid N]\n"
+"    trainbpf report run.db [--format text|json|csv|html] [--epoch N] [--pid N]\n"
 "    trainbpf trace run.db -o trace.json                  # Chrome/Perfetto\n"
 "    trainbpf diff before.db after.db\n"
 "    sudo trainbpf serve --listen 127.0.0.1:9464         # Prometheus exporter\n";
@@ -52,7 +52,7 @@ static const struct argp_option opts[] = {
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
-	{ "format", OPT_FORMAT, "text|json", 0, "Final report format (default text)" },
+	{ "format", OPT_FORMAT, "text|json|html", 0, "Final report format (default text; html when -o ends in .html)" },
 	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
@@ -70,15 +70,7 @@ static const struct argp_option opts[] = {
 
 bool cli_format(const char *arg, bool with_csv, enum tb_format *f)
 {
-	static const char *const names[] = { [TB_FMT_TEXT] = "text", [TB_FMT_JSON] = "json",
-					     [TB_FMT_CSV] = "csv" };
-
-	for (int i = 0; i <= (with_csv ? TB_FMT_CSV : TB_FMT_JSON); i++)
-		if (!strcmp(arg, names[i])) {
-			*f = i;
-			return true;
-		}
-	return false;
+	return report_format_parse(arg, f) && (with_csv || *f != TB_FMT_CSV);
 }
 
 static double parse_seconds(const char *arg, struct argp_state *state,
@@ -181,7 +173,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_FORMAT:
 		if (!cli_format(arg, false, &env->format))
-			argp_error(state, "invalid format: '%s' (text or json)", arg);
+			argp_error(state, "invalid format: '%s' (text, json or html)", arg);
 		env->format_set = true;
 		break;
 	case OPT_BTF:
@@ -285,7 +277,7 @@ static const struct argp_option record_opts[] = {
 	{ "output", 'o', "FILE", 0, "The recording (SQLite, required): made 0600, locked while recording" },
 	{ "force", OPT_FORCE, NULL, 0, "Replace FILE if it is an earlier recording (never another kind of file)" },
 	{ "report", OPT_REPORT, "FILE", 0, "Also write the final report to FILE at the end, as the live tool prints it" },
-	{ "format", OPT_FORMAT, "text|json|csv", 0, "Format of the --report file (default text)" },
+	{ "format", OPT_FORMAT, "text|json|csv|html", 0, "Format of the --report file (default text; html when it ends in .html)" },
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
@@ -319,7 +311,7 @@ static error_t parse_record_arg(int key, char *arg, struct argp_state *state)
 	case OPT_FORMAT:
 		/* The report subcommand's formats: this file is what it will print. */
 		if (!cli_format(arg, true, &env->format))
-			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
+			argp_error(state, "invalid format: '%s' (text, json, csv or html)", arg);
 		env->format_set = true;
 		return 0;
 	case ARGP_KEY_END:

@@ -5,14 +5,13 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "report_write.h"	/* enum tb_format: chosen beside the writers */
 
 #define TB_MAX_PIDS 64
 /* Measured by bench/probe_cost.sh and bench/gpu_overhead.sh; see bench/RESULTS.md. */
 #define TB_PHASES_COST "about 14 uprobe hits per training step, 0.1 ms on the build VM (bench/phase_cost.sh)"
 #define TB_LAUNCH_COST "about 1 us (2 when cudaLaunchKernel reaches cuLaunchKernel): +3.5-5% step time at 25k launches/s on the build VM"
 
-/* Report formats: the live tool takes text and json, report all three. */
-enum tb_format { TB_FMT_TEXT, TB_FMT_JSON, TB_FMT_CSV };
 
 struct env {
 	pid_t pids[TB_MAX_PIDS];
@@ -47,7 +46,7 @@ struct env {
 	const char *web_config;	/* --web.config.file: TLS and basic auth (web_config.h) */
 };
 
-/* "text", "json", and "csv" when with_csv; false if arg is none of them. */
+/* "text", "json", "html", and "csv" when with_csv; false if arg is none of them. */
 bool cli_format(const char *arg, bool with_csv, enum tb_format *f);
 /* Parses argv into env. Exits with status 2 and one line on bad input. */
 void cli_parse(int argc, char **argv, struct env *env);

@@ -14,7 +14,7 @@
 enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER };
 
 static const struct argp_option report_opts[] = {
-	{ "format", OPT_FORMAT, "text|json|csv", 0, "Report format (default text)" },
+	{ "format", OPT_FORMAT, "text|json|csv|html", 0, "Report format (default text; html when -o ends in .html)" },
 	{ "epoch", OPT_EPOCH, "N", 0, "Only epoch N's window (its label, as the report prints it)" },
 	{ "pid", OPT_PID, "PID", 0, "Only this process and its threads" },
 	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
@@ -68,7 +68,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_FORMAT:
 		if (!cli_format(arg, true, &env->format))
-			argp_error(state, "invalid format: '%s' (text, json or csv)", arg);
+			argp_error(state, "invalid format: '%s' (text, json, csv or html)", arg);
+		env->format_set = true;
 		break;
 	case OPT_FAIL_SLOWER:
 		env->fail_if_slower = parse_pct(arg, state);
@@ -154,7 +155,8 @@ static int run_merged(const struct read_env *env)
 	int loaded = 0, rc = 1;
 	FILE *out;
 
-	if (env->filter.epoch_set || env->filter.pid || env->format == TB_FMT_CSV) {
+	if (env->filter.epoch_set || env->filter.pid || env->format == TB_FMT_CSV ||
+	    env->format == TB_FMT_HTML) {
 		fprintf(stderr, "trainbpf report: several recordings are merged into one job's "
 			"report, text or json, without --epoch or --pid\n");
 		free(r);
@@ -203,12 +205,7 @@ static int run_report(const struct read_env *env)
 		return 1;
 	}
 	rec_counters(&r, &c);
-	if (env->format == TB_FMT_JSON)
-		report_json(out, &r.job, &c, r.end_ns);
-	else if (env->format == TB_FMT_CSV)
-		report_csv(out, &r.job);
-	else
-		report_text(out, &r.job, &c, r.end_ns);
+	report_write(out, env->format, &r.job, &c, r.end_ns);
 	rec_close(&r);
 	return close_out(out, env->output);
 }
@@ -348,6 +345,7 @@ static const struct read_cmd report_cmd = {
 	"each rank side by side, and the diagnosis across them all (the straggler).\v"
 	"EXAMPLES:\n    trainbpf report run.db\n    trainbpf report run.db --format csv --epoch 3\n"
 	"    trainbpf report run.db --format json --pid 1234\n"
+	"    trainbpf report run.db -o run.html   # one page, charts, opens offline\n"
 	"    trainbpf report node0.db node1.db node2.db node3.db", 1, READ_MAX_INPUTS, false,
 	run_report,
 };
@@ -376,6 +374,7 @@ static int read_main(const struct read_cmd *c, int argc, char **argv)
 	argv[0] = name;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, 0, NULL, &env);
+	env.format = report_format_for(env.output, env.format, env.format_set);
 	if (env.ninputs < c->nfiles || env.ninputs > c->max_files ||
 	    (c->needs_output && !env.output)) {
 		fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, c->args);

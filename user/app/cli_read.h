@@ -21,6 +21,7 @@ struct read_env {
 	int ninputs;
 	const char *output;	/* NULL: stdout */
 	enum tb_format format;
+	bool format_set;	/* --format given: else -o's name may choose (report_format_for) */
 	struct rec_filter filter;
 	double fail_if_slower;	/* diff: exit 3 when B's steps/s is this % below A's; < 0: never */
 };

@@ -533,12 +533,8 @@ static void print_report(struct run *r, const struct tb_counters *bpf, uint64_t 
 		return;
 	}
 	job_counters(&r->job, bpf, &c);
-	if (r->env->format == TB_FMT_JSON)
-		report_json(r->out, &r->job, &c, now);
-	else if (r->env->format == TB_FMT_CSV)
-		report_csv(r->out, &r->job);
-	else
-		report_text(r->out, &r->job, &c, now);
+	report_write(r->out, report_format_for(r->env->output, r->env->format, r->env->format_set),
+		     &r->job, &c, now);
 	/* No flush here: out_close flushes and says why a write failed. */
 }
 
@@ -781,7 +777,9 @@ int run_trace(const struct env *given)
 	if (err)
 		goto cleanup;
 	err = 1;
-	if (trace_loop(r, env->format == TB_FMT_JSON ? stderr : stdout)) {
+	/* A document on stdout keeps the live lines out of it. */
+	if (trace_loop(r, env->format == TB_FMT_JSON || env->format == TB_FMT_HTML ?
+		       stderr : stdout)) {
 		uint64_t deadline = deadline_of(r);
 
 		/* The probes go first: nothing traces the job any more. */

@@ -21,8 +21,7 @@ static int saved_findings(const struct diag *d, bool run, long label,
 	return n;
 }
 
-/* Findings of the whole run, into out; -1 if the view could not be made. */
-static int run_findings(const struct job *job, uint64_t now, struct dg_finding *out)
+int report_run_findings(const struct job *job, uint64_t now, struct dg_finding *out)
 {
 	struct dg_view v;
 	int n;
@@ -80,7 +79,7 @@ static void wrapped(FILE *f, const char *label, const char *text)
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = run_findings(job, now, fs);
+	int n = report_run_findings(job, now, fs);
 
 	if (n >= 0)
 		report_findings_text(f, "Diagnosis", job->gu && job->gu->state == GU_ACTIVE ?
@@ -147,7 +146,7 @@ void report_findings_json(struct jw *w, const struct dg_finding *fs, int n)
 void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = run_findings(job, now, fs);
+	int n = report_run_findings(job, now, fs);
 
 	report_findings_json(w, fs, n > 0 ? n : 0);
 }

@@ -92,6 +92,12 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
+/*
+ * The run's findings (DG_MAX_FINDINGS at most), most severe first: a
+ * recording's as saved, else judged now; -1 if they could not be judged.
+ */
+struct dg_finding;
+int report_run_findings(const struct job *job, uint64_t now, struct dg_finding *out);
 /* Findings judged elsewhere (a merged job): the section under title; JSON "diagnosis". */
 struct dg_finding;
 /* more: what else was checked ("; GPU ...") when nothing was found */
