@@ -91,7 +91,7 @@ workloads:
 
 # The bpftrace cross-check runs on its own, first: after the rest of the
 # suite, bpftrace (its clang include-path probe) was seen not to start.
-integration: all workloads
+integration: all workloads $(OUTPUT)/tests/render
 	/usr/bin/python3 -m pytest -v tests/integration/test_reference.py
 	/usr/bin/python3 -m pytest -v tests/integration --ignore=tests/integration/test_reference.py
 

@@ -1,0 +1,306 @@
+"""The HTML report (`trainbpf report X.db -o X.html`) as a browser sees it.
+
+Each fixed recording (tests/golden/recordings) and the fixed model with
+training phases (tests/golden/render.c) is written as HTML and loaded in
+headless Chromium (Debian's chromium-headless-shell), driven over the
+DevTools protocol on a pipe (--remote-debugging-pipe: no port to open, no
+package beyond the standard library; --dump-dom alone could not tell a
+console error or a request). The page must load with no console error and
+no request but its own file; the size of every bar, read back from the
+browser's layout (getBBox), must be the JSON report's share of the same
+recording within the rounding of both; a screenshot must not be blank.
+"""
+import base64
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import zlib
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINBPF = os.path.join(ROOT, "build", "trainbpf")
+RENDER = os.path.join(ROOT, "build", "tests", "render")
+RECORDINGS = os.path.join(ROOT, "tests", "golden", "recordings")
+CHROMIUM = shutil.which("chromium-headless-shell")
+NAMES = sorted(n[:-3] for n in os.listdir(RECORDINGS) if n.endswith(".db"))
+PX = 0.05  # coordinates are printed with 2 decimals; shares with 3-4
+
+pytestmark = pytest.mark.skipif(not CHROMIUM, reason="chromium-headless-shell not installed "
+                                "(scripts/setup.sh installs it)")
+
+# Every bar and the data-* of the groups and charts it is drawn in.
+BARS_JS = """JSON.stringify([...document.querySelectorAll('svg[data-chart] rect')].map(r => {
+  const b = r.getBBox(), d = {};
+  for (let e = r.parentElement; e && e.tagName !== 'BODY'; e = e.parentElement)
+    for (const k in e.dataset) if (!(k in d)) d[k] = e.dataset[k];
+  return {key: r.dataset.key, w: b.width, h: b.height, ...d};
+}))"""
+
+
+class Browser:
+    """Chromium over --remote-debugging-pipe: JSON messages ending in NUL, on fds 3 and 4."""
+
+    def __init__(self):
+        cmd_r, self.cmd_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        # Above 4, so that moving them onto 3 and 4 overwrites neither.
+        for fd in (cmd_r, res_w):
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+            os.close(fd)
+            cmd_r, res_w = (high, res_w) if fd == cmd_r else (cmd_r, high)
+
+        # The pipe's ends as fds 3 and 4 of chromium itself, by bash's
+        # redirections: Popen closes what it was not told to keep after a
+        # preexec_fn would have dup2'ed them.
+        args = [CHROMIUM, "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+                "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,900",
+                "about:blank"]
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$@" 3<&{cmd_r} 4>&{res_w} {cmd_r}<&- {res_w}>&-', "sh"] + args,
+            pass_fds=(cmd_r, res_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.buf, self.next_id, self.events = b"", 0, []
+
+    def _read(self):
+        while b"\0" not in self.buf:
+            chunk = os.read(self.res_r, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed the pipe")
+            self.buf += chunk
+        msg, self.buf = self.buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def call(self, method, session=None, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        os.write(self.cmd_w, json.dumps(msg).encode() + b"\0")
+        while True:
+            m = self._read()
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m["result"]
+            self.events.append(m)
+
+    def wait(self, method):
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._read())
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+        except RuntimeError:
+            pass
+        self.proc.wait(timeout=30)
+        os.close(self.cmd_w)
+        os.close(self.res_r)
+
+
+def load(path):
+    """The page's bars, its problems (console errors, requests) and a screenshot."""
+    b = Browser()
+    try:
+        target = next(t for t in b.call("Target.getTargets")["targetInfos"]
+                      if t["type"] == "page")
+        s = b.call("Target.attachToTarget", targetId=target["targetId"],
+                   flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            b.call(f"{domain}.enable", session=s)
+        b.events.clear()
+        url = "file://" + path
+        b.call("Page.navigate", session=s, url=url)
+        b.wait("Page.loadEventFired")
+        bars = json.loads(b.call("Runtime.evaluate", session=s, expression=BARS_JS,
+                                 returnByValue=True)["result"]["value"])
+        text = b.call("Runtime.evaluate", session=s, expression="document.body.innerText",
+                      returnByValue=True)["result"]["value"]
+        shot = b.call("Page.captureScreenshot", session=s, format="png",
+                      captureBeyondViewport=True)["data"]
+    finally:
+        b.close()
+    errors = [e for e in b.events if e.get("method") in ("Runtime.exceptionThrown",)
+              or (e.get("method") == "Runtime.consoleAPICalled"
+                  and e["params"]["type"] in ("error", "assert"))
+              or (e.get("method") == "Log.entryAdded"
+                  and e["params"]["entry"]["level"] == "error")]
+    requests = [e["params"]["request"]["url"] for e in b.events
+                if e.get("method") == "Network.requestWillBeSent"
+                and e["params"]["request"]["url"] != url]
+    return bars, text, errors, requests, base64.b64decode(shot)
+
+
+def png_colours(png):
+    """Distinct pixel colours of an 8-bit RGB(A) PNG (stdlib: zlib, no filters undone
+    beyond what counting needs: a blank page has one colour whatever the filter)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, channels = 8, b"", 0, 0
+    while pos < len(png):
+        n = int.from_bytes(png[pos:pos + 4], "big")
+        kind, data = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            width, depth, ctype = int.from_bytes(data[:4], "big"), data[8], data[9]
+            assert depth == 8
+            channels = {2: 3, 6: 4}[ctype]
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = 1 + width * channels
+    colours = set()
+    prev = bytearray(width * channels)
+    for y in range(0, len(raw) // stride):
+        line = raw[y * stride:(y + 1) * stride]
+        f, cur = line[0], bytearray(line[1:])
+        for i in range(len(cur)):  # undo the filters (PNG spec 9.2)
+            a = cur[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if f == 1:
+                cur[i] = (cur[i] + a) & 255
+            elif f == 2:
+                cur[i] = (cur[i] + b) & 255
+            elif f == 3:
+                cur[i] = (cur[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                cur[i] = (cur[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        if y % 8 == 0:
+            colours.update(bytes(cur[i:i + 3]) for i in range(0, len(cur), channels * 4))
+        prev = cur
+    return colours
+
+
+def check_bars(bars, doc):
+    """Every drawn size against the JSON report's numbers."""
+    charts = {}
+    for r in bars:
+        charts.setdefault(r["chart"], []).append(r)
+
+    # The trainers' critical path: 800 px split by category.
+    hl = doc["headline"]["time_s"]
+    total = sum(hl.values())
+    for r in charts.get("headline", []):
+        assert abs(r["w"] - 800 * hl[r["key"]] / total) < PX, r
+    assert len(charts.get("headline", [])) == sum(1 for v in hl.values() if v > 0)
+
+    # The phases: 800 px split by share (4 decimals: 0.04 px).
+    shares = {p["phase"]: p["share"] for p in doc.get("phases", {}).get("list", [])}
+    for r in charts.get("phases", []):
+        assert abs(r["w"] - 800 * shares[r["key"]]) < 0.05 + PX, r
+    if doc.get("phases", {}).get("steps"):
+        assert charts.get("phases"), "phases in the JSON, no bar drawn"
+
+    # Epochs: heights = duration * px/s, split by phase share or category percent.
+    epochs = {str(e["epoch"]): e for e in doc.get("epochs", {}).get("list", [])}
+    drawn = {r["epoch"] for r in charts.get("epochs", [])}
+    assert drawn == {k for k, e in epochs.items() if e["duration_s"] > 0 and
+                     (e["phases"] or any(v > 0 for v in e["percent"].values()))}
+    if epochs:
+        longest = max(e["duration_s"] for e in epochs.values())
+        pps = float(charts["epochs"][0]["pxPerS"])
+        assert abs(pps - 200 / longest) < 1e-3
+    for r in charts.get("epochs", []):
+        e = epochs[r["epoch"]]
+        bar = e["duration_s"] * pps
+        assert abs(float(r["durationS"]) - e["duration_s"]) < 1e-6
+        if r["by"] == "phase":
+            assert abs(r["h"] - bar * e["phases"]["share"][r["key"]]) < 0.0001 * bar + PX, r
+        else:
+            assert abs(r["h"] - bar * e["percent"][r["key"]] / 100) < 0.00001 * bar + PX, r
+
+    # GPU utilization per epoch: 1.2 px per percent.
+    for r in charts.get("gpu", []):
+        assert abs(r["h"] - 1.2 * epochs[r["epoch"]]["gpu"]["utilization_avg_pct"]) < PX, r
+
+    # Ranks: a row per trainer listed one by one.
+    trainers = {str(p["pid"]) for p in doc["processes"]
+                if p["role"] == "trainer" and "folded" not in p}
+    assert {r["pid"] for r in charts.get("ranks", [])} == trainers
+
+
+def steps_attrs(html):
+    import re
+    m = re.search(r'data-chart="steps" data-steps="(\d+)" data-ymax-ms="([\d.]+)"', html)
+    return (int(m.group(1)), float(m.group(2))) if m else None
+
+
+def check_page(html_path, doc):
+    bars, text, errors, requests, shot = load(html_path)
+    assert not errors, errors
+    assert not requests, requests
+    check_bars(bars, doc)
+    # Complete: the last section rendered, the verdict first.
+    assert text.index("Verdict") < text.index("Findings") < text.index("Threads")
+    for f in doc.get("diagnosis", []):
+        assert f["summary"] in text
+    with open(html_path, "rb") as f:
+        html = f.read().decode("utf-8")  # valid UTF-8, or this raises
+    st = steps_attrs(html)
+    if doc["steps"]["count"] > 1:
+        n, ymax = st
+        assert n == doc["steps"]["count"]
+        assert abs(ymax - 1.15 * doc["steps"]["max_ms"]) < 0.001 * ymax + 0.0002
+    assert len(png_colours(shot)) > 8, "the screenshot is blank"
+    return text, shot
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recording_page(name, tmp_path):
+    db = tmp_path / f"{name}.db"
+    shutil.copy(os.path.join(RECORDINGS, f"{name}.db"), db)
+    out = tmp_path / f"{name}.html"
+    subprocess.run([TRAINBPF, "report", str(db), "-o", str(out)], check=True)
+    doc = json.loads(subprocess.run([TRAINBPF, "report", str(db), "--format", "json"],
+                                    check=True, capture_output=True).stdout)
+    check_page(str(out), doc)
+
+
+def test_phases_page(tmp_path):
+    """The fixed model with training phases: the phase bars and rows."""
+    out = tmp_path / "phases.html"
+    with open(out, "wb") as f:
+        subprocess.run([RENDER, "phases", "html"], check=True, stdout=f)
+    doc = json.loads(subprocess.run([RENDER, "phases", "json"], check=True,
+                                    capture_output=True).stdout)
+    assert doc["phases"]["steps"] > 0
+    text, _ = check_page(str(out), doc)
+    assert "Largest phase: forward" in text
+
+
+def test_names_escaped(tmp_path):
+    """A process named like markup, with a byte that is no UTF-8: text, never markup."""
+    db = tmp_path / "odd.db"
+    shutil.copy(os.path.join(RECORDINGS, "stepjob.db"), db)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE processes SET comm = CAST(? AS TEXT)",
+                  (b"<b>tr\xc3\xa9ne\xff</b>&",))
+        c.execute("UPDATE threads SET comm = CAST(? AS TEXT)", (b"<img src=x>",))
+    out = tmp_path / "odd.html"
+    subprocess.run([TRAINBPF, "report", str(db), "-o", str(out)], check=True)
+    html = out.read_bytes().decode("utf-8")
+    assert "<b>tr" not in html and "<img" not in html
+    assert "&lt;b&gt;tré" in html
+    _, text, errors, requests, _ = load(str(out))
+    assert not errors and not requests
+    assert "<b>tréne\ufffd</b>&" in text and "<img src=x>" in text
+
+
+def test_format_flag_and_extension(tmp_path):
+    """--format html to stdout; -o x.html picks HTML; --format text wins over the name."""
+    db = tmp_path / "s.db"
+    shutil.copy(os.path.join(RECORDINGS, "stepjob.db"), db)
+    r = subprocess.run([TRAINBPF, "report", str(db), "--format", "html"], check=True,
+                       capture_output=True)
+    assert r.stdout.startswith(b"<!DOCTYPE html>")
+    out = tmp_path / "t.html"
+    subprocess.run([TRAINBPF, "report", str(db), "--format", "text", "-o", str(out)],
+                   check=True)
+    assert out.read_bytes().startswith(b"trainbpf ")
