@@ -491,6 +491,42 @@ START_TEST(spawn_workers_make_generations)
 }
 END_TEST
 
+static void phase_at(struct epochs *ep, uint64_t ts, unsigned int phase, unsigned int cls)
+{
+	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100,
+				    .phase = phase, .cls = cls, .ts = ts };
+
+	epochs_on_phase(ep, &e);
+}
+
+/*
+ * An exec'd child that waits for its role (a daemon the trainer started,
+ * which never becomes a worker) does not take a generation's first batch:
+ * the stall is the fork to the end of the first fetch, not to the
+ * backward after it.
+ */
+START_TEST(daemon_waiting_for_its_role_takes_no_batch)
+{
+	struct fake fk = {};
+	struct epochs ep;
+
+	init(&ep, EP_AUTO, NULL);
+	fake_add(&fk, 100, 1, 0, 0);
+	epochs_tick(&ep, &fk.job, 0);
+	fork_at(&ep, &fk, 300, 100, 10 * MS, TB_PF_EXECED);	/* the daemon */
+	epochs_tick(&ep, &fk.job, 50 * MS);
+	fork_at(&ep, &fk, 201, 100, 100 * MS, 0);
+	epochs_tick(&ep, &fk.job, 400 * MS);			/* judged: a generation */
+	ck_assert_int_eq(ep.ngens, 1);
+	ck_assert_int_eq(ep.nforks, 1);				/* the daemon waits */
+	phase_at(&ep, 500 * MS, TB_PH_PEND_DATA, TB_BC_DATA);	/* the first fetch */
+	phase_at(&ep, 900 * MS, TB_PH_PEND_FWD, TB_BC_DATA);	/* its batch */
+	phase_at(&ep, 1000 * MS, TB_PH_BACKWARD, TB_BC_BACKWARD);
+	ck_assert_double_eq_tol(ep.gens[0].stall_s, 0.8, 1e-9);
+	epochs_free(&ep);
+}
+END_TEST
+
 /*
  * A fork that exits within JOB_HELPER_LIFE_NS without exec'ing is never
  * a worker, whatever it woke (torch.compile's `g++ --version` with no
@@ -844,6 +880,7 @@ int main(void)
 	tcase_add_test(tc, short_lived_fork_is_no_worker);
 	tcase_add_test(tc, spawn_workers_make_generations);
 	tcase_add_test(tc, fork_that_dies_young_is_never_a_worker);
+	tcase_add_test(tc, daemon_waiting_for_its_role_takes_no_batch);
 	tcase_add_test(tc, ranks_share_an_epoch);
 	tcase_add_test(tc, generation_stall);
 	tcase_add_test(tc, epoch_rows_survive_a_fold);

@@ -284,21 +284,32 @@ static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct 
  * a step with no backward (BPF resolves it lone at the next fetch, or
  * validation after an eval loop). The first training step after one, or a
  * thread's first when it was traced from its start, begins a pass: the
- * boundary is its fetch's start. One thread counts, the first to begin a
- * pass (the ranks of a DDP job begin theirs together).
+ * boundary is its fetch's start, or, where iter(loader) started workers
+ * for it, that start-up's (the first fork: docs/phases.md), whose time is
+ * the step's data. One thread counts, the first to begin a pass (the
+ * ranks of a DDP job begin theirs together).
  */
 static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
 	unsigned int how = e->resolved & TB_RS_HOW;
 	struct ep_pass_thread *t = pass_thread(ep, e->tid);
-	bool starts;
+	bool starts, in_start;
 
 	if (!t)
 		return;
+	if (e->phase == TB_PH_PEND_START) {
+		if (!t->in_start || (e->resolved & TB_RS_START_UNDO))
+			t->start = e->ts;	/* begun, or begun again after a helper */
+		t->in_start = true;
+		return;
+	}
+	in_start = t->in_start;
+	t->in_start = false;
 	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
 		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
 			t->untrained = ep->pass_ended = true;
 		t->fetch = e->ts;
+		t->from = in_start && (e->resolved & TB_RS_START_HELD) ? t->start : e->ts;
 		return;
 	}
 	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD)
@@ -313,7 +324,7 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 	    !starts || !t->fetch)
 		return;
 	ep->pass_tid = e->tid;
-	add_pending(&ep->src[EP_PASSES], t->fetch, ++ep->passes);
+	add_pending(&ep->src[EP_PASSES], t->from, ++ep->passes);
 }
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
@@ -941,17 +952,32 @@ static void first_batch(uint64_t fork_ts, uint64_t *batch_ts, bool *in_data,
 		*batch_ts = ts;	/* the fetch ended; or, unnamed, the first backward */
 }
 
+/* Whether the parent's newest generation still waits for its first batch. */
+static bool newest_waits(const struct epochs *ep, pid_t pid)
+{
+	for (int g = ep->ngens - 1; g >= 0; g--)
+		if (ep->gens[g].parent == pid)
+			return !ep->gens[g].batch_ts && ep->gens[g].merged <= 1;
+	return false;
+}
+
 static void stall_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase,
 			   uint64_t ts)
 {
-	bool pending = false;
+	bool pending = false, waits;
 
 	if (pid != tid)
 		return;		/* the training loop is a main thread's */
 	ep->phase_seen = true;
+	waits = newest_waits(ep, pid);
 	for (int i = 0; i < ep->nforks; i++)
 		if (ep->forks[i].parent == pid) {
-			pending = true;
+			/*
+			 * An exec'd child waiting for its role (a spawn worker, or
+			 * a daemon that is none) takes the batch only once the
+			 * newest generation has had its own.
+			 */
+			pending |= !(ep->forks[i].waits_role && waits);
 			first_batch(ep->forks[i].ts, &ep->forks[i].batch_ts,
 				    &ep->forks[i].in_data, phase, ts);
 		}
@@ -1234,7 +1260,8 @@ static void judge_forks(struct epochs *ep, const struct job *job,
 		enum judged v = held ? JUDGE_WAIT : judge(&f, p, now, final);
 
 		if (v == JUDGE_WAIT) {
-			held |= !(p && (p->flags & TB_PF_EXECED));
+			f.waits_role = p && (p->flags & TB_PF_EXECED);
+			held |= !f.waits_role;
 			ep->forks[keep++] = f;
 		} else if (v == JUDGE_WORKER) {
 			add_worker(ep, job, cur, &f, ended(p));

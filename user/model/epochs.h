@@ -200,6 +200,7 @@ struct ep_fork {
 	uint64_t ts;
 	uint64_t batch_ts;	/* as in ep_worker_gen, until a generation takes it */
 	bool in_data;
+	bool waits_role;	/* exec'd: a spawn worker once its role says so, or none */
 };
 
 /* Waiting this long for a generation's first batch, then the window's measure. */
@@ -271,6 +272,10 @@ struct ep_stream {
 struct ep_pass_thread {
 	pid_t tid;
 	uint64_t fetch;
+	uint64_t from;		/* where a pass its fetch begins begins: the fetch, or
+				 * the workers' start-up held with it (start) */
+	uint64_t start;		/* the start-up under way began (TB_PH_PEND_START) */
+	bool in_start;
 	uint64_t stepped;	/* the fetch whose training step was counted */
 	bool untrained;
 	bool trained;		/* a training step seen */

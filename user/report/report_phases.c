@@ -126,8 +126,8 @@ static void text_startup(FILE *f, const uint64_t cp[TB_NCAT], const struct ph_su
 {
 	if (sum->startup_ms <= 0)
 		return;
-	fprintf(f, "    of which worker start-up %5.1f%% %8.1f %31s", 100.0 * sum->startup_ms / wall,
-		sum->startup_ms / sum->steps.steps, "");
+	fprintf(f, "  %-11s %5.1f%% %8.1f %7s %7s %7s  of which worker start-up: ", "",
+		100.0 * sum->startup_ms / wall, sum->startup_ms / sum->steps.steps, "", "", "");
 	made_of(f, cp);
 	fputc('\n', f);
 }
