@@ -10,6 +10,7 @@ PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       libgnutls28-dev libyaml-dev libcrypt-dev openssl   # its TLS, web config, bcrypt; test certificates
       prometheus python3-yaml   # tests: a real Prometheus scrapes serve; promtool checks deploy/
       chromium-headless-shell   # tests: the HTML report loaded in a browser (test_html.py)
+      tmux   # tests: the live view in place, read with capture-pane (test_live_screen.py)
       mmdebstrap)   # scripts/torch-root.sh: the Debian 13 root with torch 2.6
 
 missing=()

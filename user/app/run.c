@@ -11,10 +11,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "account.h"
 #include "clock.h"
 #include "diagnosis.h"
@@ -27,6 +30,7 @@
 #include "labels.h"
 #include "launch.h"
 #include "live.h"
+#include "live_screen.h"
 #include "memory.h"
 #include "phases.h"
 #include "output.h"
@@ -60,6 +64,7 @@ struct run {
 	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into dg */
 	struct launch l;
 	struct live lv;
+	struct live_screen screen;	/* the live view in place, on a terminal */
 	struct recorder rec;
 	bool recording;
 	struct serve srv;	/* serve: the node's daemon */
@@ -71,8 +76,13 @@ struct run {
 	uint64_t next_reap;
 };
 
-static volatile sig_atomic_t stop_signal, rescan_signal;
+static volatile sig_atomic_t stop_signal, rescan_signal, resized;
 static bool serving;
+
+static void on_winch(int sig)
+{
+	resized = 1;
+}
 
 /* serve: SIGHUP looks for new processes at once (a daemon's reload). */
 static void on_signal(int sig)
@@ -418,11 +428,66 @@ static int record_tick_now(struct run *r, uint64_t now)
 	return record_tick(&r->rec, &r->job, &bpf, now);
 }
 
+/* A terminal's rows and columns; false if live is none. */
+static bool term_size(FILE *live, int *rows, int *cols)
+{
+	struct winsize ws;
+
+	if (ioctl(fileno(live), TIOCGWINSZ, &ws) || !ws.ws_row || !ws.ws_col)
+		return false;
+	*rows = ws.ws_row;
+	*cols = ws.ws_col;
+	return true;
+}
+
+/*
+ * The live view refreshes in place when it goes to a terminal (not a file
+ * or a pipe: those get the tables one after another, as before), with a
+ * table to show (-i) and a TERM that understands it.
+ */
+static void screen_start(struct run *r, FILE *live)
+{
+	struct sigaction sa = { .sa_handler = on_winch };
+	const char *term = getenv("TERM");
+	int rows, cols;
+
+	if (!r->env->interval_s || !isatty(fileno(live)) || !term || !strcmp(term, "dumb") ||
+	    !term_size(live, &rows, &cols))
+		return;
+	live_screen_start(live, &r->screen, rows, cols);
+	if (r->screen.on)
+		sigaction(SIGWINCH, &sa, NULL);
+}
+
+/* The panel, at once after a resize, else every -i seconds. */
+static void screen_show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
+{
+	int rows, cols;
+	bool due = now >= *next_live;
+
+	if (resized && term_size(live, &rows, &cols)) {
+		live_screen_resize(live, &r->screen, rows, cols);
+		due = true;
+	}
+	resized = 0;
+	if (!due)
+		return;
+	gpu_probes_read(&r->gp);
+	live_screen_draw(live, &r->screen, &r->lv, &r->job, now);
+	if (now >= *next_live)
+		*next_live += r->env->interval_s * 1e9;
+}
+
 /* What the live view prints after a refresh. */
 static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 {
 	const struct env *env = r->env;
 	uint64_t interval = env->interval_s * 1e9;
+
+	if (r->screen.on) {
+		screen_show(r, live, now, next_live);
+		return;
+	}
 
 	if (interval)
 		live_epochs(live, &r->lv, &r->job);
@@ -461,6 +526,8 @@ static int trace_loop(struct run *r, FILE *live)
 	uint64_t deadline = deadline_of(r);
 	int err = 0;
 
+	if (!env->serve)
+		screen_start(r, live);
 	while (!stop_signal) {
 		uint64_t now;
 
@@ -479,6 +546,7 @@ static int trace_loop(struct run *r, FILE *live)
 		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
 			break;
 	}
+	live_screen_end(live, &r->screen);
 	pass_signal(&r->l);
 	return err;
 }

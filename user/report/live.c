@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "diagnosis.h"
 #include "gpu.h"
 #include "live.h"
 #include "sections.h"
@@ -122,6 +123,7 @@ static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t
 	starts = epochs_step_stats(ep, from, now, false, &s);
 	if (!s.count || now <= from)
 		return;
+	lv->hist[lv->nhist++ % LIVE_HIST] = ep_steps_avg(&s);
 	/* The rate counts every step that started; the times, those that ended. */
 	fprintf(f, "steps: %.1f/s, ", starts / ((now - from) / 1e9));
 	report_text_steps(f, job, &s);
@@ -284,4 +286,88 @@ void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, ui
 	block_start(lv, job, epochs_step_start(ep, lv->block.from, now, s.count), now);
 	if (!lv->block.from)
 		lv->block.from = now;
+}
+
+/* The step times of the last tables, oldest first, as a bar each (UTF-8). */
+static void history(FILE *f, const struct live *lv)
+{
+	static const char *const bars[] = { "\u2581", "\u2582", "\u2583", "\u2584",
+					    "\u2585", "\u2586", "\u2587", "\u2588" };
+	int n = lv->nhist < LIVE_HIST ? lv->nhist : LIVE_HIST;
+	double hi = 0;
+
+	if (n < 2)
+		return;
+	for (int i = 0; i < n; i++)
+		hi = lv->hist[i] > hi ? lv->hist[i] : hi;
+	fprintf(f, "ms/step, last %d:  ", n);
+	for (int i = lv->nhist - n; i < lv->nhist; i++) {
+		double v = lv->hist[i % LIVE_HIST];
+
+		fputs(bars[hi > 0 ? (int)(7.999 * v / hi) : 0], f);
+	}
+	fprintf(f, "  (max %.1f)\n", hi);
+}
+
+/* Each trainer's phases since its start, when there are several (ranks side by side). */
+static void rank_rows(FILE *f, const struct job *job)
+{
+	int ntr = 0;
+
+	if (!job->phases)
+		return;
+	for (int i = 0; i < job->nprocs; i++)
+		ntr += job->procs[i].role == TB_ROLE_TRAINER && job_proc_alive(&job->procs[i]);
+	for (int i = 0; ntr > 1 && i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+		const struct thread_rec *t = job_main_thread(p);
+		const struct ph_thread *pt = t ? phases_thread(job->phases, t->tid) : NULL;
+		double wall = 0;
+
+		if (p->role != TB_ROLE_TRAINER || !job_proc_alive(p) || !pt)
+			continue;
+		for (int ph = 0; ph < PH_NSHOWN; ph++)
+			wall += pt->tot[ph];
+		if (wall <= 0)
+			continue;
+		fprintf(f, "  rank %-3d pid %-7d", p->labels.rank, p->pid);
+		for (int ph = 0; ph < PH_NSHOWN; ph++)
+			fprintf(f, " %s %2.0f%%", ph_short[ph], 100.0 * pt->tot[ph] / wall);
+		fputc('\n', f);
+	}
+}
+
+/* The most severe finding of the run so far, one line. */
+static void top_finding(FILE *f, const struct job *job, uint64_t now)
+{
+	struct dg_finding fs[DG_MAX_FINDINGS];
+	int n = job->diag ? report_run_findings(job, now, fs) : -1;
+
+	if (n > 0)
+		fprintf(f, "top finding: [%.2f] %s\n", fs[0].severity, fs[0].summary);
+	else if (!n)
+		fprintf(f, "top finding: none so far\n");
+}
+
+void live_panel(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+{
+	uint64_t hl[TB_NCAT], d[TB_NCAT];
+	char stamp[16];
+	time_t t = time(NULL);
+	int ntr = job_headline(job, hl);
+
+	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
+	fprintf(f, "trainbpf %s  %s  %.1f s traced, %d trainer%s, %d processes alive\n",
+		TB_VERSION, stamp, (now - job->window_start_ns) / 1e9, ntr, ntr == 1 ? "" : "s",
+		job_live_procs(job));
+	delta(hl, lv->headline, d);
+	fprintf(f, "headline: ");
+	rollup_line(f, d);
+	phases_line(f, lv, job);
+	rank_rows(f, job);
+	steps_line(f, lv, job, now);
+	history(f, lv);
+	gpu_line(f, lv, job->gpu, now);
+	report_gpu_util_live(f, &lv->gu, job, now);
+	top_finding(f, job, now);
 }

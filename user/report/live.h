@@ -19,6 +19,8 @@ struct live_gu {
 	struct gu_agg prev[GU_MAX_DEVS];
 };
 
+#define LIVE_HIST 24	/* step times kept for the panel's history */
+
 struct live {
 	uint64_t (*shown)[TB_NCAT];	/* per job->procs[i]: totals at the last table */
 	int nshown;
@@ -39,6 +41,8 @@ struct live {
 		long done;		/* steps in earlier blocks */
 	} block;			/* --step-blocks: the block under way */
 	struct live_gu gu;		/* the GPUs' (NVML) at the last table */
+	double hist[LIVE_HIST];		/* mean step time of each table's interval, ms */
+	long nhist;
 	struct live_gu block_gu;	/* and where the step block began */
 };
 
@@ -48,6 +52,12 @@ void live_free(struct live *lv);
 void live_on_fold(struct live *lv, const struct job_fold *f);
 /* One table of the interval since the previous one; 80 columns. */
 void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now);
+/*
+ * The panel a terminal shows in place (live_screen.c): the interval since
+ * the last one in a dozen lines (the headline, phases, each rank's phases,
+ * steps with the step time's history, the GPU, the top finding).
+ */
+void live_panel(FILE *f, struct live *lv, const struct job *job, uint64_t now);
 /* The blocks of epochs that ended since the last call. */
 void live_epochs(FILE *f, struct live *lv, const struct job *job);
 /* --step-blocks: a block when n more steps have completed since the last. */
