@@ -38,9 +38,8 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	struct task_struct *t = bpf_get_current_task_btf();
 	unsigned long prot = ctx->args[2];
 	int fd = (int)ctx->args[4];
-	struct file **fds, *f = NULL;
-	struct fdtable *fdt;
 	struct tb_task *tt;
+	struct file *f;
 	char name[16] = {};
 
 	if (!(prot & TB_PROT_EXEC) || fd < 0 || !t->bpf_storage)
@@ -48,11 +47,8 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	tt = bpf_task_storage_get(&tasks, t, 0, 0);
 	if (!tt)
 		return 0;
-	fdt = BPF_CORE_READ(t, files, fdt);
-	if (!fdt || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+	f = fd_file(t, fd);	/* wait_reason.bpf.h */
+	if (!f)
 		return 0;
 	if (bpf_probe_read_kernel_str(name, sizeof(name),
 				      BPF_CORE_READ(f, f_path.dentry, d_name.name)) <= 0)

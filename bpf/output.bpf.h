@@ -30,11 +30,13 @@ int on_write(struct trace_event_raw_sys_enter *ctx)
 	const char *buf = (const char *)ctx->args[1];
 	__u64 count = ctx->args[2];
 	char head[sizeof(TB_MARK_PREFIX) - 1];
+	struct tb_slot *s = task_slot(t, NULL);
 	struct tb_text_event *e;
 	__u32 type, n, wake;
 
-	if (!task_slot(t, NULL))
+	if (!s)
 		return 0;
+	ckpt_fd_op(s, t, fd, TB_CK_WRITE);	/* a file torch.save wrote (ckpt_files.bpf.h) */
 	if (count >= sizeof(head) && !bpf_probe_read_user(head, sizeof(head), buf) &&
 	    is_marker(head))
 		type = TB_EV_MARK;

@@ -854,5 +854,6 @@ static __always_inline void fork_marks(struct task_struct *parent, __u32 child)
 	if (s && s->state == TB_ST_BLOCKED)
 		start_mark(s, child, true, now);
 }
+#include "ckpt_files.bpf.h"
 #include "output.bpf.h"
 #include "libraries.bpf.h"

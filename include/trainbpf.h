@@ -89,6 +89,8 @@ enum tb_bracket_cls {
 	TB_BC_OTHER,		/* named, not a phase (DistributedDataParallel.forward, ...) */
 	TB_BC_BACKWARD,		/* not a name: THPEngine_run_backward */
 	TB_BC_SAVE,		/* not a name: a PyTorchStreamWriter's life */
+	TB_BC_SAVE_IO,		/* not a name: a syscall on a file torch.save wrote, after it
+				 * (write, fsync, close, rename: bpf/ckpt_files.bpf.h) */
 };
 
 /* An open bracket of a thread: what closes it, and the phase to go back to. */
@@ -98,6 +100,20 @@ struct tb_bracket {
 	__u8 cls;		/* enum tb_bracket_cls */
 	__u8 restore;		/* enum tb_phase */
 	__u8 pad[6];
+};
+
+/*
+ * A file a thread's torch.save wrote to (bpf/ckpt_files.bpf.h): what it
+ * then does to it (flush, fsync, close, rename) is the checkpoint too.
+ */
+#define TB_NCKFILE 4
+struct tb_ckfile {
+	__u64 inode;		/* the file's inode (a kernel address); 0: empty */
+	__u64 dir;		/* its directory's dentry (a kernel address) */
+	__u64 name;		/* hash of its name (ckpt_hash) */
+	__u64 dir_name;		/* hash of its directory's name */
+	__s32 fd;		/* -1: closed, kept for a rename of it */
+	__u32 pad;
 };
 
 /* A thread's scheduling state as the BPF side last saw it. */
@@ -213,9 +229,11 @@ struct tb_slot {
 	__u8 wk_cp;		/* switch_in gives them the time until the enqueue */
 	__u8 st_from;		/* in PEND_START: the phase the start-up interrupted */
 	__u8 st_held;		/* the step under way holds a start-up: its fetch is one too */
-	__u8 st_pad[2];
+	__u8 ck_n;		/* files in ckf[] */
+	__u8 ck_io;		/* in a syscall on one of them: its TB_BC_SAVE_IO bracket is open */
 	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
 	struct tb_bracket br[TB_NBRACKET];
+	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
 	__u64 wio[TB_NPHASE];	/* of ph's io, blocked in syscalls that write */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */

@@ -360,6 +360,64 @@ START_TEST(queue_fed_steps)
 }
 END_TEST
 
+/*
+ * A checkpoint is the whole act (bpf/ckpt_files.bpf.h): after torch.save,
+ * the fsync, close and rename of the files it wrote come as TB_BC_SAVE_IO
+ * brackets, checkpoint for the syscall and back after. Between steps
+ * (other), and in a queue-fed loop's pending forward, which the next
+ * backward settles around them.
+ */
+START_TEST(checkpoint_syscalls)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_CHECKPOINT, TB_BC_SAVE, TB_RS_NONE),	/* torch.save */
+		ev(15, TB_PH_OTHER, TB_BC_SAVE, TB_RS_NONE),
+		ev(15, TB_PH_CHECKPOINT, TB_BC_SAVE_IO, TB_RS_NONE),	/* fsync */
+		ev(23, TB_PH_OTHER, TB_BC_SAVE_IO, TB_RS_NONE),
+		ev(23, TB_PH_CHECKPOINT, TB_BC_SAVE_IO, TB_RS_NONE),	/* close */
+		ev(24, TB_PH_OTHER, TB_BC_SAVE_IO, TB_RS_NONE),
+	};
+
+	step(&s, &g, 0, TB_RS_NONE);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	step(&s, &g, 25, TB_RS_NONE);
+	ph_spans_end(&s, AT(35), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_CHECKPOINT), 5 + 8 + 1);
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 1);	/* 24-25 */
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	tiles(&g, 0, 35);
+}
+END_TEST
+
+START_TEST(checkpoint_syscall_in_pending)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(4, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(4, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(5, TB_PH_PEND_FWD, TB_BC_OPTIM, TB_RS_NONE),
+		ev(6, TB_PH_CHECKPOINT, TB_BC_SAVE, TB_RS_NONE),
+		ev(9, TB_PH_PEND_FWD, TB_BC_SAVE, TB_RS_NONE),
+		ev(9, TB_PH_CHECKPOINT, TB_BC_SAVE_IO, TB_RS_NONE),	/* rename */
+		ev(11, TB_PH_PEND_FWD, TB_BC_SAVE_IO, TB_RS_NONE),
+		ev(14, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(18, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE),
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_CHECKPOINT), 3 + 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 1 + 3);	/* 5-6, 11-14 */
+	ck_assert_uint_eq(phase_ms(&g, PH_BACKWARD), 8);
+	tiles(&g, 0, 18);
+}
+END_TEST
+
 /* More pending spans than kept: the oldest go out folded, none is lost. */
 START_TEST(pending_bounded)
 {
@@ -526,6 +584,8 @@ int main(void)
 	tcase_add_test(tc, pending_at_the_end);
 	tcase_add_test(tc, queue_fed_steps);
 	tcase_add_test(tc, pending_bounded);
+	tcase_add_test(tc, checkpoint_syscalls);
+	tcase_add_test(tc, checkpoint_syscall_in_pending);
 	tcase_add_test(tc, steps_and_wall);
 	tcase_add_test(tc, time_before);
 	tcase_add_test(tc, forget_gone);

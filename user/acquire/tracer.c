@@ -141,10 +141,11 @@ static void select_uprobe_programs(struct tracer *tr, const struct tracer_opts *
 }
 
 /*
- * The write and mmap probes are syscall tracepoints: libbpf finds their ids
- * in tracefs, which this VM does not mount at boot. Without it, no epoch
- * markers or lines, and libraries are probed at user space's next look of
- * the maps; the rest works.
+ * The write, mmap and checkpoint-file probes are syscall tracepoints: libbpf
+ * finds their ids in tracefs, which this VM does not mount at boot. Without
+ * it, no epoch markers or lines, libraries are probed at user space's next
+ * look of the maps, and a checkpoint is torch.save alone (no fsync, close or
+ * rename after it); the rest works.
  */
 static bool tracefs_ready(void)
 {
@@ -165,7 +166,16 @@ static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *e
 {
 	struct trainbpf_bpf *skel = tr->skel;
 	struct bpf_program *progs[] = { skel->progs.on_write, skel->progs.on_mmap,
-					skel->progs.on_mmap_done };
+		skel->progs.on_mmap_done, skel->progs.on_writev, skel->progs.on_pwrite,
+		skel->progs.on_fsync, skel->progs.on_fdatasync, skel->progs.on_sync_range,
+		skel->progs.on_close, skel->progs.on_rename, skel->progs.on_renameat,
+		skel->progs.on_renameat2, skel->progs.on_write_done, skel->progs.on_writev_done,
+		skel->progs.on_pwrite64_done, skel->progs.on_fsync_done,
+		skel->progs.on_fdatasync_done, skel->progs.on_sync_file_range_done,
+		skel->progs.on_close_done, skel->progs.on_rename_done,
+		skel->progs.on_renameat_done, skel->progs.on_renameat2_done,
+		skel->progs.on_openat, skel->progs.on_open, skel->progs.on_openat_done,
+		skel->progs.on_open_done };
 
 	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
@@ -173,7 +183,7 @@ static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *e
 		goto none;
 	if (tracefs_ready())
 		return;
-	fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen, libraries probed at the next look only\n");
+	fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen, libraries probed at the next look only, a checkpoint's fsync not seen\n");
 none:
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
 		bpf_program__set_autoload(progs[i], false);
