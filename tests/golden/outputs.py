@@ -101,23 +101,28 @@ def cases():
     out = []
     for path in RECORDINGS:
         s = stem(path)
-        out += [(f"{s}.report.txt", "recording", ["report", s]),
+        # The full text report (--detail), byte for byte as it always was,
+        # and the one-screen summary that is the default now.
+        out += [(f"{s}.report.txt", "recording", ["report", s, "--detail"]),
+                (f"{s}.summary.txt", "recording", ["report", s]),
                 (f"{s}.report.json", "recording", ["report", s, "--format", "json"]),
                 (f"{s}.report.csv", "recording", ["report", s, "--format", "csv"]),
                 (f"{s}.trace.json", "recording", ["trace", s, "-o", "@OUT"])]
         epoch, pid = first_epoch_and_trainer(path)
         if epoch is not None:
-            out += [(f"{s}.epoch.txt", "recording", ["report", s, "--epoch", str(epoch)]),
+            out += [(f"{s}.epoch.txt", "recording",
+                     ["report", s, "--epoch", str(epoch), "--detail"]),
                     (f"{s}.epoch.json", "recording",
                      ["report", s, "--epoch", str(epoch), "--format", "json"])]
         if pid is not None:
-            out += [(f"{s}.pid.txt", "recording", ["report", s, "--pid", str(pid)])]
+            out += [(f"{s}.pid.txt", "recording", ["report", s, "--pid", str(pid), "--detail"])]
     for a, b in DIFFS:
         out.append((f"diff.{a[:-3]}.{b[:-3]}.txt", "recording", ["diff", a[:-3], b[:-3]]))
     out += [(f"cli.{name}.txt", "cli", argv) for name, argv in CLI]
     out += [("render.markers.txt", "render", ["markers"]),
             ("render.calls.txt", "render", ["calls"]),
             ("render.phases.txt", "render", ["phases"]),
+            ("render.phases.summary.txt", "render", ["phases", "summary"]),
             # The HTML page (report_html.c): with training phases, and of a
             # recording with NVML's readings (tests/integration/test_html.py
             # checks how a browser draws them).
@@ -130,12 +135,12 @@ def cases():
     epochs = [os.path.join(WORKLOADS, "epochs"), "-e", "3", "-d", "0.3", "-s", "4",
               "-o", "@TMP/truth.json", "--mode", "both"]
     # The report to a file: the job writes to stdout too.
-    out += [("live.gpujob.txt", "live", ["-i", "0", "-o", "@OUT", "--", *gpujob]),
+    out += [("live.gpujob.txt", "live", ["-i", "0", "--detail", "-o", "@OUT", "--", *gpujob]),
             ("live.gpujob.json", "live",
              ["-i", "0", "--format", "json", "-o", "@OUT", "--", *gpujob]),
             ("live.gpujob.states.tsv", "live",
              ["-i", "0", "--states-out", "@OUT", "-o", "/dev/null", "--", *gpujob]),
-            ("live.epochs.txt", "live", ["-i", "0", "-o", "@OUT", "--", *epochs]),
+            ("live.epochs.txt", "live", ["-i", "0", "--detail", "-o", "@OUT", "--", *epochs]),
             ("live.epochs.json", "live",
              ["-i", "0", "--format", "json", "-o", "@OUT", "--", *epochs])]
     return out

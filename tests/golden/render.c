@@ -10,7 +10,7 @@
  * "phases" adds libtorch and the phase events of a training loop with a
  * validation pass (the phase table's bytes).
  *
- * Usage: render markers|calls|phases [FORMAT]
+ * Usage: render markers|calls|phases [FORMAT|summary]
  * With FORMAT (text, json, csv, html), only the final report in it, through
  * report_write: the HTML page's golden, and its test's JSON to compare with.
  */
@@ -352,6 +352,10 @@ int main(int argc, char **argv)
 	c.switches = 4242;
 	if (s.phases)
 		phases_finish(&s.ph, &s.gpu);
+	if (argc > 2 && !strcmp(argv[2], "summary")) {
+		report_summary(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+		return 0;
+	}
 	if (argc > 2) {
 		enum tb_format fmt;
 

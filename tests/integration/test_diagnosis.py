@@ -188,8 +188,8 @@ def test_no_growth_no_finding(tmp_path):
 
 def test_text_report_names_the_bottleneck(tmp_path):
     truth = tmp_path / "truth.json"
-    r = run_trainbpf(["-i", "0", "--", workload("bottleneck"), "-m", "data-cpu", "-d", "3",
-                      "-o", str(truth)], timeout=120)
+    r = run_trainbpf(["-i", "0", "--detail", "--", workload("bottleneck"), "-m", "data-cpu",
+                      "-d", "3", "-o", str(truth)], timeout=120)
     assert r.returncode == 0, r.stderr
     assert "Diagnosis (severity 0-1, most severe first)" in r.stdout
     assert "] data loading" in r.stdout

@@ -40,7 +40,7 @@ def run(tmp_path, variant, extra=(), epochs="auto", torch26=True):
                         *job, JOB, "--variant", variant, "--truth", str(truth), *extra],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    text = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
+    text = subprocess.run([TRAINBPF, "report", str(db), "--detail"], capture_output=True, text=True,
                           timeout=120, check=True).stdout
     rep = json.loads(subprocess.run([TRAINBPF, "report", "--format", "json", str(db)],
                                     capture_output=True, text=True, timeout=120,

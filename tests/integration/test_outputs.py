@@ -261,7 +261,7 @@ def raw_controls(text):
 
 
 def test_control_characters_in_names_are_escaped(tmp_path):
-    r = run_trainbpf(["-i", "1", "--", "/usr/bin/python3", "-c", ODD_JOB])
+    r = run_trainbpf(["-i", "1", "--detail", "--", "/usr/bin/python3", "-c", ODD_JOB])
     assert r.returncode == 0, r.stderr
     assert raw_controls(r.stdout) == [], r.stdout
     table = r.stdout.split("Headline")[0]       # the live table, before the report
@@ -271,13 +271,13 @@ def test_control_characters_in_names_are_escaped(tmp_path):
     r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--", "/usr/bin/python3", "-c",
                         ODD_JOB], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    for argv in (["report", str(db)], ["diff", str(db), str(db)],
-                 ["report", str(db), "--epoch", "1"]):
+    for argv in (["report", str(db)], ["report", str(db), "--detail"],
+                 ["diff", str(db), str(db)], ["report", str(db), "--epoch", "1", "--detail"]):
         r = subprocess.run([TRAINBPF, *argv], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert raw_controls(r.stdout) == [], (argv, r.stdout)
-    r = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([TRAINBPF, "report", str(db), "--detail"], capture_output=True,
+                       text=True, timeout=60)
     assert PROC_ESCAPED in r.stdout and THREAD_ESCAPED in r.stdout
     # CSV (RFC 4180): the name as is inside its quotes, but for the control
     # characters a field may not hold (all but CR and LF), which become '?'.

@@ -210,7 +210,7 @@ def test_text_table_by_trainer(tmp_path):
     ms per step in each phase, the JSON's per-process phases."""
     db, report = record("spawn", tmp_path, "spawn")
     truth = json.loads((tmp_path / "spawn.truth.json").read_text())
-    text = read("report", str(db))
+    text = read("report", str(db), "--detail")
     table = text[text.index("  by trainer (ms/step):"):].split("\n\n")[0]
     # what each rank's phases were made of follows, then the epochs' rows
     table = table.split("  by trainer, made of")[0].split("  by epoch (ms/step):")[0]
@@ -545,7 +545,7 @@ def test_phases_of_each_epoch(tmp_path, variant):
         for cat, s in run[ph].items():
             got = sum(e["phases"]["critical_path_s"][ph][cat] for e in epochs)
             assert -1e-5 * len(epochs) <= s - got <= BOUND * first, (ph, cat, got, s)
-    text = read("report", str(db))
+    text = read("report", str(db), "--detail")
     rows = text[text.index("by epoch (ms/step):"):].split("\n\n")[0].splitlines()[2:]
     assert [int(r.split()[0]) for r in rows] == [e["epoch"] for e in epochs], rows
     for r, e in zip(rows, epochs):

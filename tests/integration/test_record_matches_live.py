@@ -38,8 +38,10 @@ def record(tmp_path, name, cmd, fmt, extra=(), timeout=300):
     """Records cmd (or -p in extra) with --report; returns (db path, the
     live report's bytes)."""
     db, live = tmp_path / f"{name}.db", tmp_path / f"{name}.live.{fmt}"
+    # text: the full report (--detail), every section proven byte for byte
+    detail = ["--detail"] if fmt == "text" else []
     r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--report", str(live),
-                        "--format", fmt, *extra, *(["--", *cmd] if cmd else [])],
+                        "--format", fmt, *detail, *extra, *(["--", *cmd] if cmd else [])],
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr
     return db, live.read_bytes()
@@ -87,7 +89,7 @@ def first_difference(a, b):
 
 
 def check_same(db, live, fmt):
-    got = report(db, "--format", fmt)
+    got = report(db, "--format", fmt, *(["--detail"] if fmt == "text" else []))
     assert got == live, first_difference(live, got)
 
 

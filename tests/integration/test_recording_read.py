@@ -79,7 +79,7 @@ def test_json_epochs_are_deltas_of_the_flushes_inside(rec):
 
 def test_text_is_the_live_report(rec):
     path, exp = rec
-    out = report(path)
+    out = report(path, "--detail")
     assert out.startswith("trainbpf 0.1.0: 10.00 s traced, 2 processes, 3 threads (30.00 thread-s)")
     # The headline's shares are the trainer main thread's: 50/10/40.
     assert "  computation     50.0%   cpu 50.0% gpu_wait 0.0%" in out
@@ -102,7 +102,7 @@ def test_optional_tables_may_be_absent(rec):
         db.execute("DROP TABLE %s" % t)
     db.commit()
     db.close()
-    out = report(path)
+    out = report(path, "--detail")
     assert "cudart -                     pid 100     (file not recorded)" in out
     assert "0.0 syncs/step" in out and "Worker generations" not in out
 
@@ -214,7 +214,7 @@ def test_schema2_epochs_are_the_recorded_deltas(tmp_path):
     assert comm == {"comm": "0x1000", "rank": 1, "nranks": 8,
                     "id": "deadbeef0102030405060708090a0b0c", "init": "ncclCommInitRank",
                     "parent": "0x0", "destroyed": True}
-    out = report(path)
+    out = report(path, "--detail")
     assert "=== Epoch 2 (marker) 5.0 s, 7 steps (marker)" in out
     assert "communicator pid 100: rank 1 of 8, id deadbeef01020304 (ncclCommInitRank), " \
         "destroyed" in out

@@ -37,7 +37,7 @@ def run_stepjob(tmp_path, pattern, extra=(), fmt_json=True):
     if fmt_json:
         report, _ = trace_json(cmd)
     else:
-        r = run_trainbpf(["-i", "0", "--", *cmd], timeout=180)
+        r = run_trainbpf(["-i", "0", "--detail", "--", *cmd], timeout=180)
         assert r.returncode == 0, r.stderr
         report = r.stdout
     return report, json.loads(truth.read_text())

@@ -43,7 +43,7 @@ static const char doc[] =
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
        OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE,
-       OPT_WEB_CONFIG };
+       OPT_WEB_CONFIG, OPT_DETAIL };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -53,6 +53,7 @@ static const struct argp_option opts[] = {
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
 	{ "format", OPT_FORMAT, "text|json|html", 0, "Final report format (default text; html when -o ends in .html)" },
+	{ "detail", OPT_DETAIL, NULL, 0, "Text: every section (processes, threads, epoch blocks, the findings' evidence and advice, CUDA/NCCL), not one screen" },
 	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
@@ -176,6 +177,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid format: '%s' (text, json or html)", arg);
 		env->format_set = true;
 		break;
+	case OPT_DETAIL:
+		env->detail = true;
+		break;
 	case OPT_BTF:
 		env->btf_path = arg;
 		break;
@@ -278,6 +282,7 @@ static const struct argp_option record_opts[] = {
 	{ "force", OPT_FORCE, NULL, 0, "Replace FILE if it is an earlier recording (never another kind of file)" },
 	{ "report", OPT_REPORT, "FILE", 0, "Also write the final report to FILE at the end, as the live tool prints it" },
 	{ "format", OPT_FORMAT, "text|json|csv|html", 0, "Format of the --report file (default text; html when it ends in .html)" },
+	{ "detail", OPT_DETAIL, NULL, 0, "Text: every section, not one screen (see trainbpf --help)" },
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
@@ -343,7 +348,8 @@ static const char serve_doc[] =
 "with their workers and threads, forgets them when they exit, and serves\n"
 "/metrics in the Prometheus text format: per job and rank, where the time\n"
 "went by category and by training phase, steps, storage bytes, CUDA and NCCL\n"
-"calls (docs/metrics.md). Labels: job, rank, local_rank, world_size, role.\n"
+"calls (docs/metrics.md). Labels: training_job, rank, local_rank, world_size,\n"
+"role.\n"
 "Binds to loopback unless --listen says otherwise; TLS and basic auth with\n"
 "--web.config.file. SIGHUP looks for new processes at once and reads the web\n"
 "config again; SIGINT and SIGTERM stop it, nothing left attached.\n"

@@ -21,6 +21,7 @@ struct env {
 	double duration_s;	/* 0 = until the target exits */
 	enum tb_format format;
 	bool format_set;	/* --format given: record needs --report with it */
+	bool detail;		/* --detail: the text report with every section */
 	const char *output;	/* final report file; NULL: stdout (record: none) */
 	bool verbose;
 	const char *btf_path;	/* NULL: the kernel's own */

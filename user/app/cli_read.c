@@ -11,10 +11,11 @@
 #include "report.h"
 #include "safe_open.h"
 
-enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER };
+enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER, OPT_DETAIL };
 
 static const struct argp_option report_opts[] = {
 	{ "format", OPT_FORMAT, "text|json|csv|html", 0, "Report format (default text; html when -o ends in .html)" },
+	{ "detail", OPT_DETAIL, NULL, 0, "Text: every section (processes, threads, epoch blocks, the findings' evidence and advice, CUDA/NCCL), not one screen" },
 	{ "epoch", OPT_EPOCH, "N", 0, "Only epoch N's window (its label, as the report prints it)" },
 	{ "pid", OPT_PID, "PID", 0, "Only this process and its threads" },
 	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
@@ -70,6 +71,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!cli_format(arg, true, &env->format))
 			argp_error(state, "invalid format: '%s' (text, json, csv or html)", arg);
 		env->format_set = true;
+		break;
+	case OPT_DETAIL:
+		env->detail = true;
 		break;
 	case OPT_FAIL_SLOWER:
 		env->fail_if_slower = parse_pct(arg, state);
@@ -374,7 +378,7 @@ static int read_main(const struct read_cmd *c, int argc, char **argv)
 	argv[0] = name;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, 0, NULL, &env);
-	env.format = report_format_for(env.output, env.format, env.format_set);
+	env.format = report_format_for(env.output, env.format, env.format_set, env.detail);
 	if (env.ninputs < c->nfiles || env.ninputs > c->max_files ||
 	    (c->needs_output && !env.output)) {
 		fprintf(stderr, "%s: usage: %s %s (see --help)\n", name, name, c->args);

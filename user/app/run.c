@@ -601,7 +601,8 @@ static void print_report(struct run *r, const struct tb_counters *bpf, uint64_t 
 		return;
 	}
 	job_counters(&r->job, bpf, &c);
-	report_write(r->out, report_format_for(r->env->output, r->env->format, r->env->format_set),
+	report_write(r->out, report_format_for(r->env->output, r->env->format, r->env->format_set,
+					    r->env->detail),
 		     &r->job, &c, now);
 	/* No flush here: out_close flushes and says why a write failed. */
 }

@@ -66,9 +66,6 @@ struct epoch;
 const struct ep_stream *html_stream(const struct job *job);
 void html_epoch_label(char *buf, size_t len, const struct epoch *e);
 
-/* "data_wait 69%, cpu 14%": a row's k largest categories (1% and up). */
-void html_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
-
 /*
  * The page's charts (html_charts.c), each a <section> or nothing when the
  * model has none of it: the headline's categories, the phases, epochs

@@ -78,7 +78,7 @@ static void phase_row(FILE *f, int p, const uint64_t row[TB_NCAT], const struct 
 	const struct ph_stat *st = &s->steps;
 	char made[128];
 
-	html_made_of(made, sizeof(made), row, 3);
+	report_made_of(made, sizeof(made), row, 3);
 	fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>"
 		"<td>%.1f</td><td>%.1f</td><td class=\"l\">%s</td></tr>\n", ph_names[p],
 		wall > 0 ? 100.0 * s->wall_ms[p] / wall : 0.0, s->wall_ms[p] / st->steps,
@@ -139,7 +139,7 @@ void html_chart_phases(FILE *f, const struct job *job)
 	for (int ph = 0; ph < PH_NSHOWN; ph++) {
 		char made[128];
 
-		html_made_of(made, sizeof(made), rows[ph], 3);
+		report_made_of(made, sizeof(made), rows[ph], 3);
 		p[ph].px = wall > 0 ? BAR_W * s.wall_ms[ph] / wall : 0;
 		p[ph].key = ph_names[ph];
 		p[ph].color = html_ph_color[ph];
@@ -186,7 +186,7 @@ static void epoch_phase_parts(struct svg_part *p, const struct epoch *e, double 
 	for (int ph = 0; ph < PH_NSHOWN; ph++) {
 		char made[128];
 
-		html_made_of(made, sizeof(made), e->ph_cp[ph], 3);
+		report_made_of(made, sizeof(made), e->ph_cp[ph], 3);
 		p[ph].px = px * e->ph[ph] / t;
 		p[ph].key = ph_names[ph];
 		p[ph].color = html_ph_color[ph];

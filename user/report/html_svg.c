@@ -47,28 +47,6 @@ void html_esc(FILE *f, const char *s)
 	}
 }
 
-/* "data_wait 69%, cpu 14%": a row's k largest categories of 1% and up. */
-void html_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
-{
-	uint64_t total = sum_cats(row);
-	bool used[TB_NCAT] = { false };
-	size_t n = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < k && total && n < len; i++) {
-		int best = -1;
-
-		for (int c = 0; c < TB_NCAT; c++)
-			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
-				best = c;
-		if (best < 0)
-			break;
-		used[best] = true;
-		n += snprintf(buf + n, len - n, "%s%s %.0f%%", i ? ", " : "", tb_cat_names[best],
-			      100.0 * row[best] / total);
-	}
-}
-
 void svg_open(FILE *f, const char *cls, double w, double h, const char *label,
 	      const char *attrs)
 {

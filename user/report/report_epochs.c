@@ -92,7 +92,7 @@ static void trend(FILE *f, const struct ep_stream *st)
 }
 
 /* The whole window: steps/s over the time the steps cover. */
-static void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
+void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	struct ep_steps s;
 
@@ -346,6 +346,49 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 	gens_line(f, ep);
 	fputc('\n', f);
 	epoch_proc_table(f, job, st);
+	fputc('\n', f);
+}
+
+/* One line an epoch: its time, steps, ms/step and the headline's roll-up. */
+static void epoch_line(FILE *f, const struct job *job, const struct epoch *e)
+{
+	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
+	uint64_t cats[TB_NCAT];
+	double pct[TB_NROLLUP];
+	char label[32];
+
+	for (int c = 0; c < TB_NCAT; c++)
+		cats[c] = hl[c] > 0 ? hl[c] : 0;
+	rollup_pct(cats, pct);
+	if (e->last != e->label)
+		snprintf(label, sizeof(label), "%ld-%ld", e->label, e->last);
+	else
+		snprintf(label, sizeof(label), "%ld", e->label);
+	fprintf(f, "  %7s %8.1f %6ld", label, (e->end - e->start) / 1e9, (long)e->steps.count);
+	if (e->steps.count)
+		fprintf(f, " %8.1f", ep_steps_avg(&e->steps));
+	else
+		fprintf(f, " %8s", "-");
+	if (total > 0)
+		fprintf(f, " %5.1f %5.1f %5.1f %5.1f", pct[0], pct[1], pct[2], pct[3]);
+	fprintf(f, "%s\n", e->complete ? "" : "  (to the end of tracing)");
+}
+
+void report_epochs_lines(FILE *f, const struct job *job, const struct epochs *ep)
+{
+	enum ep_source s = epochs_source(ep);
+	const struct ep_stream *st;
+
+	report_steps_text(f, job, ep);
+	if (s == EP_NSRC || !ep->src[s].n) {
+		fprintf(f, "Epochs: none seen\n\n");
+		return;
+	}
+	st = &ep->src[s];
+	fprintf(f, "Epochs (%s): %d\n  %7s %8s %6s %8s %5s %5s %5s %5s\n", epochs_source_name(s),
+		st->n, "EPOCH", "TIME_S", "STEPS", "MS/STEP", "comp", "comm", "data", "other");
+	for (int i = 0; i < st->n; i++)
+		epoch_line(f, job, &st->list[i]);
 	fputc('\n', f);
 }
 

@@ -35,76 +35,30 @@ static const char style[] =
 	"svg .steps{fill:none;stroke:#4e79a7;stroke-width:1.2}"
 	".note{color:#666;font-size:13px}";
 
-/* The largest phase of the trainers' main threads and what it was made of. */
-static bool verdict_phase(FILE *f, const struct job *job)
-{
-	uint64_t rows[PH_NSHOWN][TB_NCAT];
-	struct ph_sum sum;
-	double wall = 0;
-	char made[128];
-	int best = 0;
-
-	if (!job->phases || job->phases->source == PH_SRC_NONE)
-		return false;
-	phases_job(job, rows, &sum);
-	if (!sum.steps.steps)
-		return false;
-	for (int p = 0; p < PH_NSHOWN; p++) {
-		wall += sum.wall_ms[p];
-		if (sum.wall_ms[p] > sum.wall_ms[best])
-			best = p;
-	}
-	if (wall <= 0)
-		return false;
-	html_made_of(made, sizeof(made), rows[best], 3);
-	fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the training phases' wall time "
-		"(%.1f ms per step)%s%s.", ph_names[best], 100.0 * sum.wall_ms[best] / wall,
-		sum.wall_ms[best] / sum.steps.steps, *made ? "; made of " : "", made);
-	return true;
-}
-
-/* Without phases: the headline's largest category, as the text report's headline. */
-static void verdict_headline(FILE *f, const struct job *job)
-{
-	uint64_t hl[TB_NCAT], total;
-	int ntr = job_headline(job, hl), best = 0;
-
-	total = sum_cats(hl);
-	for (int c = 1; c < TB_NCAT; c++)
-		if (hl[c] > hl[best])
-			best = c;
-	if (!total) {
-		fputs("<b>No trainer time was traced.</b>", f);
-		return;
-	}
-	fprintf(f, "<b>Most of the trainers' time: %s</b>, %.1f%% of the critical path of %d "
-		"trainer main thread%s (%.2f s); no training phases were seen.",
-		tb_cat_names[best], 100.0 * hl[best] / total, ntr, ntr == 1 ? "" : "s",
-		total / 1e9);
-}
-
-/* Advice's first sentence: the one line the verdict has room for. */
-static void first_sentence(FILE *f, const char *s)
-{
-	char buf[sizeof(((struct dg_finding *)0)->advice)];
-	const char *end = strstr(s, ". ");
-	size_t n = end ? (size_t)(end - s) + 1 : strlen(s);
-
-	snprintf(buf, sizeof(buf), "%.*s", (int)n, s);
-	html_esc(f, buf);
-}
-
+/* The verdict (report_verdict.c), as the text report has it, in HTML. */
 static void verdict(FILE *f, const struct job *job, const struct dg_finding *fs, int n)
 {
+	struct report_verdict v;
+
+	report_verdict(job, fs, n, &v);
 	fputs("<section id=\"verdict\"><h2>Verdict</h2><p class=\"verdict\">", f);
-	if (!verdict_phase(f, job))
-		verdict_headline(f, job);
-	if (n > 0) {
+	if (v.phase >= 0)
+		fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the training phases' wall time "
+			"(%.1f ms per step)%s%s.", ph_names[v.phase], v.share, v.ms_per_step,
+			*v.made_of ? "; made of " : "", v.made_of);
+	else if (v.cat >= 0)
+		fprintf(f, "<b>Most of the trainers' time: %s</b>, %.1f%% of the critical path of "
+			"%d trainer main thread%s (%.2f s); no training phases were seen.",
+			tb_cat_names[v.cat], v.share, v.trainers, v.trainers == 1 ? "" : "s",
+			v.total_s);
+	else
+		fputs("<b>No trainer time was traced.</b>", f);
+	if (v.top) {
 		fputs("<br><b>Top finding:</b> ", f);
-		html_esc(f, fs[0].summary);
+		html_esc(f, v.top->summary);
 		fputs(". <b>Try:</b> ", f);
-		first_sentence(f, fs[0].advice);
-	} else if (n == 0) {
+		html_esc(f, v.advice);
+	} else if (!v.findings) {
 		fputs("<br>The diagnosis found no bottleneck.", f);
 	}
 	fputs("</p></section>\n", f);

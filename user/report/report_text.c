@@ -95,10 +95,8 @@ static void thread_table(FILE *f, const struct job *job, uint64_t now)
 	fputc('\n', f);
 }
 
-void report_text(FILE *f, const struct job *job,
-		 const struct run_counters *c, uint64_t now)
+static void title(FILE *f, const struct job *job, uint64_t now)
 {
-	char rb[32], wb[32];
 	int nprocs = 0, nthreads = 0;
 	uint64_t all = 0;
 
@@ -107,9 +105,27 @@ void report_text(FILE *f, const struct job *job,
 		nthreads += proc_nthreads(&job->procs[i]);
 		all += proc_time(&job->procs[i]);
 	}
-	fprintf(f, "trainbpf %s: %.2f s traced, %d processes, %d threads (%.2f thread-s)\n\n",
+	fprintf(f, "trainbpf %s: %.2f s traced, %d processes, %d threads (%.2f thread-s)\n",
 		TB_VERSION, (now - job->window_start_ns) / 1e9, nprocs,
 		nthreads, all / 1e9);
+}
+
+static void counters_line(FILE *f, const struct run_counters *c)
+{
+	char rb[32], wb[32];
+
+	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
+	fmt_bytes(wb, sizeof(wb), c->io_wbytes);
+	fprintf(f, "Counters: storage read %s, written %s; %llu context switches; "
+		"%llu events lost\n", rb, wb, (unsigned long long)c->switches,
+		(unsigned long long)c->bpf.events_lost);
+}
+
+void report_text(FILE *f, const struct job *job,
+		 const struct run_counters *c, uint64_t now)
+{
+	title(f, job, now);
+	fputc('\n', f);
 	headline_block(f, job, now);
 	if (job->phases)
 		report_phases_text(f, job, c);
@@ -122,9 +138,42 @@ void report_text(FILE *f, const struct job *job,
 	folded_note(f, job);
 	report_gpu_text(f, job, now);
 	report_gpu_util_text(f, job, now);
-	fmt_bytes(rb, sizeof(rb), c->io_rbytes);
-	fmt_bytes(wb, sizeof(wb), c->io_wbytes);
-	fprintf(f, "Counters: storage read %s, written %s; %llu context switches; "
-		"%llu events lost\n", rb, wb, (unsigned long long)c->switches,
-		(unsigned long long)c->bpf.events_lost);
+	counters_line(f, c);
+}
+
+/* The findings one line each, most severe first: their evidence and advice are --detail's. */
+static void findings_lines(FILE *f, const struct dg_finding *fs, int n)
+{
+	if (n < 0)
+		return;
+	if (!n) {
+		fprintf(f, "Findings: none (no bottleneck found)\n\n");
+		return;
+	}
+	fprintf(f, "Findings (severity 0-1, most severe first)\n");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "  [%.2f] %s\n", fs[i].severity, fs[i].summary);
+	fputc('\n', f);
+}
+
+void report_summary(FILE *f, const struct job *job, const struct run_counters *c,
+		    uint64_t now)
+{
+	struct dg_finding fs[DG_MAX_FINDINGS];
+	int n = job->diag ? report_run_findings(job, now, fs) : -1;
+	struct report_verdict v;
+
+	title(f, job, now);
+	report_verdict(job, fs, n, &v);
+	report_verdict_text(f, &v);
+	fputc('\n', f);
+	headline_block(f, job, now);
+	if (job->phases)
+		report_phases_text(f, job, c);
+	findings_lines(f, fs, n);
+	if (job->epochs)
+		report_epochs_lines(f, job, job->epochs);
+	counters_line(f, c);
+	fprintf(f, "(--detail: the findings' evidence and advice, epoch blocks, processes and "
+		"threads, CUDA/NCCL, the GPUs)\n");
 }

@@ -7,13 +7,13 @@
 
 static const char *const names[TB_NFMT] = {
 	[TB_FMT_TEXT] = "text", [TB_FMT_JSON] = "json", [TB_FMT_CSV] = "csv",
-	[TB_FMT_HTML] = "html",
+	[TB_FMT_HTML] = "html", [TB_FMT_DETAIL] = NULL,
 };
 
 bool report_format_parse(const char *name, enum tb_format *f)
 {
 	for (int i = 0; i < TB_NFMT; i++)
-		if (!strcmp(name, names[i])) {
+		if (names[i] && !strcmp(name, names[i])) {
 			*f = i;
 			return true;
 		}
@@ -24,13 +24,21 @@ bool report_format_parse(const char *name, enum tb_format *f)
  * Only ".html" picks a format by itself: a ".json" or ".txt" file has
  * always held what --format said (text by default), and scripts rely on it.
  */
-enum tb_format report_format_for(const char *path, enum tb_format asked, bool set)
+static enum tb_format named_for(const char *path, enum tb_format asked, bool set)
 {
 	size_t n = path ? strlen(path) : 0;
 
 	if (set || n < 5)
 		return asked;
 	return strcasecmp(path + n - 5, ".html") ? asked : TB_FMT_HTML;
+}
+
+enum tb_format report_format_for(const char *path, enum tb_format asked, bool set,
+				 bool detail)
+{
+	enum tb_format f = named_for(path, asked, set);
+
+	return f == TB_FMT_TEXT && detail ? TB_FMT_DETAIL : f;
 }
 
 void report_write(FILE *f, enum tb_format fmt, const struct job *job,
@@ -46,7 +54,10 @@ void report_write(FILE *f, enum tb_format fmt, const struct job *job,
 	case TB_FMT_HTML:
 		report_html(f, job, c, now);
 		break;
-	default:
+	case TB_FMT_DETAIL:
 		report_text(f, job, c, now);
+		break;
+	default:
+		report_summary(f, job, c, now);
 	}
 }

@@ -12,16 +12,18 @@
 #include <stdio.h>
 #include "job.h"
 
-enum tb_format { TB_FMT_TEXT, TB_FMT_JSON, TB_FMT_CSV, TB_FMT_HTML, TB_NFMT };
+/* TB_FMT_DETAIL: text with every section (--detail); TB_FMT_TEXT, one screen. */
+enum tb_format { TB_FMT_TEXT, TB_FMT_JSON, TB_FMT_CSV, TB_FMT_HTML, TB_FMT_DETAIL, TB_NFMT };
 
-/* "text", "json", "csv" or "html"; false if name is none of them. */
+/* "text", "json", "csv" or "html"; false if name is none of them (detail is --detail's). */
 bool report_format_parse(const char *name, enum tb_format *f);
 /*
  * The format of a report written to path: the one asked for with
  * --format (set), else ".html" at the end of the name asks for HTML,
- * else asked (the default, text).
+ * else asked (the default, text); text with every section if detail.
  */
-enum tb_format report_format_for(const char *path, enum tb_format asked, bool set);
+enum tb_format report_format_for(const char *path, enum tb_format asked, bool set,
+				 bool detail);
 /* A job's final report in fmt: the live tool's and `trainbpf report`'s. */
 void report_write(FILE *f, enum tb_format fmt, const struct job *job,
 		  const struct run_counters *c, uint64_t now);

@@ -80,6 +80,9 @@ void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
 void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			const char *source);
 void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
+/* The run's steps line, then one line per epoch (the summary report's). */
+void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep);
+void report_epochs_lines(FILE *f, const struct job *job, const struct epochs *ep);
 void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep);
 
 /* Training phases: the table for the trainers' main threads. */
@@ -98,6 +101,27 @@ void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
  */
 struct dg_finding;
 int report_run_findings(const struct job *job, uint64_t now, struct dg_finding *out);
+
+/* report_verdict.c: "cpu 62%, idle 30%": a row's k largest categories of 1% and up. */
+void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
+
+/* Where the time goes and what to change: what every report opens with. */
+struct report_verdict {
+	int phase;			/* the largest phase; -1: no phases or steps */
+	int cat;			/* else the headline's largest category; -1: no time */
+	double share;			/* of the phases' wall time, or of the headline, % */
+	double ms_per_step;		/* the phase's, per training step */
+	double total_s;			/* the headline's critical path */
+	int trainers;
+	char made_of[128];		/* the phase's largest categories */
+	int findings;			/* the run's; -1: not judged */
+	const struct dg_finding *top;	/* the most severe, or NULL */
+	char advice[384];		/* its advice's first sentence */
+};
+void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
+		    struct report_verdict *v);
+/* Its two text lines. */
+void report_verdict_text(FILE *f, const struct report_verdict *v);
 /* Findings judged elsewhere (a merged job): the section under title; JSON "diagnosis". */
 struct dg_finding;
 /* more: what else was checked ("; GPU ...") when nothing was found */

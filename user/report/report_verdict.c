@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * The verdict every report opens with: where the time goes (the largest
+ * training phase and what it was made of, else the headline's largest
+ * category) and what to change (the top finding and its advice's first
+ * sentence). Computed once here; the text and the HTML page each only
+ * print it.
+ */
+#include <string.h>
+#include "phases.h"
+#include "report.h"
+#include "sections.h"
+
+void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
+{
+	uint64_t total = sum_cats(row);
+	bool used[TB_NCAT] = { false };
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < k && total && n < len; i++) {
+		int best = -1;
+
+		for (int c = 0; c < TB_NCAT; c++)
+			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
+				best = c;
+		if (best < 0)
+			break;
+		used[best] = true;
+		n += snprintf(buf + n, len - n, "%s%s %.0f%%", i ? ", " : "", tb_cat_names[best],
+			      100.0 * row[best] / total);
+	}
+}
+
+/* The largest phase of the trainers' main threads; false without phases or steps. */
+static bool largest_phase(const struct job *job, struct report_verdict *v)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	double wall = 0;
+	int best = 0;
+
+	if (!job->phases || job->phases->source == PH_SRC_NONE)
+		return false;
+	phases_job(job, rows, &sum);
+	if (!sum.steps.steps)
+		return false;
+	for (int p = 0; p < PH_NSHOWN; p++) {
+		wall += sum.wall_ms[p];
+		if (sum.wall_ms[p] > sum.wall_ms[best])
+			best = p;
+	}
+	if (wall <= 0)
+		return false;
+	v->phase = best;
+	v->share = 100.0 * sum.wall_ms[best] / wall;
+	v->ms_per_step = sum.wall_ms[best] / sum.steps.steps;
+	report_made_of(v->made_of, sizeof(v->made_of), rows[best], 3);
+	return true;
+}
+
+/* Without phases: the headline's largest category. */
+static void largest_category(const struct job *job, struct report_verdict *v)
+{
+	uint64_t hl[TB_NCAT], total;
+	int best = 0;
+
+	v->trainers = job_headline(job, hl);
+	total = sum_cats(hl);
+	for (int c = 1; c < TB_NCAT; c++)
+		if (hl[c] > hl[best])
+			best = c;
+	v->cat = total ? best : -1;
+	v->share = total ? 100.0 * hl[best] / total : 0;
+	v->total_s = total / 1e9;
+}
+
+void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
+		    struct report_verdict *v)
+{
+	const char *end, *semi;
+
+	memset(v, 0, sizeof(*v));
+	v->phase = -1;
+	v->cat = -1;
+	if (!largest_phase(job, v))
+		largest_category(job, v);
+	v->findings = n;
+	if (n <= 0)
+		return;
+	v->top = &fs[0];
+	/* The advice's first clause: what a verdict line has room for. */
+	end = strstr(fs[0].advice, ". ");
+	semi = strstr(fs[0].advice, "; ");
+	if (semi && (!end || semi < end))
+		end = semi - 1;	/* the clause, without its semicolon */
+	snprintf(v->advice, sizeof(v->advice), "%.*s",
+		 (int)(end ? (size_t)(end - fs[0].advice) + 1 : strlen(fs[0].advice)),
+		 fs[0].advice);
+}
+
+void report_verdict_text(FILE *f, const struct report_verdict *v)
+{
+	if (v->phase >= 0)
+		fprintf(f, "Verdict: %s is %.1f%% of the training loop (%.1f ms a step)%s%s\n",
+			ph_names[v->phase], v->share, v->ms_per_step, *v->made_of ? ", made of " :
+			"", v->made_of);
+	else if (v->cat >= 0)
+		fprintf(f, "Verdict: %s is %.1f%% of the trainers' time (no training phases "
+			"seen)\n", tb_cat_names[v->cat], v->share);
+	else
+		fprintf(f, "Verdict: no trainer time was traced\n");
+	if (v->top)
+		fprintf(f, "  top finding: %s; try: %s\n", v->top->summary, v->advice);
+	else if (!v->findings)
+		fprintf(f, "  no bottleneck found\n");
+}
