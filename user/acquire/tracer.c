@@ -162,6 +162,9 @@ static bool tracefs_ready(void)
 	return !access(ids[0], R_OK);
 }
 
+/* In select_syscall_probes' list, the checkpoint files' programs come from here on. */
+#define CKPT_PROGS 3
+
 static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *env)
 {
 	struct trainbpf_bpf *skel = tr->skel;
@@ -181,6 +184,9 @@ static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *e
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
 	if (env->no_syscalls)
 		goto none;
+	/* --no-phases: no torch.save is seen, so no file to follow after it. */
+	for (size_t i = CKPT_PROGS; env->no_phases && i < sizeof(progs) / sizeof(progs[0]); i++)
+		bpf_program__set_autoload(progs[i], false);
 	if (tracefs_ready())
 		return;
 	fprintf(stderr, "trainbpf: warning: no tracefs (mount -t tracefs nodev /sys/kernel/tracing): epoch markers and lines not seen, libraries probed at the next look only, a checkpoint's fsync not seen\n");

@@ -90,6 +90,7 @@ struct tracer_opts {
 	 * sched pipe`, which writes once per switch).
 	 */
 	bool no_syscalls;
+	bool no_phases;		/* --no-phases: no checkpoint-file syscall probes either */
 	tracer_event_fn on_event;	/* gets every event drained, with ctx */
 	void *ctx;
 };

@@ -261,6 +261,7 @@ static int open_tracer(struct run *r)
 		.text = env->epochs == EP_AUTO || env->epochs == EP_REGEX,
 		/* serve: epochs and steps from the phases, per rank; lines are a job's */
 		.no_syscalls = env->serve,
+		.no_phases = env->no_phases,
 		.on_event = on_event, .ctx = r,
 	};
 
