@@ -500,7 +500,8 @@ def test_phases_of_each_epoch(tmp_path, variant):
     """Each epoch's phases (the ranks' main threads together), recorded and
     read back, against the job's intervals clipped to the epoch's window:
     within 3 points of the ranks' time in it. The boundaries are the passes'
-    first fetches, the phases' own instants, so the spans are cut there
+    first fetches, or the start-up of workers their iter() forked (the
+    fork), the phases' own instants, so the spans are cut there
     exactly; the job's clock is placed in the window by its clock pair.
     The text has a row per epoch."""
     db, live = record(variant, tmp_path, variant)

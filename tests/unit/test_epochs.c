@@ -464,6 +464,8 @@ START_TEST(spawn_workers_make_generations)
 	fork_at(&ep, &fk, 201, 100, 100 * MS, TB_PF_EXECED);
 	fork_at(&ep, &fk, 202, 100, 110 * MS, TB_PF_EXECED);
 	fork_at(&ep, &fk, 203, 100, 120 * MS, TB_PF_EXECED);	/* a daemon: no worker */
+	/* Busy importing torch before any backward: trainers by the tree. */
+	fk.p[1].role = fk.p[2].role = TB_ROLE_TRAINER;
 	epochs_tick(&ep, &fk.job, 1000 * MS);
 	ck_assert_int_eq(ep.ngens, 0);		/* still importing torch */
 	ck_assert_int_eq(ep.nforks, 3);

@@ -1212,14 +1212,17 @@ enum judged { JUDGE_WAIT, JUDGE_WORKER, JUDGE_NONE };
 /*
  * A child that exec'd: a spawn-context worker once its role is (it fed
  * its trainer), else a subprocess (it ended, or runs as no worker: the
- * forkserver, a rank, a daemon).
+ * forkserver, a rank that ran a backward, a daemon). Not its role
+ * trainer: before any backward, roles come from the process tree, where a
+ * spawn worker busy importing torch for seconds is a trainer (its main
+ * thread works; CI: the first pass's generations of mp.spawn ranks lost).
  */
 static enum judged judge_execed(const struct ep_fork *f, const struct proc_rec *p,
 				uint64_t now, bool final)
 {
 	if (p->role == TB_ROLE_WORKER)
 		return JUDGE_WORKER;
-	if (final || ended(p) || p->role == TB_ROLE_TRAINER || now > f->ts + EP_SPAWN_ROLE_WAIT_NS)
+	if (final || ended(p) || p->backward || now > f->ts + EP_SPAWN_ROLE_WAIT_NS)
 		return JUDGE_NONE;
 	return JUDGE_WAIT;
 }
