@@ -167,9 +167,18 @@ static int view_alloc(struct dg_view *v, const struct job *job, int n)
  * rows. With no phase event in the job, nothing says: every one did.
  */
 /* Phase events came (live), or a recording says where its rows came from. */
+/*
+ * The job's phases say who trained: libtorch is probed (live, the scan
+ * found it; read back, the recording says its source). Not phase events
+ * alone: a thread that forks outside any bracket gets worker start-up
+ * events in any process (bpf/torch.bpf.h start_mark), and a C job's
+ * launcher forking its ranks made every rank "untrained" (slow_rank and
+ * the rank rules fell silent: test_slow_rank_and_comm_bound).
+ */
 static bool phases_known(const struct job *job)
 {
-	return job->phases && (job->phases->events || job->phases->source > PH_SRC_NONE);
+	return job->phases && (job->phases->source > PH_SRC_NONE ||
+			       (job->gpu && gpu_has_torch(job->gpu)));
 }
 
 static bool trained(const struct job *job, const struct thread_rec *t)
