@@ -259,7 +259,7 @@ def test_text_report_and_live_line(tmp_path):
     script, log = tmp_path / "script.txt", tmp_path / "nvml.log"
     write_script(script, log)
     r, truth = run_job(tmp_path, script, epochs=2, fmt="text",
-                       extra=("-i", "1", "--step-blocks", "5"))
+                       extra=("-i", "1", "--step-blocks", "5", "--detail"))
     out = r.stdout
     assert "  gpu: util " in out and "over 2 GPUs" in out, out
     assert "a kernel ran, not which one" in out
