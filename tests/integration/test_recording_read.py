@@ -301,7 +301,7 @@ def flat_in_speedscope(events):
     each X becomes B at ts and E at ts + dur (JS doubles: Python floats),
     sorted by time with B before E on a tie; per track, an E must close the
     frame on top. Tracks of states, phases and epochs never nest: a
-    mis-paired E is the staircase speedscope drew. And no slice merely
+    mis-paired E is the staircase speedscope drew. And no state merely
     continues the one before it (the same name and arguments, touching)."""
     durations = []
     for i, e in enumerate(events):
@@ -321,7 +321,7 @@ def flat_in_speedscope(events):
             stack.pop()
     last = {}
     for e in events:
-        if e["ph"] != "X":
+        if e["ph"] != "X" or e.get("cat") != "state":
             continue
         track, key = (e["pid"], e["tid"]), (e["name"], json.dumps(e.get("args")))
         prev = last.get(track)

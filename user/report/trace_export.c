@@ -30,7 +30,7 @@
  * speedscope then takes the next slice for a child of this one and every
  * track becomes a staircase; equal times are no better (it opens the next
  * before it closes this one). So each slice ends strictly before the next
- * one's start as a reader parses them, and a slice that only continues the
+ * one's start as a reader parses them, and a state that only continues the
  * one before it (the same name and arguments) is merged into it.
  */
 struct tw_slice {
@@ -39,6 +39,12 @@ struct tw_slice {
 	uint64_t start, end;
 	const char *name, *cat;
 	const char *arg_name, *arg;	/* one string argument, or NULL */
+	/*
+	 * States merge; phase spans do not: the last one is the trace's own
+	 * (the time after the last bracket, docs/phases.md), kept apart even
+	 * when the phase before it is the same.
+	 */
+	bool merge;
 };
 
 /* The thread whose phase events are being replayed. */
@@ -144,13 +150,17 @@ static void slice(struct tw *w, const struct tw_slice *s)
 	struct tw_slice *h = &w->held;
 	bool same_track = h->held && h->pid == s->pid && h->tid == s->tid;
 
-	if (same_track && h->end == s->start && h->name == s->name && h->cat == s->cat &&
-	    h->arg == s->arg) {
+	if (same_track && s->merge && h->end == s->start && h->name == s->name &&
+	    h->cat == s->cat && h->arg == s->arg) {
 		h->end = s->end;	/* names are static strings: equal pointers, equal text */
 		w->merged++;
 		return;
 	}
-	slice_flush(w, same_track ? s->start : 0);
+	/*
+	 * Phase spans come as the replay resolves them, not always in time
+	 * order: only a later one bounds the held one.
+	 */
+	slice_flush(w, same_track && s->start >= h->start ? s->start : 0);
 	*h = *s;
 	h->held = true;
 }
@@ -189,7 +199,8 @@ static void state_row(sqlite3_stmt *st, void *arg)
 		.pid = sqlite3_column_int(st, 1), .tid = sqlite3_column_int(st, 0),
 		.start = start > 0 ? start : 0, .end = end > start ? end : start,
 		.name = cat_name(sqlite3_column_int64(st, 4)), .cat = "state",
-		.arg_name = "critical_path", .arg = cat_name(sqlite3_column_int64(st, 5)) });
+		.arg_name = "critical_path", .arg = cat_name(sqlite3_column_int64(st, 5)),
+		.merge = true });
 	w->states++;
 }
 
