@@ -210,7 +210,10 @@ def test_record_sighup(tmp_path):
 def test_record_survives_kill_9(tmp_path):
     job, _ = start_mixed(tmp_path, 30)
     try:
-        rec = start_record(tmp_path / "run.db", job.pid)
+        # Two flushes after the attach: loading and verifying the programs
+        # takes 2.2 s on an idle 2-CPU VM, 3.8 s under load (eab25b6 added
+        # the checkpoint files' 23 syscall programs), then 1 s a flush.
+        rec = start_record(tmp_path / "run.db", job.pid, settle=6.5)
         killed = time.monotonic_ns()
         rec.kill()
         rec.wait(timeout=10)
@@ -358,7 +361,10 @@ def test_record_states_then_report_and_trace(tmp_path):
     events = json.loads(trace.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
     slices = [e for e in events if e["ph"] == "X" and e.get("cat") != "epoch"]
-    assert len(slices) >= counters["states_rows"], (len(slices), counters["states_rows"])
+    # a state that only continues the one before it is merged into it (d4e3921)
+    merged = json.loads(trace.read_text())["otherData"]["slices_merged"]
+    assert len(slices) + merged >= counters["states_rows"], \
+        (len(slices), merged, counters["states_rows"])
 
 
 def test_record_cuda_steps_and_worker_generations(tmp_path):
