@@ -297,8 +297,10 @@ static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
 
 	if (procfs_stat(p->pid, tid, &st))
 		return -ESRCH;
-	if (pop_slot(tr, &idx))
+	if (pop_slot(tr, &idx)) {
+		tr->slots_exhausted++;	/* as BPF counts a fork that finds none */
 		return -ENOSPC;
+	}
 	s = &tr->slots[idx];
 	s->tid = tid;
 	s->tgid = p->pid;
@@ -576,4 +578,6 @@ unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid)
 void tracer_counters(const struct tracer *tr, struct tb_counters *out)
 {
 	memcpy(out, (const void *)&tr->skel->bss->counters, sizeof(*out));
+	/* Threads found running (at an attach, a discovery) that found no slot. */
+	out->slots_exhausted += tr->slots_exhausted;
 }

@@ -65,6 +65,7 @@ struct tracer {
 	size_t map_len;
 	unsigned int nslots;
 	unsigned int scan_end;	/* slots at or past it have never been used */
+	uint64_t slots_exhausted;	/* threads found running that found no slot */
 	struct slot_owner *owner;
 	struct job *job;	/* the model it fills: processes, threads, totals */
 	tracer_event_fn on_event;
