@@ -219,6 +219,22 @@ static void exit_unheard(struct run *r, pid_t pid, int code, uint64_t now)
 }
 
 /* Every event the tracer drains, handed on in this order. */
+/*
+ * Whether pid has libtorch mapped (its probes found it). Elsewhere a phase
+ * event is only a worker start-up mark (bpf/torch.bpf.h: a fork outside
+ * any bracket), in a job with no phases: a C launcher forking its ranks or
+ * workers, whose generations and diagnosis must not wait for batches.
+ */
+static bool torch_process(const struct run *r, pid_t pid)
+{
+	const struct gpu_proc *p = gpu_proc_find(&r->gpu, pid);
+
+	for (int i = 0; p && i < p->nmaps; i++)
+		if (r->gpu.objs[p->maps[i].obj].families & (1u << GF_TORCH))
+			return true;
+	return false;
+}
+
 static void on_event(void *ctx, const struct tracer_event *ev)
 {
 	struct run *r = ctx;
@@ -237,6 +253,8 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 			record_on_text(&r->rec, &r->ep, ev->text);
 		break;
 	case TR_EV_PHASE:
+		if (!torch_process(r, ev->phase->pid))
+			break;
 		phases_on_event(&r->phases, ev->phase);
 		epochs_on_phase(&r->ep, ev->phase);
 		if (r->recording)
