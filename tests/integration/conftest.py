@@ -23,6 +23,12 @@ TORCH_JOB = os.path.join(ROOT, "tests", "workloads", "torch_job.py")
 TORCH26_PYTHON = [os.path.join(ROOT, "scripts", "torch-root.sh"), "run", "python3"]
 
 
+def schema_version():
+    """REC_SCHEMA_VERSION, as this build writes recordings (user/record/recording.h)."""
+    with open(os.path.join(ROOT, "user", "record", "recording.h")) as f:
+        return int(re.search(r"#define REC_SCHEMA_VERSION (\d+)", f.read())[1])
+
+
 def workload(name):
     return os.path.join(WORKLOADS, name)
 

@@ -10,14 +10,13 @@ cut by kill -9 too, where no final report was ever made.
 """
 import json
 import os
-import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import time
 
-from conftest import ROOT, TRAINBPF, disk_dir, steal_s, workload
+from conftest import TRAINBPF, disk_dir, schema_version, steal_s, workload
 from test_accuracy import CATS, check_composition
 
 FLUSH_S = 1.0
@@ -48,12 +47,6 @@ def as_report(db):
             "lifetime_s": (t["end_ns"] - t["start_ns"]) / 1e9,
         })
     return {"processes": [{"pid": p, "threads": th} for p, th in procs.items()]}
-
-
-def schema_version():
-    """REC_SCHEMA_VERSION, as this build writes recordings (user/record/recording.h)."""
-    with open(os.path.join(ROOT, "user", "record", "recording.h")) as f:
-        return int(re.search(r"#define REC_SCHEMA_VERSION (\d+)", f.read())[1])
 
 
 def check_header(db):

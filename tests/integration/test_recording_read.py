@@ -7,14 +7,13 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
 
 import pytest
 
-from conftest import ROOT, TRAINBPF, run_trainbpf
+from conftest import ROOT, TRAINBPF, run_trainbpf, schema_version
 import recording_fixture as rf
 
 SEC = 1e9
@@ -449,12 +448,6 @@ def test_diff_fails_if_slower(tmp_path):
     assert r.returncode == 1 and "no training steps to compare" in r.stderr, r.stderr
     r = run_trainbpf(["diff", a, b, "--fail-if-slower", "x"])
     assert r.returncode == 2 and "invalid percentage" in r.stderr, r.stderr
-
-
-def schema_version():
-    """REC_SCHEMA_VERSION, as this build writes recordings."""
-    with open(os.path.join(ROOT, "user", "record", "recording.h")) as f:
-        return int(re.search(r"#define REC_SCHEMA_VERSION (\d+)", f.read())[1])
 
 
 def bad(args):
