@@ -231,6 +231,7 @@ struct tb_slot {
 	__u8 st_held;		/* the step under way holds a start-up: its fetch is one too */
 	__u8 ck_n;		/* files in ckf[] */
 	__u8 ck_io;		/* in a syscall on one of them: its TB_BC_SAVE_IO bracket is open */
+	__u8 forked;		/* BPF gave it the slot at its fork and counts it (proc_forked) */
 	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
 	struct tb_bracket br[TB_NBRACKET];
 	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
@@ -295,7 +296,7 @@ struct tb_event {
 /* Global counters, in the BPF object's .bss. */
 struct tb_counters {
 	__u64 events_lost;	/* ring buffer full */
-	__u64 slots_exhausted;	/* more live threads than slots */
+	__u64 slots_exhausted;	/* more live threads than slots, or than a process's share */
 	__u64 storage_failed;	/* task storage could not be created */
 	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
 	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */
