@@ -149,14 +149,14 @@ def test_a_world_writable_library_is_not_probed(tmp_path, shared_dir):
 
 
 def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
-    """nobody maps 100 libraries that each define a CUDA call: serve probes
-    32 of them, says so once, its descriptors stay bounded, and root's job
-    started afterwards is found and probed."""
-    libs = []
-    for i in range(100):
-        libs.append(os.path.join(shared_dir, f"libcudart-{i:03d}.so.13"))
-        subprocess.run([*NOBODY, "cp", os.path.join(shared_dir, "libbait.so"), libs[-1]],
-                       check=True)
+    """nobody maps 300 libraries that each define a CUDA call: serve probes
+    32 of them, says so once, its descriptors stay bounded, it keeps 256 of
+    nobody's files (each kept for the daemon's life: before, all of them,
+    and as many as a user could make), and root's job started afterwards
+    is found and probed."""
+    libs = [os.path.join(shared_dir, f"libcudart-{i:03d}.so.13") for i in range(300)]
+    subprocess.run([*NOBODY, "sh", "-c", 'src=$1; shift; for f; do cp "$src" "$f"; done',
+                    "cp", os.path.join(shared_dir, "libbait.so"), *libs], check=True)
     # Only these processes (a node's other jobs would hold descriptors too).
     srv = Serve(tmp_path, "serve", "--match", "callmagic")
     hog = None
@@ -175,6 +175,7 @@ def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
         rc, out = run_watched(srv, shared_dir, lib, "legit")
         assert rc == WRONG, out + log(srv)   # found and probed
         assert log(srv).count("one library too many") == 1, log(srv)
+        assert log(srv).count("uid 65534 owns 256 libraries kept already") == 1, log(srv)
         t = time.monotonic()
         hog.kill()
         hog.wait()
