@@ -1316,6 +1316,9 @@ static void finding_cols(struct q *q, struct dg_finding *f)
 	snprintf(f->summary, sizeof(f->summary), "%s", col_str(q, 6));
 	snprintf(f->evidence, sizeof(f->evidence), "%s", col_str(q, 7));
 	snprintf(f->advice, sizeof(f->advice), "%s", col_str(q, 8));
+	/* Schema 6; before, from the value where that is the cost (kept in their order). */
+	f->cost = col_null(q, 9) ? diag_cost_of_value(f->id, f->value) :
+				   sqlite3_column_double(q->st, 9);
 }
 
 /*
@@ -1330,8 +1333,11 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 
 	/* Not NULL even when empty: the reports judge nothing on a recording. */
 	r->saved = xcalloc(1, sizeof(*r->saved));
-	if (q_open(r, &q, "SELECT epoch, id, severity, value, threshold, pid, summary, "
-		   "evidence, advice FROM diagnosis ORDER BY rowid", err, errlen))
+	if (q_open(r, &q, r->version >= 6 ?
+		   "SELECT epoch, id, severity, value, threshold, pid, summary, "
+		   "evidence, advice, cost FROM diagnosis ORDER BY rowid" :
+		   "SELECT epoch, id, severity, value, threshold, pid, summary, "
+		   "evidence, advice, NULL FROM diagnosis ORDER BY rowid", err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		bool run = col_null(&q, 0);
