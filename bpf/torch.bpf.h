@@ -464,12 +464,14 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
  * for torch.autograd.grad rather than for a backward that accumulates
  * into .grad (Tensor.backward, torch.autograd.backward): by the number of
  * positional arguments in args (a tuple, its size at +16 on every CPython
- * 3). torch 1.8 to 2.6 (autograd/__init__.py, and graph.py's
+ * 3). torch 1.13 and 2.6 (autograd/__init__.py, and 2.6's graph.py
  * _engine_run_backward, which passes its *args on) call it from backward()
  * with five, (tensors, grad_tensors, retain_graph, create_graph, inputs),
  * and allow_unreachable and accumulate_grad=True by keyword; from grad()
- * with six (allow_unused too) and accumulate_grad=False by keyword. Older
- * torch: four and six. So backward(inputs=...) is still a backward.
+ * with six (allow_unused too) and accumulate_grad=False by keyword: the
+ * size is the accumulate_grad distinction, without reading the keyword
+ * dict (its layout changes with Python). So backward(inputs=...) is still
+ * a backward.
  * AOTAutograd (torch.compile, while it compiles), gradient penalties,
  * torch.autograd.functional and closures that call grad() are grads.
  * Nested in a grad (a reentrant checkpoint's backward inside it), any

@@ -254,7 +254,7 @@ def test_compile_is_forward(tmp_path):
     step). The job forks nothing but its DataLoader workers: one worker
     generation a pass (a helper that dies young, as torch.compile's g++
     probe where there is one, would be no worker)."""
-    report, truth = run("compile", tmp_path, True)
+    report, truth = run("compile", tmp_path, True, ["--steps", "16"])
     assert report["phases"]["source"] == "brackets"
     check_ranks(report, truth)
     assert len(report["epochs"]["worker_generations"]) == truth["settings"]["epochs"], \
