@@ -249,7 +249,7 @@ def test_compile_is_forward(tmp_path):
     calls torch.autograd.grad while it compiles, in the first forward,
     and that is no backward (docs/phases.md, "Backward is the user's
     backward"): the compile stays forward, as the job's own timer says
-    (before: forward 22 points short, other 21 points, the compile's grad
+    (before: forward 22-27 points short, other 21-27, the compile's grad
     taken for the step's backward and the rest of the compile left in no
     step). The job forks nothing but its DataLoader workers: one worker
     generation a pass (a helper that dies young, as torch.compile's g++
@@ -268,8 +268,8 @@ def test_gradient_penalty_is_forward(tmp_path, torch26):
     that calls torch.autograd.grad on a graph of its own (in the penalty's
     grad and in the backward): the penalty is forward, the backward with
     inputs= a backward, the hook's grad part of the phase it runs in; each
-    row within 3 points of the job's timers (before: forward 5.6 points
-    short, backward 4.9 over, on 1.13)."""
+    row within 3 points of the job's timers (before: forward 4.5-6.6
+    points short, backward 3.7-5.5 over, in 3 runs on both torches)."""
     report, truth = run("grad-penalty", tmp_path, torch26, ["--steps", "16"])
     assert report["phases"]["source"] == "brackets"
     check_ranks(report, truth)
