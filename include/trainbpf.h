@@ -91,6 +91,8 @@ enum tb_bracket_cls {
 	TB_BC_SAVE,		/* not a name: a PyTorchStreamWriter's life */
 	TB_BC_SAVE_IO,		/* not a name: a syscall on a file torch.save wrote, after it
 				 * (write, fsync, close, rename: bpf/ckpt_files.bpf.h) */
+	TB_BC_GRAD,		/* not a name: THPEngine_run_backward called by
+				 * torch.autograd.grad (no phase: bpf/torch.bpf.h) */
 };
 
 /* An open bracket of a thread: what closes it, and the phase to go back to. */
