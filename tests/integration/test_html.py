@@ -304,3 +304,42 @@ def test_format_flag_and_extension(tmp_path):
     subprocess.run([TRAINBPF, "report", str(db), "--format", "text", "-o", str(out)],
                    check=True)
     assert out.read_bytes().startswith(b"trainbpf ")
+
+
+def test_diff_page(tmp_path):
+    """`trainbpf diff A B -o x.html`: loads offline with no error and no
+    request; each run's bar 800 px split as its JSON report's headline;
+    the text diff's verdict and both recordings named on the page."""
+    dbs = []
+    for name in ("stepjob", "epochs"):
+        dbs.append(tmp_path / f"{name}.db")
+        shutil.copy(os.path.join(RECORDINGS, f"{name}.db"), dbs[-1])
+    out = tmp_path / "diff.html"
+    subprocess.run([TRAINBPF, "diff", *map(str, dbs), "-o", str(out)], check=True)
+    docs = {run: json.loads(subprocess.run([TRAINBPF, "report", str(db), "--format", "json"],
+                                           check=True, capture_output=True).stdout)
+            for run, db in zip("AB", dbs)}
+    text_diff = subprocess.run([TRAINBPF, "diff", *map(str, dbs)], check=True,
+                               capture_output=True, text=True).stdout
+    bars, text, errors, requests, shot = load(str(out))
+    assert not errors, errors
+    assert not requests, requests
+    drawn = [r for r in bars if r["chart"] == "diff-headline"]
+    for run, doc in docs.items():
+        hl = doc["headline"]["time_s"]
+        mine = [r for r in drawn if r["run"] == run]
+        assert len(mine) == sum(1 for v in hl.values() if v > 0)
+        for r in mine:
+            assert abs(r["w"] - 800 * hl[r["key"]] / sum(hl.values())) < PX, (run, r)
+    verdict = text_diff.splitlines()[1]
+    assert verdict.startswith("Verdict: ") and verdict[len("Verdict: "):] in text
+    assert str(dbs[0]) in text and str(dbs[1]) in text
+    assert text.index("Verdict") < text.index("The runs") < text.index("Findings, A to B")
+    assert len(png_colours(shot)) > 8, "the screenshot is blank"
+    # --format says it too; the formats a diff has not are refused.
+    r = subprocess.run([TRAINBPF, "diff", *map(str, dbs), "--format", "html"], check=True,
+                       capture_output=True, text=True)
+    assert r.stdout == out.read_text()
+    r = subprocess.run([TRAINBPF, "diff", *map(str, dbs), "--format", "json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "text or html" in r.stderr

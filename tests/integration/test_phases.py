@@ -40,6 +40,7 @@ The torch 2.6 runs need the Debian 13 root (scripts/torch-root.sh, built
 by scripts/setup.sh).
 """
 import csv
+import html as html_lib
 import io
 import json
 import re
@@ -482,6 +483,22 @@ def test_phases_in_csv_and_diff(tmp_path):
     ms = [l for l in table if l.split()[0] == "ms/step"][0].split()
     assert float(ms[1]) == pytest.approx(fork["phases"]["step_ms"], abs=0.06)
     assert float(ms[2]) == pytest.approx(val["phases"]["step_ms"], abs=0.06)
+    # The same diff as a page (-o x.html): the verdict, and each run's phase
+    # bar 800 px split by the JSON's shares (test_html.py loads such pages).
+    page = tmp_path / "diff.html"
+    read("diff", str(fork_db), str(val_db), "-o", str(page))
+    html = page.read_text()
+    assert html_lib.escape(diff.splitlines()[1][len("Verdict: "):]) in html
+    chart = html[html.index('data-chart="diff-phases"'):]
+    chart = chart[:chart.index("</svg>")]
+    for run, doc in (("A", fork), ("B", val)):
+        g = chart[chart.index(f'<g data-run="{run}">'):]
+        g = g[:g.index("</g>")]
+        drawn = {k: float(w) for w, k in
+                 re.findall(r'width="([\d.]+)"[^>]*data-key="(\w+)"', g)}
+        for e in doc["phases"]["list"]:
+            assert drawn.get(e["phase"], 0.0) == pytest.approx(800 * e["share"], abs=0.05), \
+                (run, e["phase"])
 
 
 def test_live_phase_lines(tmp_path):

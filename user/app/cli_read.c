@@ -29,6 +29,7 @@ static const struct argp_option trace_opts[] = {
 
 static const struct argp_option diff_opts[] = {
 	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{ "format", OPT_FORMAT, "text|html", 0, "Diff format (default text; html when -o ends in .html)" },
 	{ "fail-if-slower", OPT_FAIL_SLOWER, "PCT", 0,
 	  "Exit 3 when B's steps/s is more than PCT% below A's (a CI gate)" },
 	{},
@@ -313,6 +314,10 @@ static int run_diff(const struct read_env *env)
 	FILE *out;
 	int rc = 1;
 
+	if (env->format != TB_FMT_TEXT && env->format != TB_FMT_HTML) {
+		fprintf(stderr, "trainbpf diff: --format: text or html\n");
+		return 2;
+	}
 	if (load(&a, env->inputs[0], &env->filter))
 		return 1;
 	if (load(&b, env->inputs[1], &env->filter)) {
@@ -321,7 +326,7 @@ static int run_diff(const struct read_env *env)
 	}
 	out = open_out(env);
 	if (out) {
-		diff_text(out, &a, &b);
+		diff_write(out, env->format, &a, &b);
 		rc = close_out(out, env->output);
 	}
 	if (!rc)

@@ -22,7 +22,7 @@ static void shares(const int64_t c[TB_NCAT], double pct[TB_NCAT])
 		pct[i] = total > 0 ? 100.0 * c[i] / total : 0.0;
 }
 
-static void run_shares(const struct recording *r, double pct[TB_NCAT])
+void diff_headline_shares(const struct recording *r, double pct[TB_NCAT])
 {
 	uint64_t hl[TB_NCAT];
 	int64_t s[TB_NCAT];
@@ -37,8 +37,8 @@ static void headline(FILE *f, const struct recording *a, const struct recording 
 {
 	double pa[TB_NCAT], pb[TB_NCAT];
 
-	run_shares(a, pa);
-	run_shares(b, pb);
+	diff_headline_shares(a, pa);
+	diff_headline_shares(b, pb);
 	fprintf(f, "Headline (trainers' critical path, %% of its time)\n");
 	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
 	for (int r = 0; r < TB_NROLLUP; r++) {
@@ -86,8 +86,7 @@ static void steps_line(FILE *f, const struct recording *a, const struct recordin
 	fprintf(f, "\n\n");
 }
 
-/* A run's phase shares (of the phases' wall time) and ms per step; false if none. */
-static bool run_phases(const struct recording *r, double pct[PH_NSHOWN], double *ms)
+bool diff_phase_shares(const struct recording *r, double pct[PH_NSHOWN], double *ms)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum s;
@@ -108,7 +107,7 @@ static bool run_phases(const struct recording *r, double pct[PH_NSHOWN], double 
 static void phases_table(FILE *f, const struct recording *a, const struct recording *b)
 {
 	double pa[PH_NSHOWN] = { 0 }, pb[PH_NSHOWN] = { 0 }, ma = 0, mb = 0;
-	bool ha = run_phases(a, pa, &ma), hb = run_phases(b, pb, &mb);
+	bool ha = diff_phase_shares(a, pa, &ma), hb = diff_phase_shares(b, pb, &mb);
 
 	if (!ha && !hb)
 		return;
@@ -187,13 +186,25 @@ static void epochs_table(FILE *f, const struct recording *a, const struct record
 	fputc('\n', f);
 }
 
-/* The first run-level finding of a with id, or NULL. */
-static const struct dg_finding *finding(const struct recording *r, enum dg_id id)
+const struct dg_finding *diff_finding(const struct recording *r, enum dg_id id)
 {
 	for (int i = 0; i < r->nsaved; i++)
 		if (r->saved[i].run && r->saved[i].f.id == id)
 			return &r->saved[i].f;
 	return NULL;
+}
+
+const char *diff_finding_change(const struct dg_finding *fa, const struct dg_finding *fb)
+{
+	if (!fa)
+		return "appeared";
+	if (!fb)
+		return "gone";
+	if (fb->severity < fa->severity - SEVERITY_STEP)
+		return "better";
+	if (fb->severity > fa->severity + SEVERITY_STEP)
+		return "worse";
+	return "same";
 }
 
 static void diagnosis(FILE *f, const struct recording *a, const struct recording *b)
@@ -202,22 +213,11 @@ static void diagnosis(FILE *f, const struct recording *a, const struct recording
 
 	fprintf(f, "Diagnosis (severity 0-1, A -> B)\n");
 	for (int id = 0; id <= DG_NIDS; id++) {
-		const struct dg_finding *fa = finding(a, id), *fb = finding(b, id);
-		const char *what;
+		const struct dg_finding *fa = diff_finding(a, id), *fb = diff_finding(b, id);
 
 		if (!fa && !fb)
 			continue;
-		if (!fa)
-			what = "appeared";
-		else if (!fb)
-			what = "gone";
-		else if (fb->severity < fa->severity - SEVERITY_STEP)
-			what = "better";
-		else if (fb->severity > fa->severity + SEVERITY_STEP)
-			what = "worse";
-		else
-			what = "same";
-		fprintf(f, "  %-9s %-18s ", what, diag_id_name(id));
+		fprintf(f, "  %-9s %-18s ", diff_finding_change(fa, fb), diag_id_name(id));
 		if (fa)
 			fprintf(f, "%.2f", fa->severity);
 		else
@@ -234,6 +234,11 @@ static void diagnosis(FILE *f, const struct recording *a, const struct recording
 		fprintf(f, "  no finding in either run\n");
 }
 
+double diff_steps_per_s(const struct recording *r)
+{
+	return run_steps(r);
+}
+
 double diff_slower_pct(const struct recording *a, const struct recording *b)
 {
 	double sa = run_steps(a), sb = run_steps(b);
@@ -248,7 +253,7 @@ static int moved_phase(const struct recording *a, const struct recording *b,
 	double ma, mb;
 	int best = -1;
 
-	if (!run_phases(a, pa, &ma) || !run_phases(b, pb, &mb))
+	if (!diff_phase_shares(a, pa, &ma) || !diff_phase_shares(b, pb, &mb))
 		return -1;
 	for (int p = 0; p < PH_NSHOWN; p++)
 		if (best < 0 || fabs(pb[p] - pa[p]) > fabs(pb[best] - pa[best]))
@@ -265,8 +270,8 @@ static double moved_rollup(const struct recording *a, const struct recording *b,
 {
 	double pa[TB_NCAT], pb[TB_NCAT];
 
-	run_shares(a, pa);
-	run_shares(b, pb);
+	diff_headline_shares(a, pa);
+	diff_headline_shares(b, pb);
 	*which = -1;
 	for (int r = 0; r < TB_NROLLUP; r++) {
 		double sa = 0, sb = 0;
@@ -300,21 +305,15 @@ static void moved_share(FILE *f, const struct recording *a, const struct recordi
 		VERDICT_MIN_PT);
 }
 
-/*
- * One line first that answers "what did the change do": steps/s, and the
- * phase (else the roll-up) whose share moved most.
- */
-static void verdict(FILE *f, const struct recording *a, const struct recording *b)
+void diff_verdict(FILE *f, const struct recording *a, const struct recording *b)
 {
 	double sa = run_steps(a), sb = run_steps(b);
 
-	fprintf(f, "Verdict: ");
 	if (sa > 0 && sb > 0)
 		fprintf(f, "B %s (%.1f%% %s steps/s); ",
 			fabs(sb / sa - 1) < 0.01 ? "as fast as A" : sb > sa ? "faster" : "slower",
 			fabs(rel_pct(sa, sb)), sb >= sa ? "more" : "fewer");
 	moved_share(f, a, b);
-	fputc('\n', f);
 }
 
 /* Processes of a role among a recording's, folded ones counted. */
@@ -350,8 +349,9 @@ void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 {
 	char pa[4096], pb[4096];
 
-	fprintf(f, "trainbpf diff\n");
-	verdict(f, a, b);
+	fprintf(f, "trainbpf diff\nVerdict: ");
+	diff_verdict(f, a, b);
+	fputc('\n', f);
 	fprintf(f, "  A: %s (%.2f s)\n  B: %s (%.2f s)\n",
 		report_esc(pa, sizeof(pa), a->path), (a->end_ns - a->start_ns) / 1e9,
 		report_esc(pb, sizeof(pb), b->path), (b->end_ns - b->start_ns) / 1e9);

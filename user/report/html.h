@@ -21,6 +21,10 @@
  */
 void html_esc(FILE *f, const char *s);
 
+/* A page's head (its style: system fonts, nothing fetched) and its end; title is no markup. */
+void html_page_open(FILE *f, const char *title);
+void html_page_close(FILE *f);
+
 /* One colour per category and per phase, the same in every chart. */
 extern const char *const html_cat_color[TB_NCAT];
 extern const char *const html_ph_color[PH_NSHOWN];

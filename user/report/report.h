@@ -42,6 +42,24 @@ void merged_close(struct merged *m);
 void diff_text(FILE *f, const struct recording *a, const struct recording *b);
 /* How much slower B's steps are than A's, in % (negative: faster); NAN if either has none. */
 double diff_slower_pct(const struct recording *a, const struct recording *b);
+/*
+ * The pieces of a diff that the text and the HTML page (diff_html.c) both
+ * show. The verdict: one sentence that answers "what did the change do"
+ * (steps/s, and the phase, else the roll-up, whose share moved most).
+ */
+void diff_verdict(FILE *f, const struct recording *a, const struct recording *b);
+/* A run's steps per second (its epochs' steps); 0 if none. */
+double diff_steps_per_s(const struct recording *r);
+/* The trainers' critical path by category, % of it. */
+void diff_headline_shares(const struct recording *r, double pct[TB_NCAT]);
+/* The phases' shares (% of their wall time) and ms per step; false if the run has none. */
+bool diff_phase_shares(const struct recording *r, double pct[PH_NSHOWN], double *ms);
+/* The first run-level finding of r with id, or NULL. */
+const struct dg_finding *diff_finding(const struct recording *r, enum dg_id id);
+/* "appeared", "gone", "better", "worse" or "same": a finding from A to B. */
+const char *diff_finding_change(const struct dg_finding *fa, const struct dg_finding *fb);
+/* The diff as one self-contained HTML page (diff_html.c). */
+void diff_html(FILE *f, const struct recording *a, const struct recording *b);
 /* diff's GPU block (diff_gpu.c): utilization and energy per step; nothing without GPUs. */
 void diff_gpu(FILE *f, const struct recording *a, const struct recording *b);
 

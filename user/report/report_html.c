@@ -35,6 +35,18 @@ static const char style[] =
 	"svg .steps{fill:none;stroke:#4e79a7;stroke-width:1.2}"
 	".note{color:#666;font-size:13px}";
 
+void html_page_open(FILE *f, const char *title)
+{
+	fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+		"<meta name=\"viewport\" content=\"width=device-width\">\n"
+		"<title>%s</title>\n<style>%s</style></head><body>\n", title, style);
+}
+
+void html_page_close(FILE *f)
+{
+	fputs("</body></html>\n", f);
+}
+
 /* The verdict (report_verdict.c), as the text report has it, in HTML. */
 static void verdict(FILE *f, const struct job *job, const struct dg_finding *fs, int n)
 {
@@ -186,9 +198,7 @@ void report_html(FILE *f, const struct job *job, const struct run_counters *c, u
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	int n = job->diag ? report_run_findings(job, now, fs) : -1;
 
-	fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-		"<meta name=\"viewport\" content=\"width=device-width\">\n"
-		"<title>trainbpf report</title>\n<style>%s</style></head><body>\n", style);
+	html_page_open(f, "trainbpf report");
 	title(f, job, now);
 	verdict(f, job, fs, n);
 	findings(f, fs, n);
@@ -202,5 +212,5 @@ void report_html(FILE *f, const struct job *job, const struct run_counters *c, u
 	process_table(f, job);
 	thread_table(f, job, now);
 	counters(f, c);
-	fputs("</body></html>\n", f);
+	html_page_close(f);
 }

@@ -61,3 +61,12 @@ void report_write(FILE *f, enum tb_format fmt, const struct job *job,
 		report_summary(f, job, c, now);
 	}
 }
+
+void diff_write(FILE *f, enum tb_format fmt, const struct recording *a,
+		const struct recording *b)
+{
+	if (fmt == TB_FMT_HTML)
+		diff_html(f, a, b);
+	else
+		diff_text(f, a, b);
+}

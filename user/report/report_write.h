@@ -27,6 +27,10 @@ enum tb_format report_format_for(const char *path, enum tb_format asked, bool se
 /* A job's final report in fmt: the live tool's and `trainbpf report`'s. */
 void report_write(FILE *f, enum tb_format fmt, const struct job *job,
 		  const struct run_counters *c, uint64_t now);
+/* Two recordings compared (`trainbpf diff`): text, or an HTML page (TB_FMT_HTML). */
+struct recording;
+void diff_write(FILE *f, enum tb_format fmt, const struct recording *a,
+		const struct recording *b);
 /*
  * One self-contained HTML page (report_html.c): the verdict, the findings,
  * charts as inline SVG, the tables. Nothing fetched, no script.
