@@ -93,7 +93,7 @@ workloads:
 # suite, bpftrace (its clang include-path probe) was seen not to start.
 integration: all workloads $(OUTPUT)/tests/render
 	/usr/bin/python3 -m pytest -v tests/integration/test_reference.py
-	/usr/bin/python3 -m pytest -v tests/integration --ignore=tests/integration/test_reference.py
+	/usr/bin/python3 -m pytest -v --durations=30 tests/integration --ignore=tests/integration/test_reference.py
 
 # Every output against tests/golden/expected: report/trace/diff on fixed
 # recordings and a fixed model byte for byte, live runs by their shape.
