@@ -318,6 +318,51 @@ START_TEST(headline_sums_trainer_main_threads_cp)
 }
 END_TEST
 
+/*
+ * The trainer thread: the thread that ran the user's backward, main or not
+ * (a loop in a threading.Thread: Ray Train's train_func). The main thread
+ * that waits for it, a DataLoader pin-memory thread and an intra-op pool
+ * thread (no backward rows: the bracket is on the calling thread) are
+ * never it; two threads that ran backward: the one with the most.
+ */
+START_TEST(trainer_thread_is_the_one_that_ran_backward)
+{
+	struct proc_rec *p = proc(60, 1, "python3", 0, 0, 10 * S);	/* main: waits */
+	struct thread_rec *t;
+	uint64_t cp[TB_NCAT];
+
+	p->role = TB_ROLE_TRAINER;
+	t = job_add_thread(p, 61, "pt_pin_memory", 0);
+	t->cp[TB_DATA_WAIT] = t->own[TB_CPU] = 5 * S;
+	t = job_add_thread(p, 62, "python3", 0);	/* intra-op pool */
+	t->cp[TB_CPU] = t->own[TB_CPU] = 6 * S;
+	t->ph[TB_PH_OTHER][TB_CPU] = 6 * S;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);	/* no backward yet: main */
+	t = job_add_thread(p, 63, "train_func", 0);
+	t->cp[TB_CPU] = 3 * S;
+	t->cp[TB_RUNQUEUE] = 1 * S;
+	t->ph[TB_PH_FORWARD][TB_CPU] = 2 * S;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);	/* forward only: not yet */
+	t->ph[TB_PH_BACKWARD][TB_CPU] = 1 * S;
+	job_note_backward(p, t);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 63);
+	ck_assert_int_eq(job_main_thread(p)->tid, 60);	/* still the process's main thread */
+	ck_assert_int_eq(job_headline(&job, cp), 1);
+	ck_assert_uint_eq(cp[TB_CPU], 3 * S);
+	ck_assert_uint_eq(cp[TB_RUNQUEUE], 1 * S);
+	ck_assert_uint_eq(cp[TB_IDLE], 0);		/* not the main thread's 10 s */
+
+	/* A second thread ran more backward: it trains; on a tie the main thread. */
+	p = job_proc(&job, 60);
+	t = job_add_thread(p, 64, "train2", 0);
+	t->ph[TB_PH_BACKWARD][TB_RUNQUEUE] = 1 * S + 1;
+	job_note_backward(p, t);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 64);
+	p->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = 1 * S + 1;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);
+}
+END_TEST
+
 START_TEST(headline_empty_job_is_zero)
 {
 	uint64_t cp[TB_NCAT];
@@ -749,6 +794,7 @@ int main(void)
 	tcase_add_test(tc, phases_launcher_above_ranks_is_other);
 	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);
 	tcase_add_test(tc, headline_sums_trainer_main_threads_cp);
+	tcase_add_test(tc, trainer_thread_is_the_one_that_ran_backward);
 	tcase_add_test(tc, headline_empty_job_is_zero);
 	tcase_add_test(tc, lifetime_of_live_thread_runs_to_now);
 	tcase_add_test(tc, lifetime_of_ended_thread_stops_at_end);

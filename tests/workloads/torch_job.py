@@ -13,7 +13,8 @@ step, short subprocesses (git --version, ip addr), and the log lines of
 plain loops, HF Trainer and Lightning. Options after --variant override the
 variant's settings.
 
-The truth. Each rank's main thread wraps every phase of its loop in
+The truth. Each rank's main thread (with --loop-thread, the thread that runs
+its loop) wraps every phase of its loop in
 time.perf_counter() (CLOCK_MONOTONIC, the clock trainbpf's BPF side uses):
   setup       process group, model, optimizer, data files, DataLoader
   data        iter(loader) (starts the workers) and next(): waiting for a batch
@@ -129,6 +130,9 @@ VARIANTS = {
     "dl-forkserver-table": ("DataLoader, 2 forkserver workers, not persistent, an 8 MB "
                             "in-memory table in the dataset",
                             "--workers 2 --mp-context forkserver --table-mb 8 --log plain"),
+    "loop-thread": ("the training loop in a threading.Thread (as Ray Train runs train_func), "
+                    "the main thread joining it and sleeping; 2 fork workers, every epoch",
+                    "--workers 2 --mp-context fork --loop-thread --epochs 2 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -195,6 +199,9 @@ def parse_args(argv):
     p.add_argument("--log-every", type=int, default=8)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--loop-thread", action="store_true",
+                   help="--launch single: run the rank's loop in a threading.Thread while "
+                        "the main thread waits for it, waking every 100 ms (Ray Train's shape)")
     argv = list(argv)
     if "--variant" in argv:
         i = argv.index("--variant")
@@ -466,6 +473,9 @@ def run_rank(rank, args, parts):
     ddp = args.launch != "single"
     world = args.world_size if ddp else 1
     note_role(parts, "rank", rank=rank, pid=os.getpid(), ppid=os.getppid())
+    if threading.current_thread() is not threading.main_thread():
+        note_role(parts, "thread", tid=threading.get_native_id(), pid=os.getpid(),
+                  what=f"rank {rank} loop thread")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if ddp:
@@ -738,6 +748,13 @@ def main(argv):
     if args.launch == "torchrun":
         os.execv(sys.executable, torchrun_argv(args, argv))
     wall_start = proc_start(os.getpid())
+    if args.launch == "single" and args.loop_thread:
+        loop = threading.Thread(target=run_rank, args=(0, args, parts), name="train_func")
+        loop.start()
+        while loop.is_alive():      # the main thread supervises: it waits and sleeps
+            loop.join(0.1)
+        assemble(args, parts, os.getpid(), None, wall_start)
+        return 0
     if args.launch == "single":
         run_rank(0, args, parts)
         assemble(args, parts, os.getpid(), None, wall_start)

@@ -148,7 +148,7 @@ static int by_rank(const void *a, const void *b)
 static void add_rank(struct merged *m, int rec, const struct proc_rec *p)
 {
 	const struct job *job = &m->r[rec].job;
-	const struct thread_rec *t = job_main_thread(p);
+	const struct thread_rec *t = job_trainer_thread(p);
 	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	struct mg_rank *k = &m->ranks[m->nranks++];
 
@@ -175,7 +175,7 @@ static int collect_ranks(struct merged *m, char *err, size_t len)
 		for (int k = 0; k < m->r[i].job.nprocs; k++) {
 			const struct proc_rec *p = &m->r[i].job.procs[k];
 
-			if (p->role == TB_ROLE_TRAINER && !p->folded && job_main_thread(p))
+			if (p->role == TB_ROLE_TRAINER && !p->folded && job_trainer_thread(p))
 				add_rank(m, i, p);
 		}
 	qsort(m->ranks, m->nranks, sizeof(*m->ranks), by_rank);

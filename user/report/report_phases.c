@@ -169,7 +169,7 @@ static void rank_made_of(FILE *f, const struct job *job)
 	fprintf(f, "  by trainer, made of (critical path; phases of 5%% and up):\n");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *t = job_main_thread(pr);
+		const struct thread_rec *t = job_trainer_thread(pr);
 		const struct ph_thread *pt;
 		uint64_t rows[PH_NSHOWN][TB_NCAT];
 		struct ph_sum s = { 0 };
@@ -194,7 +194,7 @@ static void rank_rows(FILE *f, const struct job *job)
 	side_head(f, "trainer", "PID");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *t = job_main_thread(pr);
+		const struct thread_rec *t = job_trainer_thread(pr);
 		const struct ph_thread *pt;
 		struct ph_sum s = { 0 };
 
@@ -366,7 +366,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
  */
 void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p)
 {
-	const struct thread_rec *t = job_main_thread(p);
+	const struct thread_rec *t = job_trainer_thread(p);
 	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum = { 0 };
