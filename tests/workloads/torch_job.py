@@ -475,7 +475,7 @@ def run_rank(rank, args, parts):
     note_role(parts, "rank", rank=rank, pid=os.getpid(), ppid=os.getppid())
     if threading.current_thread() is not threading.main_thread():
         note_role(parts, "thread", tid=threading.get_native_id(), pid=os.getpid(),
-                  what=f"rank {rank} loop thread")
+                  what=f"rank {rank} loop thread", start_mono=time.monotonic())
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if ddp:
