@@ -200,8 +200,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--loop-thread", action="store_true",
-                   help="--launch single: run the rank's loop in a threading.Thread while "
-                        "the main thread waits for it, waking every 100 ms (Ray Train's shape)")
+                   help="run each rank's loop in a threading.Thread while the main thread "
+                        "waits for it, waking every 100 ms (Ray Train's shape; not torchrun)")
     argv = list(argv)
     if "--variant" in argv:
         i = argv.index("--variant")
@@ -620,6 +620,15 @@ def run_rank(rank, args, parts):
         leave_rank()
 
 
+def run_in_thread(rank, args, parts):
+    """--loop-thread: the rank's loop in a threading.Thread (Ray Train's
+    train_func), the main thread supervising: it waits, waking every 100 ms."""
+    loop = threading.Thread(target=run_rank, args=(rank, args, parts), name="train_func")
+    loop.start()
+    while loop.is_alive():
+        loop.join(0.1)
+
+
 def validate(net, loader, ddp, clock, t):
     """The loop, then (DDP) its allreduce as a second validation interval:
     the wait for the slowest rank, after the pass's last fetch."""
@@ -748,19 +757,13 @@ def main(argv):
     if args.launch == "torchrun":
         os.execv(sys.executable, torchrun_argv(args, argv))
     wall_start = proc_start(os.getpid())
-    if args.launch == "single" and args.loop_thread:
-        loop = threading.Thread(target=run_rank, args=(0, args, parts), name="train_func")
-        loop.start()
-        while loop.is_alive():      # the main thread supervises: it waits and sleeps
-            loop.join(0.1)
-        assemble(args, parts, os.getpid(), None, wall_start)
-        return 0
     if args.launch == "single":
-        run_rank(0, args, parts)
+        (run_in_thread if args.loop_thread else run_rank)(0, args, parts)
         assemble(args, parts, os.getpid(), None, wall_start)
         return 0
     args.port = free_port()
-    ctx = mp.spawn(run_rank, args=(args, parts), nprocs=args.world_size, join=False)
+    ctx = mp.spawn(run_in_thread if args.loop_thread else run_rank, args=(args, parts),
+                   nprocs=args.world_size, join=False)
     deadline = time.monotonic() + args.timeout
     while not ctx.join(timeout=1):
         if time.monotonic() > deadline:
