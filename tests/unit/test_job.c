@@ -695,6 +695,32 @@ START_TEST(fold_exited_threads_of_a_live_process)
 }
 END_TEST
 
+/* A loop thread that ended in a process that lives on is its trainer thread: kept. */
+START_TEST(fold_keeps_an_exited_trainer_thread)
+{
+	struct proc_rec *p = proc(10, 1, "python", 0, 0, 5 * S);
+	struct job_fold f;
+
+	p->root = true;
+	p->threads[0].slot = 0;
+	for (int i = 0; i < 50; i++) {
+		struct thread_rec *t = job_add_thread(p, 1000 + i, i == 7 ? "train_func" : "pool", i);
+
+		t->own[TB_CPU] = 10 + i;
+		t->end_ns = S + i;
+	}
+	p->threads[8].ph[TB_PH_BACKWARD][TB_CPU] = 3;	/* tid 1007 */
+	job_note_backward(p, &p->threads[8]);
+	fillers();
+	ck_assert_int_eq(job_fold(&job, 2 * S + AGE, 2 * S, &f), 49);
+	p = &job.procs[0];
+	ck_assert_int_eq(p->nthreads, 3);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 1007);
+	ck_assert_int_eq(job_main_thread(p)->tid, 10);
+	job_fold_free(&f);
+}
+END_TEST
+
 START_TEST(fold_caps_the_exited_kept)
 {
 	struct job_fold f;
@@ -795,6 +821,7 @@ int main(void)
 	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);
 	tcase_add_test(tc, headline_sums_trainer_main_threads_cp);
 	tcase_add_test(tc, trainer_thread_is_the_one_that_ran_backward);
+	tcase_add_test(tc, fold_keeps_an_exited_trainer_thread);
 	tcase_add_test(tc, headline_empty_job_is_zero);
 	tcase_add_test(tc, lifetime_of_live_thread_runs_to_now);
 	tcase_add_test(tc, lifetime_of_ended_thread_stops_at_end);

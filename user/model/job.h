@@ -72,7 +72,7 @@ struct proc_rec {
 	int main_at;		/* 1 + the main thread's index; 0: unknown (job_main_thread) */
 	/*
 	 * 0: one process. N: N exited processes summed, all children of ppid
-	 * with this role (pid 0; threads[0] their main threads, threads[1]
+	 * with this role (pid 0; threads[0] their trainer threads, threads[1]
 	 * the others; tally: what the diagnosis needs of folded workers).
 	 */
 	int folded;
@@ -93,7 +93,8 @@ struct proc_rec {
  * for JOB_FOLD_AGE_NS after its end; but at most JOB_MAX_EXITED_PROCS
  * exited processes and JOB_MAX_EXITED_THREADS exited threads keep theirs
  * (the oldest fold first). A job that does not churn processes keeps all
- * of them; a fork storm keeps its last seconds. A process's main thread,
+ * of them; a fork storm keeps its last seconds. A process's main thread
+ * and its trainer thread (job_trainer_thread),
  * a root process, and anything not settled (its slots not yet freed, not
  * yet written by a recorder) are never folded.
  */
@@ -196,7 +197,7 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p);
  * did, the main thread. A loop in a threading.Thread (Ray Train's
  * train_func) trains on that thread while the main thread waits. A pure
  * function of the rows, so a recording's report finds the same thread.
- * An aggregate: its members' main threads.
+ * An aggregate: its members' trainer threads (job_fold), threads[0].
  */
 const struct thread_rec *job_trainer_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
