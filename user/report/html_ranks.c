@@ -128,7 +128,7 @@ void html_chart_ranks(FILE *f, const struct job *job, uint64_t now)
 	if (!n)
 		return;
 	fprintf(f, "<section id=\"ranks\"><h2>Ranks by epoch</h2>\n<p class=\"note\">Each "
-		"trainer's main thread, its critical path by category in each epoch: a rank "
+		"trainer thread, its critical path by category in each epoch: a rank "
 		"the others wait for (a straggler) shows less comm and gpu_wait than they do."
 		"%s</p>\n", n == MAX_RANKS ? " The first 64 trainers." : "");
 	svg_open(f, "chart", w, 20 + n * ROW_H, "ranks side by side in each epoch",

@@ -265,7 +265,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "Phases: no training step (no backward) seen\n\n");
 		return;
 	}
-	fprintf(f, "Phases (PyTorch's own brackets; %d trainer main thread%s, %d training steps "
+	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, %d training steps "
 		"from %s, %.1f ms/step)\n", n, n == 1 ? "" : "s", sum.steps.steps,
 		step_source_text[sum.step_source], sum.steps.step_ms / sum.steps.steps);
 	if (strcmp(src, "brackets"))
