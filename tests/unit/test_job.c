@@ -318,6 +318,51 @@ START_TEST(headline_sums_trainer_main_threads_cp)
 }
 END_TEST
 
+/*
+ * The trainer thread: the thread that ran the user's backward, main or not
+ * (a loop in a threading.Thread: Ray Train's train_func). The main thread
+ * that waits for it, a DataLoader pin-memory thread and an intra-op pool
+ * thread (no backward rows: the bracket is on the calling thread) are
+ * never it; two threads that ran backward: the one with the most.
+ */
+START_TEST(trainer_thread_is_the_one_that_ran_backward)
+{
+	struct proc_rec *p = proc(60, 1, "python3", 0, 0, 10 * S);	/* main: waits */
+	struct thread_rec *t;
+	uint64_t cp[TB_NCAT];
+
+	p->role = TB_ROLE_TRAINER;
+	t = job_add_thread(p, 61, "pt_pin_memory", 0);
+	t->cp[TB_DATA_WAIT] = t->own[TB_CPU] = 5 * S;
+	t = job_add_thread(p, 62, "python3", 0);	/* intra-op pool */
+	t->cp[TB_CPU] = t->own[TB_CPU] = 6 * S;
+	t->ph[TB_PH_OTHER][TB_CPU] = 6 * S;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);	/* no backward yet: main */
+	t = job_add_thread(p, 63, "train_func", 0);
+	t->cp[TB_CPU] = 3 * S;
+	t->cp[TB_RUNQUEUE] = 1 * S;
+	t->ph[TB_PH_FORWARD][TB_CPU] = 2 * S;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);	/* forward only: not yet */
+	t->ph[TB_PH_BACKWARD][TB_CPU] = 1 * S;
+	job_note_backward(p, t);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 63);
+	ck_assert_int_eq(job_main_thread(p)->tid, 60);	/* still the process's main thread */
+	ck_assert_int_eq(job_headline(&job, cp), 1);
+	ck_assert_uint_eq(cp[TB_CPU], 3 * S);
+	ck_assert_uint_eq(cp[TB_RUNQUEUE], 1 * S);
+	ck_assert_uint_eq(cp[TB_IDLE], 0);		/* not the main thread's 10 s */
+
+	/* A second thread ran more backward: it trains; on a tie the main thread. */
+	p = job_proc(&job, 60);
+	t = job_add_thread(p, 64, "train2", 0);
+	t->ph[TB_PH_BACKWARD][TB_RUNQUEUE] = 1 * S + 1;
+	job_note_backward(p, t);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 64);
+	p->threads[0].ph[TB_PH_BACKWARD][TB_CPU] = 1 * S + 1;
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 60);
+}
+END_TEST
+
 START_TEST(headline_empty_job_is_zero)
 {
 	uint64_t cp[TB_NCAT];
@@ -650,6 +695,32 @@ START_TEST(fold_exited_threads_of_a_live_process)
 }
 END_TEST
 
+/* A loop thread that ended in a process that lives on is its trainer thread: kept. */
+START_TEST(fold_keeps_an_exited_trainer_thread)
+{
+	struct proc_rec *p = proc(10, 1, "python", 0, 0, 5 * S);
+	struct job_fold f;
+
+	p->root = true;
+	p->threads[0].slot = 0;
+	for (int i = 0; i < 50; i++) {
+		struct thread_rec *t = job_add_thread(p, 1000 + i, i == 7 ? "train_func" : "pool", i);
+
+		t->own[TB_CPU] = 10 + i;
+		t->end_ns = S + i;
+	}
+	p->threads[8].ph[TB_PH_BACKWARD][TB_CPU] = 3;	/* tid 1007 */
+	job_note_backward(p, &p->threads[8]);
+	fillers();
+	ck_assert_int_eq(job_fold(&job, 2 * S + AGE, 2 * S, &f), 49);
+	p = &job.procs[0];
+	ck_assert_int_eq(p->nthreads, 3);
+	ck_assert_int_eq(job_trainer_thread(p)->tid, 1007);
+	ck_assert_int_eq(job_main_thread(p)->tid, 10);
+	job_fold_free(&f);
+}
+END_TEST
+
 START_TEST(fold_caps_the_exited_kept)
 {
 	struct job_fold f;
@@ -749,6 +820,8 @@ int main(void)
 	tcase_add_test(tc, phases_launcher_above_ranks_is_other);
 	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);
 	tcase_add_test(tc, headline_sums_trainer_main_threads_cp);
+	tcase_add_test(tc, trainer_thread_is_the_one_that_ran_backward);
+	tcase_add_test(tc, fold_keeps_an_exited_trainer_thread);
 	tcase_add_test(tc, headline_empty_job_is_zero);
 	tcase_add_test(tc, lifetime_of_live_thread_runs_to_now);
 	tcase_add_test(tc, lifetime_of_ended_thread_stops_at_end);

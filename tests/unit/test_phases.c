@@ -554,6 +554,103 @@ START_TEST(forget_gone)
 }
 END_TEST
 
+/* Events of thread tid of process 7, at t ms and on. */
+static bool on_thread(struct phases *p, pid_t tid, const struct tb_phase_event *e, size_t n,
+		      uint64_t t)
+{
+	bool moved = false;
+
+	for (size_t i = 0; i < n; i++) {
+		struct tb_phase_event x = e[i];
+
+		x.tid = tid;
+		x.ts += t * MS;
+		moved |= phases_on_event(p, &x);
+	}
+	return moved;
+}
+
+/*
+ * The loop in a threading.Thread (tid 9) of process 7, whose main thread
+ * peeked at a batch first (one fetch, no backward) and then only waits:
+ * the loop thread takes over at its first event, is settled at its first
+ * backward, and a thread that starts phases later (a checkpoint saver,
+ * tid 12) does not take it. The epochs' cut (phases_main_*) is its own.
+ */
+START_TEST(loop_thread)
+{
+	struct phases p = { 0 };
+	struct tb_phase_event peek[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(1, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+	};
+	struct tb_phase_event fetch = ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+	struct tb_phase_event save[] = {
+		ev(0, TB_PH_CHECKPOINT, TB_BC_SAVE, TB_RS_NONE),
+		ev(1, TB_PH_OTHER, TB_BC_SAVE, TB_RS_NONE),
+	};
+	uint64_t ns[PH_NSHOWN];
+
+	ck_assert_ptr_null(phases_trainer(&p, 7));
+	ck_assert(on_thread(&p, 7, peek, 2, 0));		/* the main thread, so far */
+	ck_assert_int_eq(phases_trainer(&p, 7)->tid, 7);
+	ck_assert(!on_thread(&p, 7, peek, 2, 0));
+	ck_assert(on_thread(&p, 9, &fetch, 1, 100));	/* new to phases: it takes over */
+	ck_assert_int_eq(phases_trainer(&p, 7)->tid, 9);
+	ck_assert(!on_thread(&p, 7, &fetch, 1, 101));	/* the main thread's again: no */
+	ck_assert_int_eq(phases_trainer(&p, 7)->tid, 9);
+	{
+		struct tb_phase_event e[] = {
+			ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+			ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+			ev(9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+			ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		};
+
+		ck_assert(!on_thread(&p, 9, e, 4, 100));
+	}
+	ck_assert(phases_trainer(&p, 7)->backward);
+	/* Settled: neither a new thread nor another's backward takes it now. */
+	ck_assert(!on_thread(&p, 12, save, 2, 120));
+	{
+		struct tb_phase_event b = ev(130, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+
+		ck_assert(!on_thread(&p, 7, &b, 1, 0));
+	}
+	ck_assert_int_eq(phases_trainer(&p, 7)->tid, 9);
+	phases_main_now(&p, ns);
+	ck_assert_uint_eq(ns[PH_BACKWARD], 4 * MS);	/* 9's; not 7's nor 12's */
+	ck_assert_uint_eq(ns[PH_CHECKPOINT], 0);
+	ck_assert_uint_eq(ns[PH_DATA], 2 * MS);
+	ck_assert_uint_eq(ns[PH_FORWARD], 3 * MS);
+	phases_main_before(&p, AT(106), ns);		/* its ring: 1 ms of its backward */
+	ck_assert_uint_eq(ns[PH_DATA], 2 * MS);
+	ck_assert_uint_eq(ns[PH_FORWARD], 3 * MS);
+	ck_assert_uint_eq(ns[PH_BACKWARD], 1 * MS);
+	phases_free(&p);
+}
+END_TEST
+
+/*
+ * Before any backward, a thread whose first backward comes first takes it
+ * from one that only fetched; then it is settled.
+ */
+START_TEST(first_backward_settles_the_loop_thread)
+{
+	struct phases p = { 0 };
+	struct tb_phase_event fetch = ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+	struct tb_phase_event bwd = ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+
+	ck_assert(on_thread(&p, 9, &fetch, 1, 0));
+	ck_assert(on_thread(&p, 7, &fetch, 1, 1));		/* the newest */
+	ck_assert(on_thread(&p, 9, &bwd, 1, 0));		/* the first backward */
+	ck_assert(!on_thread(&p, 7, &bwd, 1, 10));
+	ck_assert(!on_thread(&p, 11, &bwd, 1, 20));
+	ck_assert_int_eq(phases_trainer(&p, 7)->tid, 9);
+	phases_free(&p);
+}
+END_TEST
+
 /* serve cuts no epochs: no thread gets a ring, its times are kept the same */
 START_TEST(no_rings)
 {
@@ -588,6 +685,8 @@ int main(void)
 	tcase_add_test(tc, checkpoint_syscall_in_pending);
 	tcase_add_test(tc, steps_and_wall);
 	tcase_add_test(tc, time_before);
+	tcase_add_test(tc, loop_thread);
+	tcase_add_test(tc, first_backward_settles_the_loop_thread);
 	tcase_add_test(tc, forget_gone);
 	tcase_add_test(tc, no_rings);
 	tcase_add_test(tc, worker_startup_is_data);

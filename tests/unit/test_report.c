@@ -367,7 +367,7 @@ START_TEST(text_has_headline_rollup_lines)
 
 	small_job();
 	out = render(report_text);
-	find(out, "Headline: critical path of 1 trainer main thread (10.00 s)\n");
+	find(out, "Headline: critical path of 1 trainer thread (10.00 s)\n");
 	find(out, "  computation     60.0%   cpu 60.0% gpu_wait 0.0%\n");
 	find(out, "  communication   20.0%   comm 20.0%\n");
 	find(out, "  io & data       10.0%   data_wait 0.0% io 10.0%\n");
@@ -380,7 +380,7 @@ START_TEST(text_empty_job_headline_is_zero)
 {
 	char *out = render(report_text);
 
-	find(out, "Headline: critical path of 0 trainer main threads (0.00 s)\n");
+	find(out, "Headline: critical path of 0 trainer threads (0.00 s)\n");
 	find(out, "  computation      0.0%");
 	free(out);
 }

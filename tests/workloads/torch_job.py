@@ -14,7 +14,8 @@ autocast, a gradient penalty by torch.autograd.grad, and the log lines of
 plain loops, HF Trainer and Lightning. Options after --variant override the
 variant's settings.
 
-The truth. Each rank's main thread wraps every phase of its loop in
+The truth. Each rank's main thread (with --loop-thread, the thread that runs
+its loop) wraps every phase of its loop in
 time.perf_counter() (CLOCK_MONOTONIC, the clock trainbpf's BPF side uses):
   setup       process group, model, optimizer, data files, DataLoader
   data        iter(loader) (starts the workers) and next(): waiting for a batch
@@ -143,6 +144,9 @@ VARIANTS = {
                      "loss.backward(inputs=parameters), as a WGAN-GP critic; 2 fork workers",
                      "--workers 2 --grad-penalty --backward-inputs --grad-in-hook --epochs 2 "
                      "--log plain"),
+    "loop-thread": ("the training loop in a threading.Thread (as Ray Train runs train_func), "
+                    "the main thread joining it and sleeping; 2 fork workers, every epoch",
+                    "--workers 2 --mp-context fork --loop-thread --epochs 2 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -222,6 +226,9 @@ def parse_args(argv):
                    help="a hook on the model's output that calls torch.autograd.grad on a "
                         "small graph of its own: inside the backward (and the penalty's grad)")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--loop-thread", action="store_true",
+                   help="run each rank's loop in a threading.Thread while the main thread "
+                        "waits for it, waking every 100 ms (Ray Train's shape; not torchrun)")
     argv = list(argv)
     if "--variant" in argv:
         i = argv.index("--variant")
@@ -522,6 +529,9 @@ def run_rank(rank, args, parts):
     ddp = args.launch != "single"
     world = args.world_size if ddp else 1
     note_role(parts, "rank", rank=rank, pid=os.getpid(), ppid=os.getppid())
+    if threading.current_thread() is not threading.main_thread():
+        note_role(parts, "thread", tid=threading.get_native_id(), pid=os.getpid(),
+                  what=f"rank {rank} loop thread", start_mono=time.monotonic())
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if ddp:
@@ -668,6 +678,15 @@ def run_rank(rank, args, parts):
         leave_rank()
 
 
+def run_in_thread(rank, args, parts):
+    """--loop-thread: the rank's loop in a threading.Thread (Ray Train's
+    train_func), the main thread supervising: it waits, waking every 100 ms."""
+    loop = threading.Thread(target=run_rank, args=(rank, args, parts), name="train_func")
+    loop.start()
+    while loop.is_alive():
+        loop.join(0.1)
+
+
 def validate(net, loader, ddp, clock, t):
     """The loop, then (DDP) its allreduce as a second validation interval:
     the wait for the slowest rank, after the pass's last fetch."""
@@ -797,11 +816,12 @@ def main(argv):
         os.execv(sys.executable, torchrun_argv(args, argv))
     wall_start = proc_start(os.getpid())
     if args.launch == "single":
-        run_rank(0, args, parts)
+        (run_in_thread if args.loop_thread else run_rank)(0, args, parts)
         assemble(args, parts, os.getpid(), None, wall_start)
         return 0
     args.port = free_port()
-    ctx = mp.spawn(run_rank, args=(args, parts), nprocs=args.world_size, join=False)
+    ctx = mp.spawn(run_in_thread if args.loop_thread else run_rank, args=(args, parts),
+                   nprocs=args.world_size, join=False)
     deadline = time.monotonic() + args.timeout
     while not ctx.join(timeout=1):
         if time.monotonic() > deadline:

@@ -255,7 +255,8 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 	case TR_EV_PHASE:
 		if (!torch_process(r, ev->phase->pid))
 			break;
-		phases_on_event(&r->phases, ev->phase);
+		if (phases_on_event(&r->phases, ev->phase))
+			epochs_on_trainer(&r->ep, &r->job, ev->phase->pid);
 		epochs_on_phase(&r->ep, ev->phase);
 		if (r->recording)
 			record_on_phase(&r->rec, &r->ep, ev->phase);

@@ -205,7 +205,7 @@ static bool trained(const struct job *job, const struct thread_rec *t)
 static void io_and_phases(const struct job *job, struct dg_proc *p)
 {
 	const struct proc_rec *pr = job_proc_const(job, p->pid);
-	const struct thread_rec *mt = pr ? job_main_thread(pr) : NULL;
+	const struct thread_rec *mt = pr ? job_trainer_thread(pr) : NULL;
 
 	p->rbytes = mt ? mt->io_rbytes : 0;
 	p->wbytes = mt ? mt->io_wbytes : 0;
@@ -353,7 +353,7 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 	v->wall_s = (now - job->window_start_ns) / 1e9;
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *mt = job_main_thread(pr);
+		const struct thread_rec *mt = job_trainer_thread(pr);
 		struct dg_proc who = { .pid = pr->pid, .ppid = pr->ppid, .role = pr->role,
 				       .folded = pr->folded, .tally = pr->tally };
 		uint64_t tot[TB_NCAT];

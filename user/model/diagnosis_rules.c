@@ -170,7 +170,7 @@ static int64_t reads_of(const struct dg_view *v, int ph, int64_t io)
 	return io - writes_of(v, ph, io);
 }
 
-/* What the trainers' main threads' critical path took over from others. */
+/* What the trainer threads' critical path took over from others. */
 static int64_t inherited(const struct dg_view *v, int cat)
 {
 	int64_t d = v->hl[cat] - v->hl_own[cat];
@@ -179,7 +179,7 @@ static int64_t inherited(const struct dg_view *v, int cat)
 }
 
 /*
- * Lock waits of the trainers' main threads on threads that were
+ * Lock waits of the trainer threads on threads that were
  * themselves waiting (sleeping, reading, waiting for data): on the
  * critical path a lock wait becomes what its holder did meanwhile. Waits
  * on holders that mostly waited are a thread feeding the loop (a
@@ -266,7 +266,7 @@ static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 	f->cost = s;
 	sum_workers(v, &w);
 	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
-	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time %s: waiting for "
+	CAT(f, evidence, "the trainer threads spent %.1f%% of their time %s: waiting for "
 	    "workers %.1f%%, reading storage %.1f%%, on the CPU in the loop (decoding) %.1f%%, "
 	    "waiting for a CPU %.1f%%, for %s %.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s,
 	    v->data_fetched ? "in DataLoader fetches (the data phase)" :
@@ -347,14 +347,14 @@ static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
 		const int64_t *c = v->ph[PH_CHECKPOINT];
 
 		CAT(f, summary, "checkpointing %.1f%% of the trainers' time (> 10%%)", 100 * s);
-		CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in torch.save "
+		CAT(f, evidence, "the trainer threads spent %.1f%% of their time in torch.save "
 		    "(on the CPU %.1f%%, writing to storage %.1f%%) and %.1f%% waiting for storage "
 		    "writes outside it (flush, fsync); they wrote %.1f MiB and read %.1f MiB",
 		    100 * save, pct(c[TB_CPU] + c[TB_RUNQUEUE], all), pct(c[TB_IO], all),
 		    100 * writes, v->wbytes / 1048576.0, v->rbytes / 1048576.0);
 	} else {
 		CAT(f, summary, "storage writes %.1f%% of the trainers' time (> 10%%)", 100 * s);
-		CAT(f, evidence, "the trainers' main threads waited for storage writes %.1f%% of "
+		CAT(f, evidence, "the trainer threads waited for storage writes %.1f%% of "
 		    "their time (for reads %.1f%%) and wrote %.1f MiB (read %.1f MiB): "
 		    "checkpoints, logs or outputs, not data loading", 100 * writes,
 		    100 * share(v->hl, TB_IO) - 100 * writes, v->wbytes / 1048576.0,
@@ -377,7 +377,7 @@ static void rule_host_bound(const struct dg_view *v, struct findings *fs)
 	f->cost = cpu;	/* the host's part of the step, which the GPU waits for */
 	CAT(f, summary, "host-bound GPU: the training loop computes %.1f%% (> 60%%), "
 	    "waits for the GPU %.1f%%", 100 * cpu, 100 * gpu);
-	CAT(f, evidence, "the trainers' main threads run on the CPU %.1f%% of their time and "
+	CAT(f, evidence, "the trainer threads run on the CPU %.1f%% of their time and "
 	    "wait for the GPU only %.1f%%: the GPU waits for the host to queue work",
 	    100 * cpu, 100 * gpu);
 	CAT(f, advice, "larger batches (more GPU work per launch), CUDA graphs "
@@ -481,14 +481,14 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 	if (id == DG_CPU_CONTENTION) {
 		CAT(f, summary, "CPU contention: runnable, waiting for a CPU %.1f%% (> %.0f%%)",
 		    100 * s, 100 * thr);
-		CAT(f, evidence, "the trainers' main threads waited for a CPU %.1f%% of their time "
+		CAT(f, evidence, "the trainer threads waited for a CPU %.1f%% of their time "
 		    "on a machine with %d CPUs", 100 * s, v->ncpus);
 		CAT(f, advice, "fewer runnable threads than cores: torch.set_num_threads / "
 		    "OMP_NUM_THREADS, num_workers at most cores minus ranks, pin ranks to cores "
 		    "(taskset, numactl), move other load off the node");
 	} else if (id == DG_LOCK_CONTENTION) {
 		CAT(f, summary, "lock contention %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
-		CAT(f, evidence, "the trainers' main threads waited %.1f%% of their time for other "
+		CAT(f, evidence, "the trainer threads waited %.1f%% of their time for other "
 		    "threads of the job (futexes, condition variables, the GIL); the holders were "
 		    "%s on the critical path", 100 * s,
 		    v->hl[TB_IDLE] > v->hl[TB_CPU] ? "mostly idle (holding the lock while waiting)" :
@@ -497,7 +497,7 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 		    "shorter critical sections in shared queues; py-spy dump shows who holds it");
 	} else {
 		CAT(f, summary, "communication-bound: %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
-		CAT(f, evidence, "the trainers' main threads waited in collectives or on the "
+		CAT(f, evidence, "the trainer threads waited in collectives or on the "
 		    "network %.1f%% of their time", 100 * s);
 		CAT(f, advice, "overlap communication with backward (DDP bucket_cap_mb, "
 		    "gradient_as_bucket_view), fewer bytes (bf16 gradients, compression hooks), "

@@ -341,8 +341,23 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
 }
 
 /*
- * The critical path per phase of the main threads that ran phases (the
- * threads phases_main_now sums): settled rows, or (final) with a step
+ * A process's loop thread as the phase events have shown it so far
+ * (phases_trainer): the thread whose critical path its snapshots keep as
+ * main_cp. Its main thread while none ran a phase, or if it is gone.
+ */
+static const struct thread_rec *loop_thread(const struct epochs *ep, const struct proc_rec *p)
+{
+	const struct ph_thread *pt = p->folded ? NULL : phases_trainer(ep->phases, p->pid);
+
+	for (int i = p->nthreads - 1; pt && i >= 0; i--)
+		if (p->threads[i].tid == pt->tid && !p->threads[i].folded)
+			return &p->threads[i];
+	return job_main_thread(p);
+}
+
+/*
+ * The critical path per phase of the loop threads (the threads
+ * phases_main_now sums): settled rows, or (final) with a step
  * still pending folded as the table folds it.
  */
 static void main_phase_rows(const struct epochs *ep, const struct job *job, bool final,
@@ -350,11 +365,11 @@ static void main_phase_rows(const struct epochs *ep, const struct job *job, bool
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN * TB_NCAT);
 	for (int i = 0; ep->phases && i < job->nprocs; i++) {
-		const struct thread_rec *t = job_main_thread(&job->procs[i]);
-		const struct ph_thread *pt = t ? phases_thread(ep->phases, t->tid) : NULL;
+		const struct ph_thread *pt = phases_trainer(ep->phases, job->procs[i].pid);
+		const struct thread_rec *t = pt ? loop_thread(ep, &job->procs[i]) : NULL;
 		uint64_t rows[PH_NSHOWN][TB_NCAT];
 
-		if (!pt || pt->pid != pt->tid)
+		if (!t || t->tid != pt->tid)
 			continue;
 		if (final) {
 			phases_fold(t->ph, pt->sp.in_val, rows);
@@ -378,7 +393,8 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 		return -1;
 	s->n = job->nprocs;
 	for (int i = 0; i < s->n; i++)
-		ep_tot_of(&s->p[i], &job->procs[i], ep_tot_at(&ep->prev, i));
+		ep_tot_of(&s->p[i], &job->procs[i], loop_thread(ep, &job->procs[i]),
+			  ep_tot_at(&ep->prev, i));
 	phases_main_now(ep->phases, s->ph);
 	main_phase_rows(ep, job, final, s->ph_cp);
 	return 0;
@@ -961,13 +977,21 @@ static bool newest_waits(const struct epochs *ep, pid_t pid)
 	return false;
 }
 
+/* The training loop is its process's loop thread's (phases_trainer), else its main thread's. */
+static bool is_loop_thread(const struct epochs *ep, pid_t pid, pid_t tid)
+{
+	const struct ph_thread *pt = phases_trainer(ep->phases, pid);
+
+	return pt ? pt->tid == tid : pid == tid;
+}
+
 static void stall_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int phase,
 			   uint64_t ts)
 {
 	bool pending = false, waits;
 
-	if (pid != tid)
-		return;		/* the training loop is a main thread's */
+	if (!is_loop_thread(ep, pid, tid))
+		return;
 	ep->phase_seen = true;
 	waits = newest_waits(ep, pid);
 	for (int i = 0; i < ep->nforks; i++)
@@ -1008,6 +1032,31 @@ void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
 	passes_on_phase(ep, e);
 	stall_on_phase(ep, e->pid, e->tid, e->phase, e->ts);
+}
+
+/*
+ * Events are drained before the rows are read again: the rows are still
+ * those of the last snapshot, so its entry for the process takes the new
+ * loop thread's as they were then, and the deltas after it stay one
+ * thread's. Older snapshots keep the thread before (docs/phases.md).
+ */
+void epochs_on_trainer(struct epochs *ep, const struct job *job, pid_t pid)
+{
+	const struct proc_rec *p = job_proc_const(job, pid);
+	int i = p ? (int)(p - job->procs) : -1;
+	struct ep_tot *t = i >= 0 && i < ep->prev.n && !ep->prev.p[i].absent ?
+			   &ep->prev.p[i] : NULL;
+	const struct thread_rec *mt;
+
+	if (!t || t->pid != pid || t->final)
+		return;
+	mt = loop_thread(ep, p);
+	for (int c = 0; c < TB_NCAT; c++) {
+		t->main_cp[c] = mt ? mt->cp[c] : 0;
+		t->main_own[c] = mt ? mt->own[c] : 0;
+	}
+	phases_main_before(ep->phases, ep->prev.ts, ep->prev.ph);
+	main_phase_rows(ep, job, false, ep->prev.ph_cp);
 }
 
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts)

@@ -344,6 +344,9 @@ void epochs_on_event(struct epochs *ep, const struct tb_text_event *e);
  * start-up stall.
  */
 void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e);
+/* Process pid's loop thread changed (phases_on_event said so): snapshots follow it. */
+struct job;
+void epochs_on_trainer(struct epochs *ep, const struct job *job, pid_t pid);
 /* A traced process forked a new process (TB_EV_FORK). */
 void epochs_on_fork(struct epochs *ep, pid_t pid, pid_t parent, uint64_t ts);
 /* A traced process exited (TB_EV_EXIT). */

@@ -99,9 +99,9 @@ static bool tot_final(const struct proc_rec *p)
  * churns processes, were a quarter of a soak's CPU (cache misses). A final
  * entry is copied on; a thread row added since (read late) reads again.
  */
-void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct ep_tot *before)
+void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct thread_rec *mt,
+	       const struct ep_tot *before)
 {
-	const struct thread_rec *mt;
 	uint64_t own[TB_NCAT];
 
 	tot_identity(t, p);	/* a role may change after the end */
@@ -114,7 +114,6 @@ void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct ep_tot *
 		t->nthreads = before->nthreads;
 		return;
 	}
-	mt = job_main_thread(p);
 	proc_totals(p, own);
 	for (int c = 0; c < TB_NCAT; c++) {
 		t->own[c] = own[c];

@@ -20,10 +20,12 @@ void ep_pool_free(struct epochs *ep);
 /* Row i of a snapshot, NULL if the process was not in the job then. */
 const struct ep_tot *ep_tot_at(const struct ep_snap *s, int i);
 /*
- * A process's totals now, into a snapshot entry; those of before (its
- * entry in the last snapshot, or NULL) if they were final.
+ * A process's totals now, into a snapshot entry, mt's (its loop thread,
+ * may be NULL) as its main_*; those of before (its entry in the last
+ * snapshot, or NULL) if they were final.
  */
-void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct ep_tot *before);
+void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct thread_rec *mt,
+	       const struct ep_tot *before);
 /* An epoch row's identity (not its times) from a snapshot entry. */
 void ep_row_of(struct ep_proc *d, const struct ep_tot *t);
 

@@ -298,6 +298,26 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p)
 	return NULL;
 }
 
+const struct thread_rec *job_trainer_thread(const struct proc_rec *p)
+{
+	const struct thread_rec *mt = job_main_thread(p), *best = mt;
+	uint64_t most = mt ? sum_cats(mt->ph[TB_PH_BACKWARD]) : 0;
+
+	/* Only a process that ran backward can have another (roles: p->backward). */
+	if (p->folded || !p->backward)
+		return mt;
+	for (int i = 0; i < p->nthreads; i++) {
+		const struct thread_rec *t = &p->threads[i];
+		uint64_t b = sum_cats(t->ph[TB_PH_BACKWARD]);
+
+		if (!t->folded && b > most) {
+			best = t;
+			most = b;
+		}
+	}
+	return best;
+}
+
 /* ---- roles ---- */
 
 /*
@@ -628,7 +648,7 @@ int job_headline(const struct job *job, uint64_t cp[TB_NCAT])
 
 		if (job->procs[i].role != TB_ROLE_TRAINER)
 			continue;
-		t = job_main_thread(&job->procs[i]);
+		t = job_trainer_thread(&job->procs[i]);
 		if (!t)
 			continue;
 		for (int c = 0; c < TB_NCAT; c++)

@@ -72,7 +72,7 @@ struct proc_rec {
 	int main_at;		/* 1 + the main thread's index; 0: unknown (job_main_thread) */
 	/*
 	 * 0: one process. N: N exited processes summed, all children of ppid
-	 * with this role (pid 0; threads[0] their main threads, threads[1]
+	 * with this role (pid 0; threads[0] their trainer threads, threads[1]
 	 * the others; tally: what the diagnosis needs of folded workers).
 	 */
 	int folded;
@@ -93,7 +93,8 @@ struct proc_rec {
  * for JOB_FOLD_AGE_NS after its end; but at most JOB_MAX_EXITED_PROCS
  * exited processes and JOB_MAX_EXITED_THREADS exited threads keep theirs
  * (the oldest fold first). A job that does not churn processes keeps all
- * of them; a fork storm keeps its last seconds. A process's main thread,
+ * of them; a fork storm keeps its last seconds. A process's main thread
+ * and its trainer thread (job_trainer_thread),
  * a root process, and anything not settled (its slots not yet freed, not
  * yet written by a recorder) are never folded.
  */
@@ -189,6 +190,16 @@ struct proc_rec *job_on_exec(struct job *job, pid_t pid, const char *comm, const
 struct proc_rec *job_on_exit(struct job *job, pid_t pid, uint64_t ts, int code);
 /* Its main thread (tid == pid), the latest if exec'd; NULL if unknown. */
 const struct thread_rec *job_main_thread(const struct proc_rec *p);
+/*
+ * The thread that trains (docs/phases.md, "The trainer thread"): of the
+ * threads that ran PyTorch's backward (their thread_rec.ph backward rows),
+ * the one with the most time in it, the main thread on a tie; if none
+ * did, the main thread. A loop in a threading.Thread (Ray Train's
+ * train_func) trains on that thread while the main thread waits. A pure
+ * function of the rows, so a recording's report finds the same thread.
+ * An aggregate: its members' trainer threads (job_fold), threads[0].
+ */
+const struct thread_rec *job_trainer_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
 void job_free(struct job *job);
 
@@ -232,7 +243,7 @@ bool job_classify_roles(struct job *job);
 /* Its rows were read: p trains if t ran backward (before the next roles). */
 void job_note_backward(struct proc_rec *p, const struct thread_rec *t);
 const char *role_name(enum tb_role role);
-/* The trainers' main threads: the headline's critical path. */
+/* The trainers' trainer threads (job_trainer_thread): the headline's critical path. */
 int job_headline(const struct job *job, uint64_t cp[TB_NCAT]);
 void job_counters(const struct job *job, const struct tb_counters *bpf,
 		  struct run_counters *out);

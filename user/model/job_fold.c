@@ -76,10 +76,15 @@ static bool proc_final(const struct job *job, const bool *live_below, int i)
 	return true;
 }
 
-/* An exited thread with final totals that may fold on its own: not a main thread. */
-static bool thread_final(const struct proc_rec *p, const struct thread_rec *t)
+/*
+ * An exited thread with final totals that may fold on its own: not a main
+ * thread, nor the trainer thread (tt: a loop thread that ended in a process
+ * that lives on, a Ray worker's, still stands for its process).
+ */
+static bool thread_final(const struct proc_rec *p, const struct thread_rec *t,
+			 const struct thread_rec *tt)
 {
-	return t->end_ns && t->slot < 0 && !t->folded && t->tid != p->pid;
+	return t->end_ns && t->slot < 0 && !t->folded && t->tid != p->pid && t != tt;
 }
 
 static int by_end(const void *a, const void *b)
@@ -145,13 +150,15 @@ static struct cand *candidates(const struct job *job, uint64_t settled, int *n)
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 		bool final = proc_final(job, below, i);
+		const struct thread_rec *tt;
 
 		if (p->folded)
 			continue;
+		tt = job_trainer_thread(p);
 		for (int j = final ? -1 : 0; j < (final ? 0 : p->nthreads); j++) {
 			uint64_t end = j < 0 ? proc_end(p) : p->threads[j].end_ns;
 
-			if (end > settled || (j >= 0 && !thread_final(p, &p->threads[j])))
+			if (end > settled || (j >= 0 && !thread_final(p, &p->threads[j], tt)))
 				continue;
 			if (*n == cap) {
 				cap = cap ? 2 * cap : 256;
@@ -351,10 +358,10 @@ static void new_agg(struct proc_rec *a, pid_t ppid, enum tb_role role)
 		a->threads[t].slot = -1;
 }
 
-/* Process p (or an aggregate) into aggregate a; its main thread into threads[0]. */
+/* Process p (or an aggregate) into aggregate a; its trainer thread into threads[0]. */
 static void add_proc(struct proc_rec *a, const struct proc_rec *p)
 {
-	const struct thread_rec *mt = job_main_thread(p);
+	const struct thread_rec *mt = job_trainer_thread(p);
 	uint64_t end = p->end_ns;
 
 	if (!a->folded) {
@@ -488,7 +495,7 @@ static void rebuild(struct folding *fo)
 	for (int i = 0; i < fo->f.nold; i++) {
 		struct proc_rec *p = &job->procs[i], *a;
 		int *to = fo->f.thr_to + fo->f.thr_off[i], k = fo->f.to[i];
-		const struct thread_rec *mt = job_main_thread(p);
+		const struct thread_rec *mt = job_trainer_thread(p);
 
 		if (!fo->proc[i])
 			continue;

@@ -57,10 +57,13 @@ const struct ph_thread *phases_thread(const struct phases *p, pid_t tid)
 	return NULL;
 }
 
+/*
+ * Every thread that runs phases keeps its ring, not only main threads: the
+ * loop thread may be any (phases_trainer), and who it is settles only at
+ * its first backward, its spans before that needed as much.
+ */
 static void ring_push(struct phases *p, struct ph_thread *t, const struct ph_span *sp)
 {
-	if (t->tid != t->pid)
-		return;
 	if (!t->ring && !t->ring_tried) {
 		t->ring_tried = true;
 		if (!p->no_rings && p->nrings < PH_MAX_RINGS &&
@@ -124,16 +127,47 @@ static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
 	t->trained = trained;
 }
 
-void phases_on_event(struct phases *p, const struct tb_phase_event *e)
+const struct ph_thread *phases_trainer(const struct phases *p, pid_t pid)
 {
+	for (int i = 0; p && i < p->nth; i++)
+		if (p->th[i].pid == pid && p->th[i].trainer)
+			return &p->th[i];
+	return NULL;
+}
+
+/*
+ * Whether t (its first event if fresh) takes over as its process's loop
+ * thread: a thread that ran a backward keeps it for good; until one has,
+ * the newest thread to run phases, or the first to run a backward.
+ */
+static bool take_trainer(struct phases *p, struct ph_thread *t, bool fresh,
+			 const struct tb_phase_event *e)
+{
+	bool bwd = e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD;
+	struct ph_thread *cur = (struct ph_thread *)phases_trainer(p, t->pid);
+
+	t->backward |= bwd;
+	if (cur == t || (cur && cur->backward) || (cur && !fresh && !bwd))
+		return false;
+	if (cur)
+		cur->trainer = false;
+	t->trainer = true;
+	return true;
+}
+
+bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
+{
+	int nth = p->nth;
 	struct ph_thread *t = phases_add_thread(p, e->pid, e->tid);
+	bool moved;
 
 	p->events++;
 	if ((e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) ||
 	    (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER))
 		p->named++;
 	if (!t)
-		return;
+		return false;
+	moved = take_trainer(p, t, p->nth > nth, e);
 	t->last_phase = e->phase < TB_NPHASE ? e->phase : -1;
 	memcpy(t->last_row, e->row, sizeof(t->last_row));
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
@@ -152,6 +186,7 @@ void phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	} else if (e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD && !t->fetches) {
 		next_step(t, e->ts, true);	/* no DataLoader: backward to backward */
 	}
+	return moved;
 }
 
 void phases_finish(struct phases *p, const struct gpu *g)
@@ -346,7 +381,7 @@ void phases_main_before(const struct phases *p, uint64_t ts, uint64_t out[PH_NSH
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
 	for (int i = 0; p && i < p->nth; i++)
-		if (p->th[i].tid == p->th[i].pid)
+		if (p->th[i].trainer)
 			before(&p->th[i], ts, out);
 }
 
@@ -354,7 +389,7 @@ void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN])
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
 	for (int i = 0; p && i < p->nth; i++)
-		if (p->th[i].tid == p->th[i].pid)
+		if (p->th[i].trainer)
 			wall_ns(&p->th[i], out);
 }
 
@@ -369,11 +404,11 @@ void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 				   PH_STEPS_MIXED;
 }
 
-/* Process i's main thread if it is a trainer's, and its steps (pt, may be NULL). */
+/* Process i's trainer thread if it is a trainer, and its steps (pt, may be NULL). */
 static const struct thread_rec *trainer_main(const struct job *job, int i,
 					     const struct ph_thread **pt)
 {
-	const struct thread_rec *t = job_main_thread(&job->procs[i]);
+	const struct thread_rec *t = job_trainer_thread(&job->procs[i]);
 
 	if (job->procs[i].role != TB_ROLE_TRAINER || !t)
 		return NULL;

@@ -77,7 +77,7 @@ struct ph_thread {
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */
 	uint64_t startup;		/* of tot[PH_DATA], DataLoader workers' start-up */
 	struct ph_stat steps;		/* the training steps closed so far */
-	struct ph_ring *ring;		/* main threads, live; NULL past PH_MAX_RINGS */
+	struct ph_ring *ring;		/* live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
 	/*
 	 * DataLoader passes it completed: a training step, then a fetch that
@@ -89,6 +89,8 @@ struct ph_thread {
 	/* Its last event (live): its phase, and that phase's row then. */
 	int last_phase;			/* enum tb_phase; -1: none yet */
 	uint64_t last_row[TB_NCAT];
+	bool backward;			/* it ran a backward (live) */
+	bool trainer;			/* its process's loop thread so far (live) */
 };
 
 /* What the phase table can say, from the libraries the job mapped. */
@@ -126,7 +128,21 @@ void phases_finish(struct phases *p, const struct gpu *g);
 int ph_source_find(const char *name);
 
 
-void phases_on_event(struct phases *p, const struct tb_phase_event *e);
+/*
+ * Returns true when the event made another thread its process's loop
+ * thread (phases_trainer): the epochs' snapshots follow it from then on.
+ */
+bool phases_on_event(struct phases *p, const struct tb_phase_event *e);
+/*
+ * The loop thread of process pid as the events have shown it so far (live;
+ * NULL if none of its threads ran a phase): the first of its threads to
+ * run a backward, settled then for good; before any backward, the thread
+ * whose phase event came last among those new to phases (a loop started
+ * on a thread of its own shows its first fetch before its first
+ * backward). The reports' trainer thread (job_trainer_thread) is the same
+ * thread unless two threads of one process ran backward.
+ */
+const struct ph_thread *phases_trainer(const struct phases *p, pid_t pid);
 /*
  * A node's daemon sees threads come and go for months: the threads of
  * processes gone from job, or exited before `before` (their last gains
@@ -177,7 +193,7 @@ void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN]);
 void phases_settle_tail(struct phases *p, struct job *job);
 
 /*
- * The main threads' (tid == pid: the ranks') wall time per phase before
+ * The loop threads' (phases_trainer: the ranks') wall time per phase before
  * ts, summed over their settled spans: a step still pending at ts counts
  * where it settles. phases_main_now: all of it, a step pending now folded
  * as in the table.

@@ -1206,6 +1206,8 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 		for (int c = 0; c < TB_NCAT; c++)
 			t->t->ph[ph][c] += col_ns(&q, 4 + c);
 		t->t->wio[ph] += col_ns(&q, 4 + TB_NCAT);
+		/* As the live tool notes it: who trains, which thread (job_trainer_thread). */
+		job_note_backward(&r->job.procs[t->proc], t->t);
 		/* NULL: not measured (a column added to a file made before it) */
 		if (sqlite3_column_type(q.st, 4 + TB_NCAT) == SQLITE_NULL)
 			r->job.wio_unknown = true;

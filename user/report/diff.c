@@ -111,7 +111,7 @@ static void phases_table(FILE *f, const struct recording *a, const struct record
 
 	if (!ha && !hb)
 		return;
-	fprintf(f, "Phases (trainers' main threads, %% of their wall time)\n");
+	fprintf(f, "Phases (trainer threads, %% of their wall time)\n");
 	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
 	for (int p = 0; p < PH_NSHOWN; p++)
 		fprintf(f, "  %-16s %6.1f%% %6.1f%% %+9.1f\n", ph_names[p], pa[p], pb[p], pb[p] - pa[p]);

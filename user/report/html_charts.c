@@ -57,7 +57,7 @@ void html_chart_headline(FILE *f, const struct job *job)
 	for (int c = 0; c < TB_NCAT; c++)
 		v[c] = (double)hl[c];
 	fprintf(f, "<section id=\"headline\"><h2>Where the trainers' time went</h2>\n"
-		"<p class=\"note\">Critical path of %d trainer main thread%s (%.2f s); a host "
+		"<p class=\"note\">Critical path of %d trainer thread%s (%.2f s); a host "
 		"view: gpu_wait is the host blocked on the GPU.</p>\n", ntr, ntr == 1 ? "" : "s",
 		total / 1e9);
 	if (total > 0) {
@@ -152,7 +152,7 @@ void html_chart_phases(FILE *f, const struct job *job)
 			 s.wall_ms[ph] / s.steps.steps, *made ? made : "-");
 	}
 	fprintf(f, "<section id=\"phases\"><h2>Training phases</h2>\n<p class=\"note\">%d "
-		"trainer main thread%s, %d training steps, %.1f ms/step; share of the phases' "
+		"trainer thread%s, %d training steps, %.1f ms/step; share of the phases' "
 		"wall time.</p>\n", n, n == 1 ? "" : "s", s.steps.steps,
 		s.steps.step_ms / s.steps.steps);
 	svg_open(f, "bar", BAR_W, 28, "the phases' shares of wall time",
@@ -270,7 +270,7 @@ void html_chart_epochs(FILE *f, const struct job *job)
 	fprintf(f, "<section id=\"epochs\"><h2>Epochs</h2>\n<p class=\"note\">%d epochs (%s); a "
 		"bar's height is the epoch's duration, split %s. Hover a part for its figures."
 		"</p>\n", st->n, epochs_source_name(epochs_source(job->epochs)),
-		phases ? "by training phase (the ranks' main threads)" :
+		phases ? "by training phase (the ranks' trainer threads)" :
 		"by category (the trainers' critical path)");
 	snprintf(attrs, sizeof(attrs), "data-chart=\"epochs\" data-px-per-s=\"%.6f\"",
 		 EP_H / max_s);

@@ -38,7 +38,7 @@ static int trainers(const struct job *job, struct rank_row *out, int max)
 	for (int i = 0; i < job->nprocs && n < max; i++) {
 		const struct proc_rec *p = &job->procs[i];
 
-		if (p->role != TB_ROLE_TRAINER || p->folded || !job_main_thread(p))
+		if (p->role != TB_ROLE_TRAINER || p->folded || !job_trainer_thread(p))
 			continue;
 		out[n].p = p;
 		out[n].rank = job->diag ? diag_proc_rank(job, job->diag, p->pid) : p->labels.rank;
@@ -84,7 +84,7 @@ static void rank_label(char *buf, size_t len, const struct rank_row *r)
 static void rank_cells(FILE *f, const struct ep_stream *st, const struct rank_row *r,
 		       double y, double cw)
 {
-	const struct thread_rec *t = job_main_thread(r->p);
+	const struct thread_rec *t = job_trainer_thread(r->p);
 	char who[64], lead[128], col[48];
 	int64_t run[TB_NCAT];
 	int k = 0;
@@ -128,7 +128,7 @@ void html_chart_ranks(FILE *f, const struct job *job, uint64_t now)
 	if (!n)
 		return;
 	fprintf(f, "<section id=\"ranks\"><h2>Ranks by epoch</h2>\n<p class=\"note\">Each "
-		"trainer's main thread, its critical path by category in each epoch: a rank "
+		"trainer thread, its critical path by category in each epoch: a rank "
 		"the others wait for (a straggler) shows less comm and gpu_wait than they do."
 		"%s</p>\n", n == MAX_RANKS ? " The first 64 trainers." : "");
 	svg_open(f, "chart", w, 20 + n * ROW_H, "ranks side by side in each epoch",

@@ -320,7 +320,7 @@ static void rank_rows(FILE *f, const struct job *job)
 		ntr += job->procs[i].role == TB_ROLE_TRAINER && job_proc_alive(&job->procs[i]);
 	for (int i = 0; ntr > 1 && i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
-		const struct thread_rec *t = job_main_thread(p);
+		const struct thread_rec *t = job_trainer_thread(p);
 		const struct ph_thread *pt = t ? phases_thread(job->phases, t->tid) : NULL;
 		double wall = 0;
 

@@ -22,7 +22,7 @@ void metrics_init(struct metrics *m, uint64_t grace_ns)
 static void proc_values(const struct job *job, const struct proc_rec *p,
 			struct mx_values *v, bool *phases)
 {
-	const struct thread_rec *t = job_main_thread(p);
+	const struct thread_rec *t = job_trainer_thread(p);
 	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
 	const struct ph_thread *pt;
 

@@ -62,8 +62,9 @@ static bool live(const struct mx_series *s)
 static void times(const struct metrics *m, FILE *f)
 {
 	family(f, "trainbpf_time_seconds_total", "counter",
-	       "Wall time of each process's main thread by where it went (a trainer's "
-	       "critical path: a wait for another thread counts as what that thread did).");
+	       "Wall time of each process's main thread (a trainer's trainer thread) by "
+	       "where it went (a trainer's critical path: a wait for another thread counts "
+	       "as what that thread did).");
 	for (int i = 0; i < m->nseries; i++)
 		for (int c = 0; c < TB_NCAT && live(&m->series[i]); c++) {
 			metrics_put_series(f, "trainbpf_time_seconds_total", &m->series[i], "category",
@@ -71,7 +72,7 @@ static void times(const struct metrics *m, FILE *f)
 			fprintf(f, "%.9f\n", m->series[i].v.cat_ns[c] / 1e9);
 		}
 	family(f, "trainbpf_phase_seconds_total", "counter",
-	       "Wall time of a trainer's main thread by training phase, from PyTorch's "
+	       "Wall time of a trainer's trainer thread by training phase, from PyTorch's "
 	       "own brackets (settled steps).");
 	for (int i = 0; i < m->nseries; i++)
 		for (int p = 0; p < PH_NSHOWN && live(&m->series[i]) && m->series[i].phases; p++) {

@@ -60,7 +60,7 @@ static void verdict(FILE *f, const struct job *job, const struct dg_finding *fs,
 			*v.made_of ? "; made of " : "", v.made_of);
 	else if (v.cat >= 0)
 		fprintf(f, "<b>Most of the trainers' time: %s</b>, %.1f%% of the critical path of "
-			"%d trainer main thread%s (%.2f s); no training phases were seen.",
+			"%d trainer thread%s (%.2f s); no training phases were seen.",
 			tb_cat_names[v.cat], v.share, v.trainers, v.trainers == 1 ? "" : "s",
 			v.total_s);
 	else

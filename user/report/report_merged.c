@@ -148,7 +148,7 @@ static int by_rank(const void *a, const void *b)
 static void add_rank(struct merged *m, int rec, const struct proc_rec *p)
 {
 	const struct job *job = &m->r[rec].job;
-	const struct thread_rec *t = job_main_thread(p);
+	const struct thread_rec *t = job_trainer_thread(p);
 	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	struct mg_rank *k = &m->ranks[m->nranks++];
 
@@ -175,7 +175,7 @@ static int collect_ranks(struct merged *m, char *err, size_t len)
 		for (int k = 0; k < m->r[i].job.nprocs; k++) {
 			const struct proc_rec *p = &m->r[i].job.procs[k];
 
-			if (p->role == TB_ROLE_TRAINER && !p->folded && job_main_thread(p))
+			if (p->role == TB_ROLE_TRAINER && !p->folded && job_trainer_thread(p))
 				add_rank(m, i, p);
 		}
 	qsort(m->ranks, m->nranks, sizeof(*m->ranks), by_rank);
@@ -277,7 +277,7 @@ static void text_ranks(FILE *f, const struct merged *m)
 {
 	char rk[16];
 
-	fprintf(f, "Ranks (each rank's main thread, critical path; %% of its traced time)\n");
+	fprintf(f, "Ranks (each rank's trainer thread, critical path; %% of its traced time)\n");
 	fprintf(f, "  %4s %-16s %7s %8s %5s %5s %5s %5s %6s %8s\n", "RANK", "NODE", "PID",
 		"TRACED_S", "comp", "comm", "data", "other", "STEPS", "MS/STEP");
 	for (int i = 0; i < m->nranks; i++) {
@@ -351,7 +351,7 @@ void merged_text(FILE *f, const struct merged *m)
 	total = sum_cats(all);
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = total ? 100.0 * all[c] / total : 0.0;
-	fprintf(f, "Job: critical path of %d rank main thread%s (%.2f s)\n", m->nranks,
+	fprintf(f, "Job: critical path of %d rank trainer thread%s (%.2f s)\n", m->nranks,
 		m->nranks == 1 ? "" : "s", total / 1e9);
 	report_rollup_rows(f, pct, true);
 	fputc('\n', f);

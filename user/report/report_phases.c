@@ -173,7 +173,7 @@ static void rank_made_of(FILE *f, const struct job *job)
 	fprintf(f, "  by trainer, made of (critical path; phases of 5%% and up):\n");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *t = job_main_thread(pr);
+		const struct thread_rec *t = job_trainer_thread(pr);
 		const struct ph_thread *pt;
 		uint64_t rows[PH_NSHOWN][TB_NCAT];
 		struct ph_sum s = { 0 };
@@ -198,7 +198,7 @@ static void rank_rows(FILE *f, const struct job *job)
 	side_head(f, "trainer", "PID");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
-		const struct thread_rec *t = job_main_thread(pr);
+		const struct thread_rec *t = job_trainer_thread(pr);
 		const struct ph_thread *pt;
 		struct ph_sum s = { 0 };
 
@@ -269,7 +269,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "Phases: no training step (no backward) seen\n\n");
 		return;
 	}
-	fprintf(f, "Phases (PyTorch's own brackets; %d trainer main thread%s, %d training steps "
+	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, %d training steps "
 		"from %s, %.1f ms/step)\n", n, n == 1 ? "" : "s", sum.steps.steps,
 		step_source_text[sum.step_source], sum.steps.step_ms / sum.steps.steps);
 	if (strcmp(src, "brackets"))
@@ -377,7 +377,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
  */
 void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p)
 {
-	const struct thread_rec *t = job_main_thread(p);
+	const struct thread_rec *t = job_trainer_thread(p);
 	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum = { 0 };

@@ -14,7 +14,7 @@ static void headline_block(FILE *f, const struct job *job, uint64_t now)
 	total = sum_cats(hl);
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = total ? 100.0 * hl[c] / total : 0.0;
-	fprintf(f, "Headline: critical path of %d trainer main thread%s (%.2f s)\n",
+	fprintf(f, "Headline: critical path of %d trainer thread%s (%.2f s)\n",
 		ntr, ntr == 1 ? "" : "s", total / 1e9);
 	report_rollup_rows(f, pct, true);
 	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n");
