@@ -77,7 +77,9 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
  * and forward (and a step held before it was an epoch's end: other). No
  * backward: validation if the step before had none either, else held;
  * held right after a training step, its fetch is the one that ends the
- * pass (StopIteration, shutting non-persistent workers down): data.
+ * pass (StopIteration, shutting non-persistent workers down): data,
+ * unless that fetch ended a worker start-up (st_held): then it was a
+ * pass's first (a validation loader's, mid-epoch), held with what follows.
  */
 static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 {
@@ -115,10 +117,12 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		s->trained = 0;
 		how = TB_RS_VALIDATION;
 	} else if (s->fetched) {
+		bool ends = s->trained && !s->st_held;
+
 		how = TB_RS_LONE;
-		if (s->trained)
+		if (ends)
 			how |= TB_RS_END_DATA;
-		move_row(s, TB_PH_PEND_DATA, s->trained ? TB_PH_DATA : TB_PH_PEND_LONE);
+		move_row(s, TB_PH_PEND_DATA, ends ? TB_PH_DATA : TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
 		s->lone = 1;
