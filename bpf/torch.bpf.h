@@ -79,7 +79,9 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
  * held right after a training step, its fetch is the one that ends the
  * pass (StopIteration, shutting non-persistent workers down): data,
  * unless that fetch ended a worker start-up (st_held): then it was a
- * pass's first (a validation loader's, mid-epoch), held with what follows.
+ * pass's first, and it and the start-up stay pending with the next
+ * fetch's step: a validation loader's (validation), or a zip's first
+ * loader's (a backward follows: data).
  */
 static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 {
@@ -122,9 +124,13 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		how = TB_RS_LONE;
 		if (ends)
 			how |= TB_RS_END_DATA;
-		move_row(s, TB_PH_PEND_DATA, ends ? TB_PH_DATA : TB_PH_PEND_LONE);
+		if (ends)
+			move_row(s, TB_PH_PEND_DATA, TB_PH_DATA);
+		else if (!s->st_held)
+			move_row(s, TB_PH_PEND_DATA, TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
-		move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
+		if (!s->st_held)
+			move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
 		s->lone = 1;
 		s->trained = 0;
 	}
