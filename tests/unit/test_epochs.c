@@ -617,7 +617,7 @@ static void alternate(bool lines)
 	 */
 	ck_assert_int_eq(ep.passes, 1 + 2 + 4);
 	ck_assert_int_eq(ep.src[EP_PASSES].n, 1 + 2 + 4 - 1);
-	ck_assert_int_eq(epochs_source(&ep), lines ? EP_REGEX : EP_PASSES);
+	ck_assert_int_eq(epochs_source(&ep), (lines ? EP_REGEX : EP_PASSES));
 	epochs_free(&ep);
 }
 
