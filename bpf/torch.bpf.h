@@ -81,7 +81,10 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
  * unless that fetch ended a worker start-up (st_held): then it was a
  * pass's first, and it and the start-up stay pending with the next
  * fetch's step: a validation loader's (validation), or a zip's first
- * loader's (a backward follows: data).
+ * loader's (a backward follows: data). So too right after a lone step or
+ * validation (the StopIteration before it, or a validation pass that
+ * ended the epoch): a zip's new pass and a validation pass after the
+ * epoch differ only in what comes after the next fetch.
  */
 static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 {
@@ -109,7 +112,7 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		}
 		s->lone = s->in_val = 0;
 		s->trained = 1;
-	} else if (s->fetched && (s->lone || s->in_val)) {
+	} else if (s->fetched && (s->lone || s->in_val) && !s->st_held) {
 		move_row(s, TB_PH_PEND_LONE, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_DATA, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_VALIDATION);

@@ -343,7 +343,7 @@ static unsigned int loop_resolve(struct loop *l, bool trained)
 			how |= TB_RS_TRAINED;
 		l->lone = l->in_val = false;
 		l->trained = true;
-	} else if (l->fetched && (l->lone || l->in_val)) {
+	} else if (l->fetched && (l->lone || l->in_val) && !l->st_held) {
 		l->lone = l->trained = false;
 		l->in_val = true;
 		how = TB_RS_VALIDATION;

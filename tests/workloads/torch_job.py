@@ -115,9 +115,11 @@ VARIANTS = {
                      "--optimizer adam --log plain"),
     "validation": ("a validation loop every epoch; HF lines with eval lines",
                    "--workers 2 --validate --log hf"),
-    "zip": ("each step a batch of two DataLoaders (zip; the second longer), num_workers=0; "
-            "plain lines",
-            "--workers 0 --loaders zip --steps 16 --log plain"),
+    "zip": ("each step a batch of two DataLoaders (zip; the second longer), 2 fork "
+            "workers each, re-forked every epoch; plain lines",
+            "--workers 2 --mp-context fork --loaders zip --steps 16 --log plain"),
+    "zip-inline": ("zip of two DataLoaders, num_workers=0; plain lines",
+                   "--workers 0 --loaders zip --steps 16 --log plain"),
     "alternate": ("steps take two DataLoaders' batches in turn, the second (2/3 as long) "
                   "started over when it runs out; 2 fork workers each, every pass; plain lines",
                   "--workers 2 --mp-context fork --loaders alternate --steps 12 --log plain"),
@@ -556,7 +558,7 @@ def run_rank(rank, args, parts):
                 break
             t = clock.add("data", t)
             getitem_s += float(gt.sum())
-            loss = F.cross_entropy(net(x), y) / args.accum
+            loss = batches.loss(net, x, y) / args.accum
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
                     slow_start = (time.time(), time.perf_counter())
@@ -640,13 +642,21 @@ def run_rank(rank, args, parts):
 
 class Batches:
     """A step's batch from the epoch's iterator: the training loader's
-    (one); a batch of it and of the second loader, concatenated (zip); or
+    (one); a batch of it and of the second loader, both in the forward (zip); or
     the training loader's on even steps and the second's on odd ones,
     iter() on the second again when it runs out (alternate). The training
     loader's StopIteration ends the epoch."""
 
     def __init__(self, how, aux):
         self.how, self.aux, self.aux_it = how, aux, None
+        self.extra = None   # zip: the second loader's batch, for the forward
+
+    def loss(self, net, x, y):
+        loss = F.cross_entropy(net(x), y)
+        if self.extra is not None:
+            xb, yb, _ = self.extra
+            loss = loss + F.cross_entropy(net(xb), yb)
+        return loss
 
     def epoch(self, loader):
         if self.how == "zip":
@@ -655,8 +665,8 @@ class Batches:
 
     def next(self, it, i):
         if self.how == "zip":
-            (xa, ya, ga), (xb, yb, gb) = next(it)
-            return torch.cat([xa, xb]), torch.cat([ya, yb]), torch.cat([ga, gb])
+            (xa, ya, ga), self.extra = next(it)
+            return xa, ya, ga
         if self.how == "one" or i % 2 == 0:
             return next(it)
         try:
