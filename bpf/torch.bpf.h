@@ -77,7 +77,14 @@ static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
  * and forward (and a step held before it was an epoch's end: other). No
  * backward: validation if the step before had none either, else held;
  * held right after a training step, its fetch is the one that ends the
- * pass (StopIteration, shutting non-persistent workers down): data.
+ * pass (StopIteration, shutting non-persistent workers down): data,
+ * unless that fetch ended a worker start-up (st_held): then it was a
+ * pass's first, and it and the start-up stay pending with the next
+ * fetch's step: a validation loader's (validation), or a zip's first
+ * loader's (a backward follows: data). So too right after a lone step or
+ * validation (the StopIteration before it, or a validation pass that
+ * ended the epoch): a zip's new pass and a validation pass after the
+ * epoch differ only in what comes after the next fetch.
  */
 static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 {
@@ -105,7 +112,7 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		}
 		s->lone = s->in_val = 0;
 		s->trained = 1;
-	} else if (s->fetched && (s->lone || s->in_val)) {
+	} else if (s->fetched && (s->lone || s->in_val) && !s->st_held) {
 		move_row(s, TB_PH_PEND_LONE, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_DATA, TB_PH_VALIDATION);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_VALIDATION);
@@ -115,12 +122,18 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 		s->trained = 0;
 		how = TB_RS_VALIDATION;
 	} else if (s->fetched) {
+		bool ends = s->trained && !s->st_held;
+
 		how = TB_RS_LONE;
-		if (s->trained)
+		if (ends)
 			how |= TB_RS_END_DATA;
-		move_row(s, TB_PH_PEND_DATA, s->trained ? TB_PH_DATA : TB_PH_PEND_LONE);
+		if (ends)
+			move_row(s, TB_PH_PEND_DATA, TB_PH_DATA);
+		else if (!s->st_held)
+			move_row(s, TB_PH_PEND_DATA, TB_PH_PEND_LONE);
 		move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_LONE);
-		move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
+		if (!s->st_held)
+			move_row(s, TB_PH_PEND_SHELD, TB_PH_PEND_LONE);
 		s->lone = 1;
 		s->trained = 0;
 	}

@@ -305,3 +305,26 @@ def test_steps_from_backwards(tmp_path, torch26):
     assert rep["steps"]["count"] == sum(want) - 1
     assert rep["phases"]["steps"] == sum(want) - 1   # from one backward to the next
     assert "steps (backward)" in text
+
+
+# Loops over more than one DataLoader (docs/model.md, "Passes"): a zip of
+# two (both fetched every step), a validation loader every 6 steps, and two
+# training loaders taken in turn (each one's end begins a pass: the job's
+# lines, which disagree, are taken).
+@pytest.mark.parametrize("variant,source,torch26", [
+    ("zip", "passes", False),
+    ("zip", "passes", True),
+    ("val-every", "passes", False),
+    ("alternate", "regex", False),
+], ids=["zip-torch1.13", "zip-torch2.6", "val-every-torch1.13", "alternate-torch1.13"])
+def test_epochs_from_many_loaders(tmp_path, variant, source, torch26):
+    """As many epochs as the job's (never one a step), each starting where
+    the job's did, and every phase of the table, validation with it,
+    within 3 points of the job's own timers (test_phases.check_ranks)."""
+    from test_phases import check_ranks
+    rep, truth, text = run(tmp_path, variant, torch26=torch26)
+    assert rep["epochs"]["source"] == source, rep["epochs"]["source"]
+    got = check_boundaries(rep, truth)
+    assert [e["epoch"] for e in got] == [1, 2, 3]
+    check_no_tail_block(rep, truth)
+    check_ranks(rep, truth)

@@ -266,7 +266,9 @@ static void train(struct epochs *ep, uint64_t ts, unsigned how)
  * A loop that leaves each pass early (next() N times, then a new iter()):
  * no fetch ever ends a pass, so passes see one; the lines' three epochs
  * are taken. Once a pass ends (StopIteration: a fetch with no backward,
- * lone at the next fetch), passes count again and outrank the lines.
+ * lone at the next fetch), passes count again, but the lines still win
+ * while the two disagree (two passes, three epochs by the lines), and
+ * passes outrank the lines again where they agree.
  */
 START_TEST(passes_that_never_end_yield_to_lines)
 {
@@ -295,8 +297,339 @@ START_TEST(passes_that_never_end_yield_to_lines)
 	epochs_tick(&ep, &job, 350 * MS);
 	ck_assert(ep.pass_ended);
 	ck_assert_int_eq(ep.src[EP_PASSES].n + ep.src[EP_PASSES].is_open, 2);
+	ck_assert_int_eq(epochs_source(&ep), EP_REGEX);
+	epochs_free(&ep);
+
+	/* Lines and passes agree: passes, whose boundaries are the fetches. */
+	init(&ep, EP_AUTO, NULL);
+	for (int e = 0; e < 3; e++) {
+		char line[32];
+
+		snprintf(line, sizeof(line), "Epoch %d/3\n", e + 1);
+		feed(&ep, TB_EV_TEXT, (100 * e + 1) * MS, line);
+		train(&ep, (100 * e + 2) * MS, e ? TB_RS_LONE | TB_RS_END_DATA : TB_RS_NONE);
+		train(&ep, (100 * e + 10) * MS, TB_RS_NONE);
+		phase(&ep, (100 * e + 20) * MS, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+		epochs_tick(&ep, &job, (100 * e + 50) * MS);
+	}
+	epochs_finish(&ep, &job, 400 * MS);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 3);
+	ck_assert_int_eq(ep.src[EP_REGEX].n, 3);
 	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
 	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * The phase events of one thread's loop as bpf/torch.bpf.h's resolve_step
+ * flags them (a DataLoader fetcher): whether a fetch is pending (fetched),
+ * held lone, in a validation run, after a training step, holding a
+ * worker start-up; fork() starts one, the next fetch ends it.
+ */
+struct loop {
+	struct epochs *ep;
+	uint64_t ts;			/* now */
+	bool fetched, lone, in_val, trained, st_held, in_start;
+};
+
+static unsigned int loop_resolve(struct loop *l, bool trained)
+{
+	unsigned int how = TB_RS_NONE;
+
+	if (trained) {
+		if (l->lone)
+			how |= TB_RS_HELD_OTHER;
+		if (l->fetched)
+			how |= TB_RS_TRAINED;
+		l->lone = l->in_val = false;
+		l->trained = true;
+	} else if (l->fetched && (l->lone || l->in_val) && !l->st_held) {
+		l->lone = l->trained = false;
+		l->in_val = true;
+		how = TB_RS_VALIDATION;
+	} else if (l->fetched) {
+		bool ends = l->trained && !l->st_held;
+
+		how = TB_RS_LONE | (ends ? TB_RS_END_DATA : 0);
+		l->lone = true;
+		l->trained = false;
+	}
+	if (how)
+		l->st_held = false;
+	l->fetched = false;
+	return how;
+}
+
+/* iter(loader) forks its workers: a start-up until the next fetch. */
+static void loop_fork(struct loop *l)
+{
+	if (!l->in_start)
+		phase(l->ep, l->ts, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE);
+	l->in_start = true;
+	l->ts += 5 * MS;
+}
+
+/* A fetch of ms: its start is returned (where a pass it begins begins). */
+static uint64_t loop_fetch(struct loop *l, uint64_t ms)
+{
+	uint64_t at = l->ts;
+	unsigned int how = loop_resolve(l, false);
+
+	if (l->in_start) {
+		how |= TB_RS_START_HELD;
+		l->st_held = true;
+		l->in_start = false;
+	}
+	l->fetched = true;
+	phase(l->ep, at, TB_PH_PEND_DATA, TB_BC_DATA, how);
+	l->ts += ms * MS;
+	phase(l->ep, l->ts, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE);
+	return at;
+}
+
+/* The forward (ms), the backward, the optimizer. */
+static void loop_train(struct loop *l, uint64_t ms)
+{
+	l->ts += ms * MS;
+	phase(l->ep, l->ts, TB_PH_BACKWARD, TB_BC_BACKWARD, loop_resolve(l, true));
+	l->ts += ms * MS;
+	phase(l->ep, l->ts, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE);
+	l->ts += MS;
+}
+
+/* An eval loop of n batches (forward only), and its StopIteration. */
+static void loop_validate(struct loop *l, int n, bool workers, uint64_t ms)
+{
+	if (workers)
+		loop_fork(l);
+	for (int i = 0; i < n; i++) {
+		loop_fetch(l, ms);
+		l->ts += ms * MS;
+	}
+	loop_fetch(l, 1);
+}
+
+/* Ticks every ms through to the loop's now; the job's times at rate 1. */
+static void loop_tick(struct loop *l, struct job *job, struct proc_rec *p,
+		      struct thread_rec *t, uint64_t *next, uint64_t every_ms)
+{
+	while (*next <= l->ts) {
+		job_at(job, p, t, *next);
+		epochs_tick(l->ep, job, *next);
+		*next += every_ms * MS;
+	}
+}
+
+static void passes_are(const struct epochs *ep, int n, const uint64_t *starts)
+{
+	const struct ep_stream *st = &ep->src[EP_PASSES];
+
+	ck_assert_int_eq(st->n, n);
+	for (int i = 0; i < n; i++)
+		ck_assert_uint_eq(st->list[i].start, starts[i]);
+}
+
+/*
+ * One loader, then a zip of two (each step fetches from both; the first
+ * fetch is lone at the second, every step): three epochs either way,
+ * each from its first fetch (the zip's: its first loader's, after the
+ * workers' start-up of both iter()s), at 200 ms ticks or at 2 s ticks
+ * with every duration 10 times as long (a loaded machine): the same
+ * boundaries, scaled. Attached (-p) during the first: the other two.
+ */
+static void zip_epochs(int loaders, uint64_t scale, uint64_t tick_ms, bool workers,
+		       bool attached)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct loop l = { .ep = &ep, .ts = 10 * MS };
+	uint64_t next = 0, starts[3];
+
+	init(&ep, EP_AUTO, NULL);
+	ep.attached = attached;
+	for (int e = 0; e < 3; e++) {
+		if (workers) {
+			starts[e] = l.ts;
+			for (int k = 0; k < loaders; k++)
+				loop_fork(&l);
+		}
+		for (int i = 0; i < 12; i++) {
+			for (int k = 0; k < loaders; k++) {
+				uint64_t at = loop_fetch(&l, 2 * scale);
+
+				if (!workers && !i && !k)
+					starts[e] = at;
+			}
+			loop_train(&l, 3 * scale);
+			loop_tick(&l, &job, &p, &t, &next, tick_ms);
+		}
+		loop_fetch(&l, scale);	/* the first loader's StopIteration ends the zip */
+		l.ts += 20 * scale * MS;	/* the epoch's log line, its end */
+	}
+	loop_tick(&l, &job, &p, &t, &next, tick_ms);
+	job_at(&job, &p, &t, l.ts);
+	epochs_finish(&ep, &job, l.ts);
+	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
+	/* -p: the first pass is the first seen whole, the one under way no epoch. */
+	passes_are(&ep, 3 - attached, starts + attached);
+	epochs_free(&ep);
+}
+
+START_TEST(zip_of_loaders_epochs)
+{
+	zip_epochs(1, 1, 200, false, false);
+	zip_epochs(2, 1, 200, false, false);
+	zip_epochs(3, 1, 200, true, false);
+	zip_epochs(2, 10, 2000, true, false);
+	zip_epochs(2, 1, 200, true, false);
+	zip_epochs(2, 1, 200, true, true);
+	zip_epochs(2, 1, 200, false, true);
+}
+END_TEST
+
+/*
+ * Validation every 8 steps of a 24-step epoch, and at the epoch's end: its
+ * loader's workers start at each iter(), so its first fetch ended a
+ * start-up and is no training pass's end (BPF does not mark it END_DATA):
+ * three epochs, each from the training loader's first fetch, on a normal
+ * and on a loaded machine.
+ */
+static void val_every(uint64_t scale, uint64_t tick_ms)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct loop l = { .ep = &ep, .ts = 10 * MS };
+	uint64_t next = 0, starts[3];
+
+	init(&ep, EP_AUTO, NULL);
+	for (int e = 0; e < 3; e++) {
+		for (int i = 0; i < 24; i++) {
+			uint64_t at = loop_fetch(&l, 2 * scale);
+
+			if (!i)
+				starts[e] = at;
+			loop_train(&l, 3 * scale);
+			if ((i + 1) % 8 == 0 && i != 23)
+				loop_validate(&l, 4, true, 2 * scale);
+			loop_tick(&l, &job, &p, &t, &next, tick_ms);
+		}
+		loop_fetch(&l, scale);		/* StopIteration */
+		loop_validate(&l, 4, true, 2 * scale);
+	}
+	job_at(&job, &p, &t, l.ts);
+	epochs_finish(&ep, &job, l.ts);
+	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
+	passes_are(&ep, 3, starts);
+	epochs_free(&ep);
+}
+
+START_TEST(validation_every_n_steps_is_no_epoch)
+{
+	val_every(1, 200);
+	val_every(10, 2000);
+}
+END_TEST
+
+/*
+ * What passes cannot tell: a validation loader that starts no workers
+ * (num_workers=0, or persistent ones), mid-epoch, looks like the training
+ * loader's end (its first fetch is lone right after a training step), so
+ * each such run begins a pass; so does each end of two training loaders
+ * used in turn. The job's epoch lines, when it prints them, then disagree
+ * with the passes, and auto takes the lines.
+ */
+START_TEST(lines_win_where_passes_disagree)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct loop l = { .ep = &ep, .ts = 10 * MS };
+	uint64_t next = 0;
+
+	init(&ep, EP_AUTO, NULL);
+	for (int e = 0; e < 3; e++) {
+		char line[32];
+
+		snprintf(line, sizeof(line), "Epoch %d/3\n", e + 1);
+		feed(&ep, TB_EV_TEXT, l.ts, line);
+		l.ts += MS;
+		for (int i = 0; i < 24; i++) {
+			loop_fetch(&l, 2);
+			loop_train(&l, 3);
+			if ((i + 1) % 12 == 0 && i != 23)
+				loop_validate(&l, 4, false, 2);
+			loop_tick(&l, &job, &p, &t, &next, 200);
+		}
+		loop_fetch(&l, 1);
+		loop_validate(&l, 4, false, 2);
+	}
+	job_at(&job, &p, &t, l.ts);
+	epochs_finish(&ep, &job, l.ts);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 6);	/* 3 + the 3 mid-epoch runs */
+	ck_assert_int_eq(ep.src[EP_REGEX].n, 3);
+	ck_assert_int_eq(epochs_source(&ep), EP_REGEX);
+	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * Two training loaders in turn, step by step (A's 12 batches make the
+ * epoch, B's 8 start over when they run out): each end of either begins a
+ * pass, never one a step; the job's lines name the epochs, and win.
+ * Without lines, passes are what there is.
+ */
+static void alternate(bool lines)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct loop l = { .ep = &ep, .ts = 10 * MS };
+	uint64_t next = 0;
+	int b = 0;
+
+	init(&ep, EP_AUTO, NULL);
+	for (int e = 0; e < 3; e++) {
+		if (lines) {
+			char line[32];
+
+			snprintf(line, sizeof(line), "Epoch %d/3\n", e + 1);
+			feed(&ep, TB_EV_TEXT, l.ts, line);
+			l.ts += MS;
+		}
+		for (int i = 0; i < 24; i++) {
+			if (i % 2 && b++ == 8) {
+				loop_fetch(&l, 1);	/* B's StopIteration: iter(B) again */
+				b = 1;
+			}
+			loop_fetch(&l, 2);
+			loop_train(&l, 3);
+			loop_tick(&l, &job, &p, &t, &next, 200);
+		}
+		loop_fetch(&l, 1);			/* A's StopIteration */
+	}
+	job_at(&job, &p, &t, l.ts);
+	epochs_finish(&ep, &job, l.ts);
+	/*
+	 * The first, A's 2 ends before its last, B's 4 (36 of its batches:
+	 * after 8, 16, 24, 32); the last pass, B's 7 steps before the end, is
+	 * a tail (epochs_finish), not closed.
+	 */
+	ck_assert_int_eq(ep.passes, 1 + 2 + 4);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 1 + 2 + 4 - 1);
+	ck_assert_int_eq(epochs_source(&ep), (lines ? EP_REGEX : EP_PASSES));
+	epochs_free(&ep);
+}
+
+START_TEST(alternating_loaders)
+{
+	alternate(true);
+	alternate(false);
 }
 END_TEST
 
@@ -876,6 +1209,10 @@ int main(void)
 	tcase_add_test(tc, markers_and_source_choice);
 	tcase_add_test(tc, passes_that_never_end_yield_to_lines);
 	tcase_add_test(tc, boundary_interpolated_between_refreshes);
+	tcase_add_test(tc, zip_of_loaders_epochs);
+	tcase_add_test(tc, validation_every_n_steps_is_no_epoch);
+	tcase_add_test(tc, lines_win_where_passes_disagree);
+	tcase_add_test(tc, alternating_loaders);
 	tcase_add_test(tc, step_statistics);
 	tcase_add_test(tc, parse_sources);
 	tcase_add_test(tc, worker_generations);

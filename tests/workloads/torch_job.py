@@ -121,6 +121,18 @@ VARIANTS = {
                      "--optimizer adam --log plain"),
     "validation": ("a validation loop every epoch; HF lines with eval lines",
                    "--workers 2 --validate --log hf"),
+    "zip": ("each step a batch of two DataLoaders (zip; the second longer), 2 fork "
+            "workers each, re-forked every epoch; plain lines",
+            "--workers 2 --mp-context fork --loaders zip --steps 16 --log plain"),
+    "zip-inline": ("zip of two DataLoaders, num_workers=0; plain lines",
+                   "--workers 0 --loaders zip --steps 16 --log plain"),
+    "alternate": ("steps take two DataLoaders' batches in turn, the second (2/3 as long) "
+                  "started over when it runs out; 2 fork workers each, every pass; plain lines",
+                  "--workers 2 --mp-context fork --loaders alternate --steps 12 --log plain"),
+    "val-every": ("a validation pass every 6 steps and at each epoch's end, its loader's "
+                  "fork worker started each pass; plain lines",
+                  "--workers 1 --mp-context fork --validate --val-every 6 --steps 12 --width 128 "
+                  "--log plain"),
     "accum": ("gradient accumulation over 4 steps, .item() every step; step lines",
               "--workers 2 --accum 4 --item-every-step --log steps"),
     "subprocs": ("git --version and ip addr every 5 steps",
@@ -196,6 +208,14 @@ def parse_args(argv):
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--item-every-step", action="store_true")
     p.add_argument("--validate", action="store_true")
+    p.add_argument("--val-every", type=int, default=0, metavar="N",
+                   help="also a validation pass every N steps, mid-epoch (implies --validate)")
+    p.add_argument("--loaders", choices=["one", "zip", "alternate"], default="one",
+                   help="zip: each step a batch of the training loader and of a second, "
+                   "longer one (zip(a, b), ends with a's StopIteration); alternate: steps "
+                   "take the training loader's and a shorter second one's batches in turn, "
+                   "the second started over (iter()) when it runs out; the training "
+                   "loader's pass is the epoch")
     p.add_argument("--checkpoint", action="store_true")
     p.add_argument("--ckpt-every", type=int, default=0, metavar="N",
                    help="checkpoint every N steps (after the optimizer) instead of every "
@@ -486,7 +506,7 @@ def grad_in_hook(g):
     return g
 
 
-def step_loss(net, x, y, args):
+def step_loss(net, x, y, args, extra=None):
     """The step's forward and loss; with --grad-penalty, plus the squared
     norm of the output's gradient w.r.t. the input (a WGAN-GP-style term:
     torch.autograd.grad inside the forward, its graph kept for the
@@ -503,6 +523,9 @@ def step_loss(net, x, y, args):
         if args.grad_penalty:
             g, = torch.autograd.grad(out.float().sum(), x, create_graph=True)
             loss = loss + 1e-3 * g.pow(2).sum(1).mean()
+        if extra is not None:   # --loaders zip: the second loader's batch too
+            xb, yb, _ = extra
+            loss = loss + F.cross_entropy(net(xb), yb)
     return loss / args.accum
 
 
@@ -558,8 +581,16 @@ def run_rank(rank, args, parts):
     ds = Samples(n, files, args.getitem_ms, rank, args.table_mb)
     sampler = DistributedSampler(ds, world, rank, shuffle=True) if ddp else None
     loader = None if feed else make_loader(args, ds, sampler, parts, rank, True)
+    aux = None
+    if args.loaders != "one":
+        an = (steps + 4 if args.loaders == "zip" else max(2, 2 * steps // 3)) * \
+            args.batch_size * world
+        ads = Samples(an, None, args.getitem_ms, 2000 + rank)
+        asp = DistributedSampler(ads, world, rank, shuffle=True) if ddp else None
+        aux = make_loader(args, ads, asp, parts, rank, True)
+    batches = Batches(args.loaders, aux)
     val_loader = None
-    if args.validate:
+    if args.validate or args.val_every:
         vn = max(1, steps // 3) * args.batch_size * world
         vds = Samples(vn, None, args.getitem_ms, 1000 + rank)
         vs = DistributedSampler(vds, world, rank, shuffle=False) if ddp else None
@@ -584,7 +615,7 @@ def run_rank(rank, args, parts):
             t = time.perf_counter()
         log.epoch_start(e)
         t = clock.add("log", t)
-        it = feed.epoch() if feed else iter(loader)
+        it = feed.epoch() if feed else batches.epoch(loader)
         t = clock.add("data", t)
         if not helpers_noted and args.workers:
             note_mp_helpers(parts)
@@ -592,13 +623,13 @@ def run_rank(rank, args, parts):
         i, loss_sum, nlog, nsteps = 0, 0.0, 0, 0
         while True:
             try:
-                x, y, gt = next(it)
+                x, y, gt = batches.next(it, i)
             except StopIteration:
                 t = clock.add("data", t)
                 break
             t = clock.add("data", t)
             getitem_s += float(gt.sum())
-            loss = step_loss(net, x, y, args)
+            loss = step_loss(net, x, y, args, batches.extra)
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
                     slow_start = (time.time(), time.perf_counter())
@@ -631,8 +662,10 @@ def run_rank(rank, args, parts):
                 t = clock.add("subprocess", t)
             i += 1
             nsteps += 1
+            if args.val_every and i % args.val_every == 0:
+                _, t = validate(net, val_loader, ddp, clock, t)
         val = None
-        if val_loader is not None:
+        if val_loader is not None and args.validate:
             val, t = validate(net, val_loader, ddp, clock, t)
         if ckpt_dir and not args.ckpt_every:
             if rank == 0:
@@ -685,6 +718,33 @@ def run_in_thread(rank, args, parts):
     loop.start()
     while loop.is_alive():
         loop.join(0.1)
+class Batches:
+    """A step's batch from the epoch's iterator: the training loader's
+    (one); a batch of it and of the second loader, both in the forward (zip); or
+    the training loader's on even steps and the second's on odd ones,
+    iter() on the second again when it runs out (alternate). The training
+    loader's StopIteration ends the epoch."""
+
+    def __init__(self, how, aux):
+        self.how, self.aux, self.aux_it = how, aux, None
+        self.extra = None   # zip: the second loader's batch, for the forward
+
+    def epoch(self, loader):
+        if self.how == "zip":
+            return zip(loader, self.aux)
+        return iter(loader)
+
+    def next(self, it, i):
+        if self.how == "zip":
+            (xa, ya, ga), self.extra = next(it)
+            return xa, ya, ga
+        if self.how == "one" or i % 2 == 0:
+            return next(it)
+        try:
+            return next(self.aux_it)
+        except (StopIteration, TypeError):  # TypeError: none yet
+            self.aux_it = iter(self.aux)
+            return next(self.aux_it)
 
 
 def validate(net, loader, ddp, clock, t):

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,20 +281,74 @@ static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct 
 }
 
 /*
+ * Of a thread's fetches, the one back fetches before the next (1: the
+ * last); the oldest kept when back reaches past them.
+ */
+static const struct ep_pass_fetch *fetch_back(const struct ep_pass_thread *t, int back)
+{
+	if (back > EP_PASS_RING)
+		back = EP_PASS_RING;
+	if (back > t->nfetch)
+		back = t->nfetch;
+	return &t->last[(t->nfetch - back) % EP_PASS_RING];
+}
+
+/*
+ * Where the pass a training step begins begins, the step having taken n
+ * fetches: its first, k back for a loop that takes k a step (a zip). The
+ * thread's first step (k unknown) begins the first pass at the thread's
+ * first fetch (a zip's first loader's); under -p, at the step's last.
+ */
+static uint64_t pass_from(const struct epochs *ep, const struct ep_pass_thread *t, int k,
+			  int n)
+{
+	if (k)
+		return fetch_back(t, k)->from;
+	return ep->attached ? t->from : fetch_back(t, n)->from;
+}
+
+/*
+ * Whether a training step that took n fetches begins a pass. The thread's
+ * first does when it was traced from its start. Then a pass begins where
+ * the training loader ran out and started over: the step took more
+ * fetches than any training step of the thread seen whole (kmin; a step
+ * of a zip of two loaders takes two, and one of them is lone at the next,
+ * every step), and since the last training step either a pass ran to its
+ * end (a lone fetch right after a training step: StopIteration), or
+ * validation ran and the step's first fetch ended a worker start-up (a
+ * new iter() after a loop that broke out of its pass). Not a validation
+ * loop alone: its first fetch ended its workers' start-up, so BPF does not
+ * take it for a pass's end (bpf/torch.bpf.h); the training loader's
+ * iterator carries on after it, starting nothing.
+ */
+static bool begins_pass(const struct epochs *ep, const struct ep_pass_thread *t, int n,
+			bool val)
+{
+	int k = t->kmin;
+
+	/* Under -p, the first step seen: after a validation loop, a pass's first. */
+	if (!t->trained)
+		return !ep->attached || val;
+	if (!k || n <= k)
+		return false;
+	return t->ended || (val && fetch_back(t, k)->held);
+}
+
+/*
  * A pass over a DataLoader ends with the fetch that raises StopIteration:
  * a step with no backward (BPF resolves it lone at the next fetch, or
- * validation after an eval loop). The first training step after one, or a
- * thread's first when it was traced from its start, begins a pass: the
- * boundary is its fetch's start, or, where iter(loader) started workers
- * for it, that start-up's (the first fork: docs/phases.md), whose time is
- * the step's data. One thread counts, the first to begin a pass (the
- * ranks of a DDP job begin theirs together).
+ * validation after an eval loop). A training step begins a pass as
+ * begins_pass says; the boundary is its first fetch's start, or, where
+ * iter(loader) started workers for it, that start-up's (the first fork:
+ * docs/phases.md), whose time is the step's data. One thread counts, the
+ * first to begin a pass (the ranks of a DDP job begin theirs together).
  */
 static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
 	unsigned int how = e->resolved & TB_RS_HOW;
 	struct ep_pass_thread *t = pass_thread(ep, e->tid);
-	bool starts, in_start;
+	bool starts;
+	int n;
 
 	if (!t)
 		return;
@@ -303,28 +358,40 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 		t->in_start = true;
 		return;
 	}
-	in_start = t->in_start;
-	t->in_start = false;
 	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
+		bool held = t->in_start && (e->resolved & TB_RS_START_HELD);
+
 		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
-			t->untrained = ep->pass_ended = true;
+			ep->pass_ended = true;
+		t->ended |= how == TB_RS_LONE && (e->resolved & TB_RS_END_DATA);
+		t->val |= how == TB_RS_VALIDATION;
 		t->fetch = e->ts;
-		t->from = in_start && (e->resolved & TB_RS_START_HELD) ? t->start : e->ts;
+		t->from = held ? t->start : e->ts;
+		t->last[t->nfetch++ % EP_PASS_RING] = (struct ep_pass_fetch){ t->from, held };
+		if (t->since < INT_MAX)
+			t->since++;
+		t->in_start = false;
 		return;
 	}
+	t->in_start = false;
 	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD)
 		return;
 	loop_step(ep, t, e);
-	if (how != TB_RS_TRAINED)
+	if (how != TB_RS_TRAINED || !t->fetch)
 		return;
-	starts = t->untrained || (!t->trained && !ep->attached);
-	t->untrained = false;
+	n = t->since;
+	starts = begins_pass(ep, t, n, t->val);
+	/* Under -p the first step's fetches may have begun before the attach. */
+	if ((t->trained || !ep->attached) && (!t->kmin || n < t->kmin))
+		t->kmin = n;
+	if (starts && tracks(ep, EP_PASSES) && (!ep->pass_tid || (pid_t)e->tid == ep->pass_tid)) {
+		ep->pass_tid = e->tid;
+		add_pending(&ep->src[EP_PASSES], pass_from(ep, t, t->trained ? t->kmin : 0, n),
+			    ++ep->passes);
+	}
+	t->since = 0;
+	t->ended = t->val = false;
 	t->trained = true;
-	if (!tracks(ep, EP_PASSES) || (ep->pass_tid && (pid_t)e->tid != ep->pass_tid) ||
-	    !starts || !t->fetch)
-		return;
-	ep->pass_tid = e->tid;
-	add_pending(&ep->src[EP_PASSES], t->from, ++ep->passes);
 }
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)
@@ -1509,10 +1576,28 @@ static long epochs_of(const struct epochs *ep, int s)
 }
 
 /*
+ * Passes and the job's own epoch lines disagree: the lines name more than
+ * one epoch and passes closed a different number of them. Passes cannot
+ * tell two training loaders apart (each one's end begins a pass), nor a
+ * validation loader that starts no workers from the training loader's end;
+ * the job's lines say what it calls an epoch. Closed epochs only: a line
+ * and a pass begin the same epoch a few ms apart, and a summary's inferred
+ * next epoch may be the teardown.
+ */
+static bool lines_disagree(const struct epochs *ep)
+{
+	const struct ep_stream *l = &ep->src[EP_REGEX];
+
+	return tracks(ep, EP_REGEX) && epochs_of(ep, EP_REGEX) > 1 &&
+	       l->closed != ep->src[EP_PASSES].closed;
+}
+
+/*
  * auto: the first source in enum ep_source's order that has an epoch.
  * Passes that never saw one end are one pass as far as they can tell: a
  * later source that sees more epochs (lines, worker generations of a loop
- * that breaks out of each pass) is taken instead.
+ * that breaks out of each pass) is taken instead; passes that disagree
+ * with the job's lines yield to them.
  */
 enum ep_source epochs_source(const struct epochs *ep)
 {
@@ -1520,6 +1605,8 @@ enum ep_source epochs_source(const struct epochs *ep)
 		return ep->want;
 	for (int s = 0; s < EP_NSRC; s++) {
 		if (!epochs_of(ep, s))
+			continue;
+		if (s == EP_PASSES && lines_disagree(ep))
 			continue;
 		if (s == EP_PASSES && !ep->pass_ended) {
 			bool more = false;

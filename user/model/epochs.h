@@ -265,9 +265,21 @@ struct ep_stream {
 };
 
 /*
- * A thread's DataLoader passes (phase events): the last fetch's start, and
- * whether a step with no backward (the fetch that raised StopIteration, a
- * validation loop) came since its last training step.
+ * A thread's last fetches: where a pass that one begins would begin (the
+ * fetch, or the workers' start-up held with it), and whether it ended a
+ * start-up (TB_RS_START_HELD: iter(loader) started workers for it).
+ */
+#define EP_PASS_RING 8
+struct ep_pass_fetch {
+	uint64_t from;
+	bool held;
+};
+
+/*
+ * A thread's DataLoader passes (phase events): its last fetches, how many
+ * since its last training step, the fewest a training step took (two for
+ * a zip of two loaders), and whether a pass ran out (a lone fetch right
+ * after a training step: TB_RS_END_DATA) since its last training step.
  */
 struct ep_pass_thread {
 	pid_t tid;
@@ -277,8 +289,13 @@ struct ep_pass_thread {
 	uint64_t start;		/* the start-up under way began (TB_PH_PEND_START) */
 	bool in_start;
 	uint64_t stepped;	/* the fetch whose training step was counted */
-	bool untrained;
+	bool ended;		/* a pass ran out since the last training step */
+	bool val;		/* and validation ran (TB_RS_VALIDATION) */
 	bool trained;		/* a training step seen */
+	int since;		/* fetches since the last training step, its own included */
+	int kmin;		/* fewest fetches a training step seen whole took; 0: none */
+	long nfetch;		/* fetches ever: last[nfetch % EP_PASS_RING] is the next */
+	struct ep_pass_fetch last[EP_PASS_RING];
 };
 
 #define EP_PASS_THREADS 64

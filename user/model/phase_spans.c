@@ -143,7 +143,8 @@ static void resolve(struct ph_spans *s, unsigned int resolved, ph_span_fn fn, vo
 	} else if (how == TB_RS_LONE) {
 		if (resolved & TB_RS_END_DATA)
 			settle_all(s, PH_PEND_DATA, PH_DATA, fn, arg);
-		relabel(s, -1, TB_PH_PEND_LONE);
+		/* A pass's first fetch (it ended a start-up): pending with the next. */
+		relabel(s, s->st_held ? PH_PEND_FWD : -1, TB_PH_PEND_LONE);
 	}
 	if (resolved & (TB_RS_HOW | TB_RS_HELD_OTHER | TB_RS_END_DATA))
 		s->st_held = false;	/* a step resolved (BPF's resolve_step) */
