@@ -82,7 +82,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
-          "validation", "checkpoint", "teardown"]
+          "validation", "checkpoint", "teardown", "communication"]
 
 # name: (what it is, its options). Sizes keep each run to a few seconds on a
 # 2-core machine (torch 1.13 and 2.6), spawn-started workers included.
@@ -129,6 +129,11 @@ VARIANTS = {
     "dl-forkserver-table": ("DataLoader, 2 forkserver workers, not persistent, an 8 MB "
                             "in-memory table in the dataset",
                             "--workers 2 --mp-context forkserver --table-mb 8 --log plain"),
+    "allreduce-manual": ("2 gloo ranks by mp.spawn, no DDP wrapper: every parameter's "
+                         "gradient all_reduced by hand after backward, and a barrier "
+                         "every 4 steps (communication outside any bracket)",
+                         "--launch spawn --workers 1 --epochs 2 --steps 16 --allreduce-manual "
+                         "--barrier-every 4 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -194,6 +199,11 @@ def parse_args(argv):
                    default="plain")
     p.add_argument("--log-every", type=int, default=8)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--allreduce-manual", action="store_true",
+                   help="DDP ranks without DDP's wrapper: after backward, all_reduce each "
+                   "parameter's gradient and divide it by the world size (communication)")
+    p.add_argument("--barrier-every", type=int, default=0, metavar="N",
+                   help="dist.barrier() after every N-th optimizer step (communication)")
     p.add_argument("--timeout", type=float, default=300.0)
     argv = list(argv)
     if "--variant" in argv:
@@ -477,7 +487,8 @@ def run_rank(rank, args, parts):
     model = build_model(args.width)
     if args.frozen_mb:
         model.register_buffer("frozen", torch.rand(int(args.frozen_mb * 2**18)))
-    net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    manual = ddp and args.allreduce_manual
+    net = torch.nn.parallel.DistributedDataParallel(model) if ddp and not manual else model
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     steps = args.steps
@@ -538,10 +549,18 @@ def run_rank(rank, args, parts):
             t = clock.add("forward", t)
             loss.backward()
             t = clock.add("backward", t)
+            if manual:
+                for prm in model.parameters():
+                    dist.all_reduce(prm.grad)
+                    prm.grad /= world
+                t = clock.add("communication", t)
             if (i + 1) % args.accum == 0:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 t = clock.add("optimizer", t)
+            if ddp and args.barrier_every and (i + 1) % args.barrier_every == 0:
+                dist.barrier()
+                t = clock.add("communication", t)
             if args.item_every_step or args.log == "lightning" or (i + 1) % args.log_every == 0:
                 lv = loss.item() * args.accum
                 loss_sum += lv

@@ -15,7 +15,10 @@
  * file has none of them, or the first two only. 4 added the GPU's own
  * side (record_gpu.c: gpu_devices, gpu_windows, gpu_samples, meta
  * gpu_metrics); an older file has none, and its reports no GPU line.
+ * 6 added the communication phase (epochs.ph_communication, phase_times
+ * and phase_steps rows named communication, phase_events.phase 13); an
+ * older file has none: its reports show communication 0.
  */
-#define REC_SCHEMA_VERSION 5
+#define REC_SCHEMA_VERSION 6
 
 #endif
