@@ -50,7 +50,7 @@ import pytest
 from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
-          "validation", "checkpoint", "teardown"]
+          "validation", "checkpoint", "teardown", "communication"]
 COMPARED = ["data", "forward", "backward", "optimizer", "validation", "checkpoint"]
 BOUND = 0.03
 
@@ -205,6 +205,35 @@ def test_phases_of_ddp_ranks(tmp_path, torch26):
                 (ph, r["critical_path_s"][ph], r["wall_s"][ph])
 
 
+@TORCHES
+def test_communication_is_a_phase(tmp_path, torch26):
+    """2 gloo ranks that average their gradients by hand after backward
+    (dist.all_reduce of every parameter's gradient, then a division) and
+    call dist.barrier() every 4 steps, the job timing both as
+    communication: trainbpf's communication phase (a trainer's waits for
+    gloo's threads and its hand-offs to them, in other, and the CPU
+    between them: docs/phases.md) and every other row within 3 points of
+    each rank's life. What the phase was made of is the wait for the
+    network and the other rank (comm on the critical path) above all, and
+    the diagnosis names it (comm_bound from the phase) when it is over 20%."""
+    report, truth = run("allreduce-manual", tmp_path, torch26)
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth, COMPARED + ["communication"])
+    for rank in truth["ranks"]:
+        ours = proc(report, rank["pid"])["phases"]
+        assert ours["wall_s"]["communication"] > 0.2 * ours["wall_s"]["backward"], ours
+        made_of = ours["critical_path_s"]["communication"]
+        assert max(made_of, key=made_of.get) == "comm", made_of
+    # the rule's share, as the data phase's: of the trainers' rows (their
+    # critical path, other's from their start)
+    rows = {e["phase"]: sum(e["critical_path_s"].values()) for e in report["phases"]["list"]}
+    comm = findings(report).get("comm_bound")
+    if rows["communication"] > 0.21 * sum(rows.values()):
+        assert comm and "communication phase" in comm["summary"], report["diagnosis"]
+    elif rows["communication"] < 0.19 * sum(rows.values()):
+        assert not comm or "communication phase" not in comm["summary"], comm
+
+
 def test_text_table_by_trainer(tmp_path):
     """With two ranks the text report has a row per rank: its steps and its
     ms per step in each phase, the JSON's per-process phases."""
@@ -221,9 +250,9 @@ def test_text_table_by_trainer(tmp_path):
     for pid, row in rows.items():
         ours = proc(report, pid)["phases"]
         assert int(row[1]) == ours["steps"]
-        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "other"]
+        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other"]
         names = ["data", "forward", "backward", "optimizer", "checkpoint", "validation",
-                 "other"]
+                 "communication", "other"]
         for name, cell in zip(names, row[2:]):
             assert float(cell) == pytest.approx(1e3 * ours["wall_s"][name] / ours["steps"],
                                                 abs=0.051), (pid, name)
@@ -374,7 +403,7 @@ def record(variant, tmp_path, name):
 
 
 SHORT = {"data": "data", "fwd": "forward", "bwd": "backward", "opt": "optimizer",
-         "ckpt": "checkpoint", "val": "validation", "other": "other"}
+         "ckpt": "checkpoint", "val": "validation", "comm": "communication", "other": "other"}
 
 
 def made_of_lines(lines, i):

@@ -132,7 +132,7 @@ VARIANTS = {
     "allreduce-manual": ("2 gloo ranks by mp.spawn, no DDP wrapper: every parameter's "
                          "gradient all_reduced by hand after backward, and a barrier "
                          "every 4 steps (communication outside any bracket)",
-                         "--launch spawn --workers 1 --epochs 2 --steps 16 --allreduce-manual "
+                         "--launch spawn --workers 0 --epochs 2 --steps 16 --allreduce-manual "
                          "--barrier-every 4 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
