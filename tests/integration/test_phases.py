@@ -47,7 +47,7 @@ import subprocess
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF
+from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF, WORKLOADS
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
           "validation", "checkpoint", "teardown", "communication"]
@@ -232,6 +232,23 @@ def test_communication_is_a_phase(tmp_path, torch26):
         assert comm and "communication phase" in comm["summary"], report["diagnosis"]
     elif rows["communication"] < 0.19 * sum(rows.values()):
         assert not comm or "communication phase" not in comm["summary"], comm
+
+
+@TORCHES
+def test_probed_nccl_calls_are_communication(tmp_path, torch26):
+    """A probed NCCL collective called between brackets is communication
+    from its entry to its return (bpf/gpu_api.bpf.h), and the CPU between
+    two such calls too: the stand-in libnccl.so.2 (tests/workloads/fakecuda),
+    loaded by ctypes after the job started, its ncclAllReduce sleeping 3 ms,
+    once per parameter after every backward. Every row within 3 points of
+    the job's life; the phase made of the calls' comm."""
+    lib = f"{WORKLOADS}/fakecuda/libnccl.so.2"
+    report, truth = run("nccl-manual", tmp_path, torch26, ("--fake-nccl", lib))
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth, COMPARED + ["communication"])
+    ours = proc(report, truth["ranks"][0]["pid"])["phases"]
+    made_of = ours["critical_path_s"]["communication"]
+    assert made_of["comm"] > 0.8 * ours["wall_s"]["communication"], made_of
 
 
 def test_text_table_by_trainer(tmp_path):

@@ -134,6 +134,9 @@ VARIANTS = {
                          "every 4 steps (communication outside any bracket)",
                          "--launch spawn --workers 0 --epochs 2 --steps 16 --allreduce-manual "
                          "--barrier-every 4 --log plain"),
+    "nccl-manual": ("one process, no DataLoader workers: after backward, a stand-in "
+                    "ncclAllReduce (give --fake-nccl LIB) per parameter, 3 ms each",
+                    "--workers 0 --epochs 2 --steps 16 --nccl-ms 3 --log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -202,6 +205,11 @@ def parse_args(argv):
     p.add_argument("--allreduce-manual", action="store_true",
                    help="DDP ranks without DDP's wrapper: after backward, all_reduce each "
                    "parameter's gradient and divide it by the world size (communication)")
+    p.add_argument("--fake-nccl", metavar="LIB",
+                   help="after backward, call ncclAllReduce of this stand-in libnccl.so.2 "
+                   "(tests/workloads/fakecuda) once per parameter, sleeping --nccl-ms in "
+                   "each (communication, as a probed NCCL call between brackets)")
+    p.add_argument("--nccl-ms", type=float, default=2.0)
     p.add_argument("--barrier-every", type=int, default=0, metavar="N",
                    help="dist.barrier() after every N-th optimizer step (communication)")
     p.add_argument("--timeout", type=float, default=300.0)
@@ -469,6 +477,25 @@ def leave_rank():
     os._exit(0)
 
 
+class FakeNccl:
+    """The stand-in NCCL (tests/workloads/fakecuda/nccl.c) by ctypes: each
+    ncclAllReduce sleeps ms, as a collective the host blocks in."""
+
+    def __init__(self, lib, ms):
+        import ctypes
+        self.c = ctypes
+        self.lib = ctypes.CDLL(lib)
+        self.lib.fakenccl_set_block(1, ctypes.c_longlong(int(ms * 1e6)))   # FAKE_SLEEP
+        self.comm = ctypes.c_void_p()
+        dev = (ctypes.c_int * 1)(0)
+        assert self.lib.ncclCommInitAll(ctypes.byref(self.comm), 1, dev) == 0
+
+    def allreduce(self, t):
+        c = self.c
+        assert self.lib.ncclAllReduce(c.c_void_p(t.data_ptr()), c.c_void_p(t.data_ptr()),
+                                      c.c_size_t(t.numel()), 7, 0, self.comm, None) == 0
+
+
 def run_rank(rank, args, parts):
     clock = Clock()
     t = time.perf_counter()
@@ -488,6 +515,7 @@ def run_rank(rank, args, parts):
     if args.frozen_mb:
         model.register_buffer("frozen", torch.rand(int(args.frozen_mb * 2**18)))
     manual = ddp and args.allreduce_manual
+    nccl = FakeNccl(args.fake_nccl, args.nccl_ms) if args.fake_nccl else None
     net = torch.nn.parallel.DistributedDataParallel(model) if ddp and not manual else model
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
@@ -549,6 +577,11 @@ def run_rank(rank, args, parts):
             t = clock.add("forward", t)
             loss.backward()
             t = clock.add("backward", t)
+            if nccl:
+                for prm in model.parameters():
+                    nccl.allreduce(prm.grad)
+                    prm.grad /= 1
+                t = clock.add("communication", t)
             if manual:
                 for prm in model.parameters():
                     dist.all_reduce(prm.grad)
