@@ -659,10 +659,11 @@ static __always_inline int asleep(struct task_struct *p)
  */
 static __always_inline void comm_wake(__u32 idx, struct tb_slot *s, __u64 now)
 {
-	struct tb_slot *w = slot_at(idx);
+	struct tb_slot *w;
 
-	if (!w || !w->cm_on || w->tgid != s->tgid ||
-	    (w->phase != TB_PH_OTHER && w->phase != TB_PH_PEND_COMM) || !is_comm_thread(s))
+	/* The wakee first: most are no collective's thread, and need no lookup. */
+	if (!is_comm_thread(s) || !(w = slot_at(idx)) || !w->cm_on || w->tgid != s->tgid ||
+	    (w->phase != TB_PH_OTHER && w->phase != TB_PH_PEND_COMM))
 		return;
 	comm_issued(w, now);
 }
