@@ -347,8 +347,12 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 	/* After communication: what followed its last wait was the phase it interrupted. */
 	comm_back(s);
 	ph = restore = s->phase;
-	if (cls == TB_BC_OTHER) {
-		/* Named but no phase (DDP.forward, the user's own): kept for the stack. */
+	if (cls == TB_BC_OTHER || cls == TB_BC_GRAD) {
+		/*
+		 * Named but no phase (DDP.forward, the user's own): kept for the
+		 * stack. A gradient (grad_call): its time stays in the phase
+		 * it runs in, and no step resolves.
+		 */
 		push(s, key, cls, ph);
 		return;
 	}
@@ -401,7 +405,7 @@ static __always_inline void pop(struct tb_slot *s, struct tb_bracket *b, __u64 n
 	 * A bracket of no phase changes none at its close: what ran inside it
 	 * (a user's "train_step" around a whole step) set the phase since.
 	 */
-	if (cls != TB_BC_OTHER)
+	if (cls != TB_BC_OTHER && cls != TB_BC_GRAD)
 		set_phase(s, restore, cls, TB_RS_NONE, now);
 }
 
@@ -548,12 +552,43 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
 	write_end(s);
 }
 
+/*
+ * Whether THPEngine_run_backward(self, args, kwargs), entered now, runs
+ * for torch.autograd.grad rather than for a backward that accumulates
+ * into .grad (Tensor.backward, torch.autograd.backward): by the number of
+ * positional arguments in args (a tuple, its size at +16 on every CPython
+ * 3). torch 1.13 and 2.6 (autograd/__init__.py, and 2.6's graph.py
+ * _engine_run_backward, which passes its *args on) call it from backward()
+ * with five, (tensors, grad_tensors, retain_graph, create_graph, inputs),
+ * and allow_unreachable and accumulate_grad=True by keyword; from grad()
+ * with six (allow_unused too) and accumulate_grad=False by keyword: the
+ * size is the accumulate_grad distinction, without reading the keyword
+ * dict (its layout changes with Python). So backward(inputs=...) is still
+ * a backward.
+ * AOTAutograd (torch.compile, while it compiles), gradient penalties,
+ * torch.autograd.functional and closures that call grad() are grads.
+ * Nested in a grad (a reentrant checkpoint's backward inside it), any
+ * call is the grad's too.
+ */
+static __always_inline bool grad_call(struct pt_regs *ctx, struct tb_slot *s)
+{
+	__u64 n = 0;
+
+	for (int i = 0; i < TB_NBRACKET; i++)
+		if (i < s->nbr && s->br[i].cls == TB_BC_GRAD)
+			return true;
+	if (bpf_probe_read_user(&n, sizeof(n), (void *)(PT_REGS_PARM2(ctx) + TB_PY_TUPLE_SIZE)))
+		return false;
+	return n >= 6;
+}
+
 static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), key = PT_REGS_PARM1(ctx), now;
 	__u32 kind = TB_COOKIE_KIND(cookie);
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
 	struct tb_bracket *b;
+	bool grad;
 
 	if (!s)
 		return 0;
@@ -583,6 +618,7 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	/* The complete and base constructors can both run for one writer. */
 	if (kind == TB_AK_TORCH_SAVE && top(s, key, TB_BC_SAVE))
 		return 0;
+	grad = kind == TB_AK_TORCH_BACKWARD && grad_call(ctx, s);
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	close_running(s, now);
@@ -595,7 +631,7 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 		if (b)
 			pop(s, b, now);
 	} else if (kind == TB_AK_TORCH_BACKWARD) {
-		open_bracket(s, 0, TB_BC_BACKWARD, now);
+		open_bracket(s, 0, grad ? TB_BC_GRAD : TB_BC_BACKWARD, now);
 	} else if (kind == TB_AK_TORCH_SAVE) {
 		open_bracket(s, key, TB_BC_SAVE, now);
 	} else if (kind == TB_AK_TORCH_SAVED) {
@@ -611,7 +647,8 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
  * THPEngine_run_backward returns: backward is over. It catches every C++
  * exception inside itself (HANDLE_TH_ERRORS), so none unwinds through the
  * uretprobe's return address (which would terminate the job): a backward
- * that raises returns here as any other.
+ * that raises returns here as any other. A grad's call closes its bracket
+ * of no phase the same way.
  */
 static __always_inline int torch_return_prog(struct pt_regs *ctx)
 {
@@ -619,12 +656,14 @@ static __always_inline int torch_return_prog(struct pt_regs *ctx)
 	struct tb_bracket *b;
 	__u64 now;
 
-	if (!s || !top(s, 0, TB_BC_BACKWARD))
+	if (!s || !(top(s, 0, TB_BC_BACKWARD) || top(s, 0, TB_BC_GRAD)))
 		return 0;
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	close_running(s, now);
 	b = top(s, 0, TB_BC_BACKWARD);
+	if (!b)
+		b = top(s, 0, TB_BC_GRAD);
 	if (b)
 		pop(s, b, now);
 	write_end(s);

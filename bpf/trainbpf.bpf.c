@@ -59,6 +59,28 @@ struct {
 } events SEC(".maps");
 
 /*
+ * serve's share of the slots per process (tb_thread_quota, 0: none): a
+ * process of another user that starts thousands of threads must not take
+ * the slots of the jobs that start after it. Per traced process, the
+ * threads BPF gave a slot at their fork that have not exited (only BPF
+ * writes it: atomic adds), and those user space found running and gave
+ * one (only user space writes it).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __s64);
+} proc_forked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} proc_found SEC(".maps");
+
+/*
  * The state-transition stream (record mode): its own ring, so that a flood
  * of intervals cannot crowd out lifecycle events. User space sizes it when
  * the stream is on; off, it stays one page and is never written.
@@ -70,6 +92,8 @@ struct {
 
 /* Off by default: the verifier then drops every stream branch. */
 const volatile __u32 tb_stream_states = 0;
+/* Slots one process may hold at once (serve); 0: as many as there are. */
+const volatile __u32 tb_thread_quota = 0;
 
 struct tb_counters counters;
 
@@ -796,6 +820,35 @@ static __always_inline void slot_init(struct tb_slot *s, struct task_struct *c,
 	write_end(s);
 }
 
+/* Whether process tgid holds its share of the slots already (tb_thread_quota). */
+static __always_inline bool over_quota(__u32 tgid)
+{
+	__s64 *forked = bpf_map_lookup_elem(&proc_forked, &tgid);
+	__u32 *found = bpf_map_lookup_elem(&proc_found, &tgid);
+	__s64 n = (forked ? *forked : 0) + (found ? *found : 0);
+
+	return n >= tb_thread_quota;
+}
+
+/* A thread of tgid took a slot at its fork; a new process starts its count. */
+static __always_inline void count_fork(__u32 tgid, bool new_proc)
+{
+	__s64 one = 1, *n;
+
+	if (new_proc) {
+		bpf_map_delete_elem(&proc_found, &tgid);	/* a reused pid's */
+		bpf_map_update_elem(&proc_forked, &tgid, &one, BPF_ANY);
+		return;
+	}
+	n = bpf_map_lookup_elem(&proc_forked, &tgid);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else if (bpf_map_update_elem(&proc_forked, &tgid, &one, BPF_NOEXIST))
+		/* Another thread of it forked at the same time and made it. */
+		if ((n = bpf_map_lookup_elem(&proc_forked, &tgid)))
+			__sync_fetch_and_add(n, 1);
+}
+
 /* Worker start-up marks of the forking thread and the one that forked it (torch.bpf.h). */
 static __always_inline void fork_marks(struct task_struct *parent, __u32 child);
 
@@ -809,6 +862,12 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 	if (!bpf_task_storage_get(&tasks, parent, 0, 0))
 		return 0;
+	tgid = child->tgid;
+	/* A new thread of a process at its share; a new process has a share of its own. */
+	if (tb_thread_quota && tgid != child->pid && over_quota(tgid)) {
+		__sync_fetch_and_add(&counters.slots_exhausted, 1);
+		return 0;
+	}
 	if (bpf_map_pop_elem(&free_slots, &idx)) {
 		__sync_fetch_and_add(&counters.slots_exhausted, 1);
 		return 0;
@@ -825,10 +884,13 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		__sync_fetch_and_add(&counters.storage_failed, 1);
 		return 0;
 	}
-	if (child->tgid != child->pid)
+	if (tb_thread_quota) {
+		s->forked = 1;
+		count_fork(tgid, tgid == child->pid);
+	}
+	if (tgid != child->pid)
 		return 0;	/* a new thread, not a new process */
 	/* Forked and not (yet) exec'd: a helper such as a data-loader worker. */
-	tgid = child->tgid;
 	bpf_map_update_elem(&procs, &tgid, &proc, BPF_ANY);
 	emit(TB_EV_FORK, child, 0, NULL);
 	fork_marks(parent, tgid);
@@ -883,6 +945,13 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	s->end_ns = now;
 	s->state = TB_ST_EXITED;
 	write_end(s);
+	if (s->forked) {
+		__u32 tgid = p->tgid;
+		__s64 *n = bpf_map_lookup_elem(&proc_forked, &tgid);
+
+		if (n)
+			__sync_fetch_and_add(n, -1);
+	}
 	if (group_dead) {
 		__u32 tgid = p->tgid;
 		struct tb_proc *pr = bpf_map_lookup_elem(&procs, &tgid);

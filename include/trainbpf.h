@@ -100,6 +100,8 @@ enum tb_bracket_cls {
 	TB_BC_SAVE,		/* not a name: a PyTorchStreamWriter's life */
 	TB_BC_SAVE_IO,		/* not a name: a syscall on a file torch.save wrote, after it
 				 * (write, fsync, close, rename: bpf/ckpt_files.bpf.h) */
+	TB_BC_GRAD,		/* not a name: THPEngine_run_backward called by
+				 * torch.autograd.grad (no phase: bpf/torch.bpf.h) */
 };
 
 /* An open bracket of a thread: what closes it, and the phase to go back to. */
@@ -240,6 +242,7 @@ struct tb_slot {
 	__u8 st_held;		/* the step under way holds a start-up: its fetch is one too */
 	__u8 ck_n;		/* files in ckf[] */
 	__u8 ck_io;		/* in a syscall on one of them: its TB_BC_SAVE_IO bracket is open */
+	__u8 forked;		/* BPF gave it the slot at its fork and counts it (proc_forked) */
 	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
 	__u8 cm_on;		/* it ran a backward: its waits on the network in other
 				 * are communication (torch.bpf.h, comm_wait) */
@@ -310,7 +313,7 @@ struct tb_event {
 /* Global counters, in the BPF object's .bss. */
 struct tb_counters {
 	__u64 events_lost;	/* ring buffer full */
-	__u64 slots_exhausted;	/* more live threads than slots */
+	__u64 slots_exhausted;	/* more live threads than slots, or than a process's share */
 	__u64 storage_failed;	/* task storage could not be created */
 	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
 	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */

@@ -151,7 +151,8 @@ def make_recording(path, spec=None, **over):
     steps = [("marker", 100, T0 + k * step_ns) for k in range(n * spec["steps_per_s"])]
     db.executemany("INSERT INTO steps (source, pid, ts_ns) VALUES (?,?,?)", steps)
     for ep, ident, sev, summary in spec["diagnosis"]:
-        db.execute("INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?)",
+        db.execute("INSERT INTO diagnosis (epoch, id, severity, value, threshold, pid, "
+                   "summary, evidence, advice) VALUES (?,?,?,?,?,?,?,?,?)",
                    (ep, ident, sev, sev * 50, 15.0, 100, summary, "why " + ident,
                     "fix " + ident))
     db.executemany("INSERT INTO gpu_calls (pid, api, kind, calls, nested, bytes, ns) "
@@ -241,7 +242,8 @@ def make_many_procs(path, nprocs=200_000, hours=24.0, pid_range=30_000):
     db.executemany("INSERT INTO epochs (source, label, start_ns, end_ns, complete) "
                    "VALUES ('interval', ?, ?, ?, 1)",
                    [(e + 1, T0 + e * 60 * SEC, T0 + (e + 1) * 60 * SEC) for e in range(nep)])
-    db.execute("INSERT INTO diagnosis VALUES (NULL, 'data_loading', 0.5, 33.3, 15.0, 100, "
+    db.execute("INSERT INTO diagnosis (epoch, id, severity, value, threshold, pid, summary, "
+               "evidence, advice) VALUES (NULL, 'data_loading', 0.5, 33.3, 15.0, 100, "
                "'data loading 33.3% of the trainers'' time (> 15%)', 'why', 'fix')")
     db.commit()
     db.close()

@@ -191,7 +191,7 @@ def test_text_report_names_the_bottleneck(tmp_path):
     r = run_trainbpf(["-i", "0", "--detail", "--", workload("bottleneck"), "-m", "data-cpu",
                       "-d", "3", "-o", str(truth)], timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "Diagnosis (severity 0-1, most severe first)" in r.stdout
+    assert "Diagnosis (by the share of time they cost, largest first; severity 0-1)" in r.stdout
     assert "] data loading" in r.stdout
     assert "why: trainers wait for DataLoader workers" in r.stdout
     assert "fix: " in r.stdout

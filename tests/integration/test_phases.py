@@ -290,6 +290,37 @@ def test_batches_from_a_queue_step_at_backward(tmp_path, torch26, produce_ms):
     assert (data > 2.0) == (produce_ms > 20), data
 
 
+def test_compile_is_forward(tmp_path):
+    """torch.compile (aot_eager) under bf16 autocast, torch 2.6: AOTAutograd
+    calls torch.autograd.grad while it compiles, in the first forward,
+    and that is no backward (docs/phases.md, "Backward is the user's
+    backward"): the compile stays forward, as the job's own timer says
+    (before: forward 22-27 points short, other 21-27, the compile's grad
+    taken for the step's backward and the rest of the compile left in no
+    step). The job forks nothing but its DataLoader workers: one worker
+    generation a pass (a helper that dies young, as torch.compile's g++
+    probe where there is one, would be no worker)."""
+    report, truth = run("compile", tmp_path, True, ["--steps", "16"])
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth)
+    assert len(report["epochs"]["worker_generations"]) == truth["settings"]["epochs"], \
+        report["epochs"]["worker_generations"]
+
+
+@TORCHES
+def test_gradient_penalty_is_forward(tmp_path, torch26):
+    """A gradient penalty (torch.autograd.grad, create_graph=True) in the
+    loss, then loss.backward(inputs=parameters), and a hook on the output
+    that calls torch.autograd.grad on a graph of its own (in the penalty's
+    grad and in the backward): the penalty is forward, the backward with
+    inputs= a backward, the hook's grad part of the phase it runs in; each
+    row within 3 points of the job's timers (before: forward 4.5-6.6
+    points short, backward 3.7-5.5 over, in 3 runs on both torches)."""
+    report, truth = run("grad-penalty", tmp_path, torch26, ["--steps", "16"])
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth)
+
+
 def run_script(text, tmp_path, torch26):
     """A Python job (text) under trainbpf: its run and the JSON report's phases."""
     job, out = tmp_path / "job.py", tmp_path / "report.json"

@@ -149,14 +149,14 @@ def test_a_world_writable_library_is_not_probed(tmp_path, shared_dir):
 
 
 def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
-    """nobody maps 100 libraries that each define a CUDA call: serve probes
-    32 of them, says so once, its descriptors stay bounded, and root's job
-    started afterwards is found and probed."""
-    libs = []
-    for i in range(100):
-        libs.append(os.path.join(shared_dir, f"libcudart-{i:03d}.so.13"))
-        subprocess.run([*NOBODY, "cp", os.path.join(shared_dir, "libbait.so"), libs[-1]],
-                       check=True)
+    """nobody maps 300 libraries that each define a CUDA call: serve probes
+    32 of them, says so once, its descriptors stay bounded, it keeps 256 of
+    nobody's files (each kept for the daemon's life: before, all of them,
+    and as many as a user could make), and root's job started afterwards
+    is found and probed."""
+    libs = [os.path.join(shared_dir, f"libcudart-{i:03d}.so.13") for i in range(300)]
+    subprocess.run([*NOBODY, "sh", "-c", 'src=$1; shift; for f; do cp "$src" "$f"; done',
+                    "cp", os.path.join(shared_dir, "libbait.so"), *libs], check=True)
     # Only these processes (a node's other jobs would hold descriptors too).
     srv = Serve(tmp_path, "serve", "--match", "callmagic")
     hog = None
@@ -175,6 +175,7 @@ def test_many_look_alikes_in_one_process_are_bounded(tmp_path, shared_dir):
         rc, out = run_watched(srv, shared_dir, lib, "legit")
         assert rc == WRONG, out + log(srv)   # found and probed
         assert log(srv).count("one library too many") == 1, log(srv)
+        assert log(srv).count("uid 65534 owns 256 libraries kept already") == 1, log(srv)
         t = time.monotonic()
         hog.kill()
         hog.wait()
@@ -251,24 +252,43 @@ def test_another_user_cannot_add_to_a_jobs_series(tmp_path, shared_dir):
         assert srv.stop() == 0
 
 
-def test_threads_past_the_slots_are_said(tmp_path, shared_dir):
-    """More threads than slots: counted in /metrics and said on stderr
-    (a job traced later showed 0 cpu and nothing said why)."""
+def job_seconds(text, job):
+    """trainbpf_time_seconds_total of job's series, every category: 0 if none."""
+    return sum(v for labels, v in samples(text, "trainbpf_time_seconds_total").items()
+               if (JOB_LABEL, f'"{job}"') in labels)
+
+
+def test_threads_past_a_processs_share_are_said(tmp_path, shared_dir):
+    """nobody's process starts more threads than there are slots: it holds
+    its share (an eighth: 32 of 256), what did not fit is counted in
+    /metrics and said on stderr, and root's job started after it is traced
+    (before, the threads took every slot: the job had 0 s of time and
+    nothing said why)."""
     lib = os.path.join(shared_dir, LIB)
     shutil.copy(os.path.join(shared_dir, "libclean.so"), lib)
-    srv = Serve(tmp_path, "serve", "--max-threads", "64")
+    srv = Serve(tmp_path, "serve", "--max-threads", "256")
     code = ("import ctypes, sys, threading, time\n"
             "ctypes.CDLL(sys.argv[1])\n"
-            "for _ in range(100):\n"
+            "for _ in range(300):\n"
             "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
             "time.sleep(60)\n")
     p = subprocess.Popen([*NOBODY, "/usr/bin/python3", "-c", code, lib],
                          env=dict(os.environ, TORCHELASTIC_RUN_ID="threads"))
+    victim = None
     try:
+        wait_for("the hog to be watched", lambda: watched(srv, "threads"), 30)
         wait_for("the threads to be counted",
-                 lambda: plain_value(srv.metrics(), "trainbpf_threads_untraced_total") > 0, 30)
-        wait_for("the warning", lambda: "threads not traced so far" in log(srv), 10)
+                 lambda: plain_value(srv.metrics(), "trainbpf_threads_untraced_total") >= 300 - 32,
+                 30)
+        wait_for("the warning", lambda: "threads not traced so far" in log(srv)
+                 and "than 32 in one process" in log(srv), 10)
+        victim = callmagic(shared_dir, lib, 30, "victim")
+        wait_for("the victim to be watched", lambda: watched(srv, "victim"), 20)
+        # Its main thread has a slot: its series gains a second a second.
+        wait_for("the victim's time", lambda: job_seconds(srv.metrics(), "victim") > 1.0, 10)
     finally:
-        p.kill()
-        p.wait()
+        for q in (p, victim):
+            if q:
+                q.kill()
+                q.wait()
         assert srv.stop() == 0

@@ -9,7 +9,8 @@ like one kind of job seen in the field: ranks started by mp.spawn or by
 fork, spawn or forkserver, persistent or not, a num_workers=0 loop reading
 files from a cold page cache, a thread-fed queue.Queue, torch.save + fsync
 checkpoints, a validation loop, gradient accumulation with .item() every
-step, short subprocesses (git --version, ip addr), and the log lines of
+step, short subprocesses (git --version, ip addr), torch.compile under
+autocast, a gradient penalty by torch.autograd.grad, and the log lines of
 plain loops, HF Trainer and Lightning. Options after --variant override the
 variant's settings.
 
@@ -17,7 +18,8 @@ The truth. Each rank's main thread wraps every phase of its loop in
 time.perf_counter() (CLOCK_MONOTONIC, the clock trainbpf's BPF side uses):
   setup       process group, model, optimizer, data files, DataLoader
   data        iter(loader) (starts the workers) and next(): waiting for a batch
-  forward     model(x) and the loss
+  forward     model(x) and the loss (with --compile, compiling it in the
+              first step; with --grad-penalty, the penalty's autograd.grad)
   backward    loss.backward() (under DDP: with the gradient allreduce, which
               overlaps it and is waited for at its end)
   optimizer   optimizer.step() + zero_grad()
@@ -59,6 +61,7 @@ docs/torch-probes.md):
    "totals": {PHASE: s}, "shares": {PHASE: fraction of the ranks' lives}}
 """
 import argparse
+import contextlib
 import functools
 import json
 import multiprocessing
@@ -83,6 +86,8 @@ from torch.utils.data.distributed import DistributedSampler
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
           "validation", "checkpoint", "teardown", "communication"]
+
+NO_CONTEXT = contextlib.nullcontext()
 
 # name: (what it is, its options). Sizes keep each run to a few seconds on a
 # 2-core machine (torch 1.13 and 2.6), spawn-started workers included.
@@ -137,6 +142,15 @@ VARIANTS = {
     "nccl-manual": ("one process, no DataLoader workers: after backward, a stand-in "
                     "ncclAllReduce (give --fake-nccl LIB) per parameter, 3 ms each",
                     "--workers 0 --epochs 2 --steps 16 --nccl-ms 3 --log plain"),
+    "compile": ("torch.compile(backend=\"aot_eager\") under bf16 autocast (AOTAutograd "
+                "calls torch.autograd.grad while it compiles, in the first forward), "
+                "2 fork workers",
+                "--workers 2 --compile aot_eager --autocast bf16 --epochs 2 --log plain"),
+    "grad-penalty": ("a gradient-penalty term in the loss (torch.autograd.grad, "
+                     "create_graph=True, inside the forward), then "
+                     "loss.backward(inputs=parameters), as a WGAN-GP critic; 2 fork workers",
+                     "--workers 2 --grad-penalty --backward-inputs --grad-in-hook --epochs 2 "
+                     "--log plain"),
     "torchrun": ("2 gloo DDP ranks by python3 -m torch.distributed.run, 1 fork worker "
                  "each, validation; HF lines",
                  "--launch torchrun --workers 1 --mp-context fork --validate --log hf"),
@@ -212,6 +226,19 @@ def parse_args(argv):
     p.add_argument("--nccl-ms", type=float, default=2.0)
     p.add_argument("--barrier-every", type=int, default=0, metavar="N",
                    help="dist.barrier() after every N-th optimizer step (communication)")
+    p.add_argument("--compile", metavar="BACKEND",
+                   help="torch.compile the model with this backend (torch >= 2.0): "
+                        "compiled in the first forward, which the job times as forward")
+    p.add_argument("--autocast", choices=["bf16"], help="the forward under CPU autocast")
+    p.add_argument("--grad-penalty", action="store_true",
+                   help="add a gradient penalty to the loss: torch.autograd.grad of the "
+                        "output w.r.t. the input, create_graph=True, timed as forward")
+    p.add_argument("--backward-inputs", action="store_true",
+                   help="loss.backward(inputs=the model's parameters): still the step's "
+                        "backward (it accumulates into .grad)")
+    p.add_argument("--grad-in-hook", action="store_true",
+                   help="a hook on the model's output that calls torch.autograd.grad on a "
+                        "small graph of its own: inside the backward (and the penalty's grad)")
     p.add_argument("--timeout", type=float, default=300.0)
     argv = list(argv)
     if "--variant" in argv:
@@ -461,6 +488,35 @@ def make_loader(args, ds, sampler, parts, rank, shuffle):
     return DataLoader(ds, **kw)
 
 
+def grad_in_hook(g):
+    """A gradient of a small graph of its own, in a hook: reentrant, nested
+    in the backward that runs the hook."""
+    with torch.enable_grad():       # a backward runs hooks with grad mode off
+        w = torch.ones(64, requires_grad=True)
+        torch.autograd.grad((w * w).sum(), w)
+    return g
+
+
+def step_loss(net, x, y, args):
+    """The step's forward and loss; with --grad-penalty, plus the squared
+    norm of the output's gradient w.r.t. the input (a WGAN-GP-style term:
+    torch.autograd.grad inside the forward, its graph kept for the
+    backward). With --compile, the first one compiles (and so may a later
+    one, a recompile): forward too."""
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast else NO_CONTEXT
+    with ctx:
+        if args.grad_penalty:
+            x = x.requires_grad_()
+        out = net(x)
+        if args.grad_in_hook:
+            out.register_hook(grad_in_hook)
+        loss = F.cross_entropy(out, y)
+        if args.grad_penalty:
+            g, = torch.autograd.grad(out.float().sum(), x, create_graph=True)
+            loss = loss + 1e-3 * g.pow(2).sum(1).mean()
+    return loss / args.accum
+
+
 # A DDP rank's module, kept to the process's end (leave_rank).
 KEEP = []
 
@@ -517,6 +573,8 @@ def run_rank(rank, args, parts):
     manual = ddp and args.allreduce_manual
     nccl = FakeNccl(args.fake_nccl, args.nccl_ms) if args.fake_nccl else None
     net = torch.nn.parallel.DistributedDataParallel(model) if ddp and not manual else model
+    if args.compile:
+        net = torch.compile(net, backend=args.compile)
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     steps = args.steps
@@ -569,13 +627,13 @@ def run_rank(rank, args, parts):
                 break
             t = clock.add("data", t)
             getitem_s += float(gt.sum())
-            loss = F.cross_entropy(net(x), y) / args.accum
+            loss = step_loss(net, x, y, args)
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
                     slow_start = (time.time(), time.perf_counter())
                 busy(args.slow_ms)
             t = clock.add("forward", t)
-            loss.backward()
+            loss.backward(inputs=list(model.parameters()) if args.backward_inputs else None)
             t = clock.add("backward", t)
             if nccl:
                 for prm in model.parameters():

@@ -300,6 +300,36 @@ static int plain_object(struct gpu_probes *gp)
 	return gp->plain;
 }
 
+/* Kept files with something to probe that uid owns. */
+static int owned_objects(const struct gpu *g, uint32_t uid)
+{
+	int n = 0;
+
+	for (int i = 0; i < g->nobjs; i++)
+		n += g->objs[i].families && g->objs[i].uid == uid;
+	return n;
+}
+
+/*
+ * One owner's look-alikes past GP_MAX_USER_OBJECTS: not kept, not probed
+ * (the stand-in), counted with the refused; said once per owner.
+ */
+static int user_past_share(struct gpu_probes *gp, const struct gpu_object *o, pid_t pid)
+{
+	int i;
+
+	gp->refused++;
+	for (i = 0; i < gp->nsaid_uid && gp->said_uid[i] != o->uid; i++)
+		;
+	if (i == gp->nsaid_uid && i < GP_MAX_SAID_UIDS) {
+		gp->said_uid[gp->nsaid_uid++] = o->uid;
+		fprintf(stderr, "trainbpf: warning: %s (pid %d): uid %u owns %d libraries "
+			"kept already: not probed, nor more of theirs\n", o->path, pid, o->uid,
+			GP_MAX_USER_OBJECTS);
+	}
+	return plain_object(gp);
+}
+
 /*
  * Reads which probed functions an object defines: once per file as it is
  * (st: fstat of fd). A file rewritten in place, or a new one on a reused
@@ -323,6 +353,7 @@ static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
 	o.size = st->st_size;
 	o.mtime_ns = ts_ns(&st->st_mtim);
 	o.ctime_ns = ts_ns(&st->st_ctim);
+	o.uid = st->st_uid;
 	snprintf(o.path, sizeof(o.path), "%s", path);
 	for (int i = 0; i < gpu_napis; i++)
 		names[i] = gpu_apis[i].name;
@@ -332,6 +363,8 @@ static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
 	warn_object(&o, &info, pid);
 	if (!o.families && g->nobjs >= GP_MAX_OBJECTS)
 		return plain_object(gp);
+	if (o.families && o.uid && owned_objects(g, o.uid) >= GP_MAX_USER_OBJECTS)
+		return user_past_share(gp, &o, pid);
 	idx = gpu_object_add(g);
 	if (idx >= 0)
 		g->objs[idx] = o;

@@ -65,6 +65,16 @@ struct gp_proc {
  */
 #define GP_MAX_OBJECTS 4096
 
+/*
+ * Files with something to probe kept per owner other than root: a user can
+ * make look-alikes of libtorch by the thousand (each kept, 5 KB, for the
+ * daemon's life: GP_MAX_OBJECTS bounds only the rest). A user's real
+ * environments hold ten or so each (libtorch_cpu and _python, CUDA's,
+ * NCCL's). Past it, that user's new ones are not kept, nor probed.
+ */
+#define GP_MAX_USER_OBJECTS 256
+#define GP_MAX_SAID_UIDS 64	/* owners told of it on stderr; past them counted only */
+
 struct gpu_probes {
 	struct tracer *tr;
 	struct gpu *gpu;	/* what is found and counted goes here */
@@ -72,9 +82,11 @@ struct gpu_probes {
 	bool phases;		/* probe libtorch's brackets (not --no-phases) */
 	bool verbose;		/* say what is probed, and when */
 	uint64_t t0;
-	uint64_t refused;	/* mappings not probed: their owner, or GP_MAX_PROBED */
+	uint64_t refused;	/* mappings not probed: their owner, GP_MAX_PROBED, GP_MAX_USER_OBJECTS */
 	uint64_t unkept;	/* files past GP_MAX_OBJECTS read and not kept */
 	int plain;		/* gpu.objs' stand-in for them; -1 none yet */
+	unsigned int said_uid[GP_MAX_SAID_UIDS];	/* owners past GP_MAX_USER_OBJECTS, said */
+	int nsaid_uid;
 	struct gp_proc *procs;
 	int nprocs;
 };

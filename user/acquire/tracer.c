@@ -211,6 +211,8 @@ static int load(struct tracer *tr, const struct tracer_opts *env)
 	bpf_map__set_max_entries(skel->maps.slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.free_slots, tr->nslots);
 	bpf_map__set_max_entries(skel->maps.events, env->ringbuf_kb * 1024);
+	tr->thread_quota = env->thread_quota;
+	skel->rodata->tb_thread_quota = env->thread_quota;
 	if (env->states) {
 		skel->rodata->tb_stream_states = 1;
 		bpf_map__set_max_entries(skel->maps.states, env->states_ring_kb * 1024);
@@ -274,13 +276,49 @@ static int pop_slot(struct tracer *tr, __u32 *idx)
 					      NULL, idx);
 }
 
+/*
+ * The threads of pid that user space gave a slot, still holding it: BPF
+ * reads it at each fork (over_quota), only user space writes it.
+ */
+static __u32 found_threads(const struct tracer *tr, __u32 pid)
+{
+	__u32 n = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(tr->skel->maps.proc_found), &pid, &n);
+	return n;
+}
+
+static void set_found_threads(struct tracer *tr, __u32 pid, __u32 n)
+{
+	int fd = bpf_map__fd(tr->skel->maps.proc_found);
+
+	if (n)
+		bpf_map_update_elem(fd, &pid, &n, BPF_ANY);
+	else
+		bpf_map_delete_elem(fd, &pid);
+}
+
+/* Whether pid holds its share of the slots (tb_thread_quota: serve). */
+static bool at_quota(const struct tracer *tr, __u32 pid)
+{
+	__s64 forked = 0;
+
+	if (!tr->thread_quota)
+		return false;
+	bpf_map_lookup_elem(bpf_map__fd(tr->skel->maps.proc_forked), &pid, &forked);
+	return forked + found_threads(tr, pid) >= tr->thread_quota;
+}
+
 void tracer_free_slot(struct tracer *tr, unsigned int idx)
 {
-	__u32 i = idx;
+	__u32 i = idx, pid = tr->slots[idx].tgid;
 
+	if (tr->owner[idx].found && found_threads(tr, pid))
+		set_found_threads(tr, pid, found_threads(tr, pid) - 1);
 	memset(&tr->slots[idx], 0, sizeof(tr->slots[idx]));
 	tr->owner[idx].proc = -1;
 	tr->owner[idx].exited_at = 0;
+	tr->owner[idx].found = false;
 	bpf_map_update_elem(bpf_map__fd(tr->skel->maps.free_slots), NULL, &i, 0);
 }
 
@@ -297,6 +335,10 @@ static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
 
 	if (procfs_stat(p->pid, tid, &st))
 		return -ESRCH;
+	if (at_quota(tr, p->pid)) {
+		tr->slots_exhausted++;	/* as BPF counts a fork past the share */
+		return -EDQUOT;
+	}
 	if (pop_slot(tr, &idx)) {
 		tr->slots_exhausted++;	/* as BPF counts a fork that finds none */
 		return -ENOSPC;
@@ -333,6 +375,10 @@ static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
 	procfs_schedstat(p->pid, tid, &t->base_cpu, &t->base_rq);
 	tr->owner[idx].proc = p - tr->job->procs;
 	tr->owner[idx].thread = t - p->threads;
+	if (tr->thread_quota) {
+		tr->owner[idx].found = true;
+		set_found_threads(tr, p->pid, found_threads(tr, p->pid) + 1);
+	}
 	if (idx >= tr->scan_end)
 		tr->scan_end = idx + 1;
 	return 0;
@@ -564,6 +610,8 @@ void tracer_on_fold(struct tracer *tr, const struct job_fold *f)
 void tracer_forget_process(struct tracer *tr, pid_t pid)
 {
 	bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.procs), &pid);
+	bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.proc_forked), &pid);
+	bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.proc_found), &pid);
 }
 
 unsigned int tracer_proc_flags(const struct tracer *tr, pid_t pid)

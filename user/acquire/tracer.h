@@ -45,6 +45,7 @@ typedef void (*tracer_event_fn)(void *ctx, const struct tracer_event *ev);
 struct slot_owner {
 	int proc, thread;	/* indexes into job; proc -1: not known yet */
 	uint64_t exited_at;	/* when its thread's exit was read; 0: alive */
+	bool found;		/* user space gave it (add_thread): counted in proc_found */
 };
 
 /* The open interval of a slot read in a refresh's first pass (account.c). */
@@ -66,6 +67,7 @@ struct tracer {
 	unsigned int nslots;
 	unsigned int scan_end;	/* slots at or past it have never been used */
 	uint64_t slots_exhausted;	/* threads found running that found no slot */
+	unsigned int thread_quota;	/* tracer_opts' */
 	struct slot_owner *owner;
 	struct job *job;	/* the model it fills: processes, threads, totals */
 	tracer_event_fn on_event;
@@ -79,6 +81,7 @@ struct tracer_opts {
 	const char *btf_path;	/* NULL: the kernel's own */
 	bool verbose;		/* libbpf's debug output, the verifier's log */
 	unsigned int max_threads;	/* slots */
+	unsigned int thread_quota;	/* slots one process may hold at once; 0: any */
 	unsigned int ringbuf_kb;	/* the event ring */
 	bool states;		/* the state stream on, in a ring of its own */
 	unsigned int states_ring_kb;

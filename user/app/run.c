@@ -275,6 +275,7 @@ static int open_tracer(struct run *r)
 	struct tracer_opts o = {
 		.btf_path = env->btf_path, .verbose = env->verbose,
 		.max_threads = env->max_threads, .ringbuf_kb = env->ringbuf_kb,
+		.thread_quota = env->serve ? serve_thread_quota(env->max_threads) : 0,
 		.states = env->states, .states_ring_kb = env->states_ring_kb,
 		.text = env->epochs == EP_AUTO || env->epochs == EP_REGEX,
 		/* serve: epochs and steps from the phases, per rank; lines are a job's */

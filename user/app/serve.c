@@ -69,8 +69,9 @@ static void say_untraced(struct serve *s, const struct mx_self *me, uint64_t now
 	if (me->threads_untraced <= s->untraced_said || now < s->next_untraced)
 		return;
 	fprintf(stderr, "trainbpf: warning: %llu threads not traced so far (more than "
-		"--max-threads at once): their time is in no series\n",
-		(unsigned long long)me->threads_untraced);
+		"--max-threads at once, or than %u in one process): their time is in no "
+		"series\n", (unsigned long long)me->threads_untraced,
+		serve_thread_quota(s->env->max_threads));
 	s->untraced_said = me->threads_untraced;
 	s->next_untraced = now + SERVE_SAY_NS;
 }

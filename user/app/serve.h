@@ -26,6 +26,18 @@
 #define SERVE_FORGET_NS (4 * SERVE_JUDGE_NS)
 #define SERVE_SAY_NS 60000000000ull	/* a warning that repeats: at most this often */
 
+/*
+ * The slots one process may hold at once under serve: an eighth of them
+ * (1,024 of the default 8,192), at least 16. A training process holds a
+ * few hundred threads (intra-op and inter-op pools as wide as the node,
+ * CUDA's, NCCL's or gloo's); one of another user that starts thousands
+ * must not leave none to the jobs that start after it.
+ */
+static inline unsigned int serve_thread_quota(unsigned int slots)
+{
+	return slots / 8 > 16 ? slots / 8 : 16;
+}
+
 struct serve {
 	struct discover dsc;
 	struct metrics mx;

@@ -48,6 +48,13 @@ enum dg_id {
 struct dg_finding {
 	enum dg_id id;
 	double severity;	/* 0..1 */
+	/*
+	 * The share of the trainers' time it names, what fixing it could
+	 * save at most (data loading's share, the waits for a CPU...); 0: it
+	 * names no time of the loop (memory, the GPU's own side). Findings
+	 * are ranked by it (diag_rank).
+	 */
+	double cost;
 	double value, threshold;	/* what fired, and where it fires */
 	pid_t pid;		/* the process it names; 0: the job */
 	char summary[96];	/* one line: "data loading 21.4% of ... (> 15%)" */
@@ -220,8 +227,15 @@ void diag_gpu_view_run(struct dg_view *v, const struct job *job, uint64_t now);
 void diag_gpu_view_epoch(struct dg_view *v, const struct job *job, const struct epoch *e);
 int diag_gpu_rules(const struct dg_view *v, struct dg_finding *out, int n, int max);
 
-/* The findings of a window, most severe first; returns how many. */
+/* The findings of a window, ranked (diag_rank); returns how many. */
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max);
+/*
+ * Ranks findings: by the time they cost the job (cost), largest first;
+ * those that name no time after them, by severity.
+ */
+void diag_rank(struct dg_finding *fs, int n);
+/* A finding of a recording made before costs were kept: its cost from its value, or 0. */
+double diag_cost_of_value(enum dg_id id, double value);
 const char *diag_id_name(enum dg_id id);
 /* The id of a name diag_id_name gives; DG_NIDS if unknown. */
 enum dg_id diag_id_find(const char *name);

@@ -245,6 +245,8 @@ static void rule_throttle(const struct dg_view *v, struct out *o)
 	if (slower < THR_SLOWER ||
 	    !(f = add(o, DG_GPU_THROTTLE, slower, THR_SLOWER, ramp(slower, THR_SLOWER, 0.5))))
 		return;
+	/* Of a throttled step's time, what the unthrottled clocks would not take. */
+	f->cost = slower / (1 + slower);
 	PUT(f, summary, "GPU %d throttled %.0f%% of the time (%s), steps %.0f%% slower",
 	    v->nvml.thr_gpu, 100 * thr, v->nvml.s.thr_power >= v->nvml.s.thr_thermal ?
 	    "power cap" : "thermal", 100 * slower);

@@ -263,6 +263,7 @@ static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 	s = all > 0 ? (double)in / all : 0;
 	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
 		return;
+	f->cost = s;
 	sum_workers(v, &w);
 	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
 	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time %s: waiting for "
@@ -299,6 +300,7 @@ static void rule_data(const struct dg_view *v, struct findings *fs)
 	}
 	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
 		return;
+	f->cost = s;
 	sum_workers(v, &w);
 	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
 	CAT(f, evidence, "trainers wait for DataLoader workers %.1f%%, for storage reads %.1f%% "
@@ -340,6 +342,7 @@ static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
 	s = save + writes;
 	if (s <= 0.10 || !(f = add(fs, DG_CHECKPOINT, s, 0.10, ramp(s, 0.10, 0.50))))
 		return;
+	f->cost = s;
 	if (v->ckpt_phase) {
 		const int64_t *c = v->ph[PH_CHECKPOINT];
 
@@ -371,6 +374,7 @@ static void rule_host_bound(const struct dg_view *v, struct findings *fs)
 	if (!v->gpu || cpu <= 0.60 || gpu >= 0.10 ||
 	    !(f = add(fs, DG_HOST_BOUND, cpu, 0.60, ramp(cpu, 0.60, 0.95))))
 		return;
+	f->cost = cpu;	/* the host's part of the step, which the GPU waits for */
 	CAT(f, summary, "host-bound GPU: the training loop computes %.1f%% (> 60%%), "
 	    "waits for the GPU %.1f%%", 100 * cpu, 100 * gpu);
 	CAT(f, evidence, "the trainers' main threads run on the CPU %.1f%% of their time and "
@@ -389,6 +393,7 @@ static void rule_syncs(const struct dg_view *v, struct findings *fs)
 	if (!v->steps || per < 1.0 ||
 	    !(f = add(fs, DG_SYNCS, per, 1.0, ramp(per, 0.0, 8.0))))
 		return;
+	f->cost = share(v->hl, TB_GPU_WAIT);	/* the waits in those syncs, at most */
 	CAT(f, summary, "%.1f host-device syncs per step (>= 1)", per);
 	CAT(f, evidence, "%d synchronisations or blocking copies in %d steps: every step the "
 	    "host waits for the GPU to drain its queue, and the GPU then waits for new work",
@@ -438,6 +443,7 @@ static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
 	if (!refork || frac < RESTART_SHARE ||
 	    !(f = add(fs, DG_WORKER_RESTARTS, frac, RESTART_SHARE, ramp(frac, RESTART_SHARE, 0.25))))
 		return;
+	f->cost = frac;
 	f->pid = parent;
 	CAT(f, summary, "DataLoader workers restarted %d time%s, %.2f s of stalls (%.1f%% of wall time)",
 	    refork, refork == 1 ? "" : "s", stall, 100 * frac);
@@ -471,6 +477,7 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 
 	if (s <= thr || !(f = add(fs, id, s, thr, ramp(s, thr, severe))))
 		return;
+	f->cost = s;
 	if (id == DG_CPU_CONTENTION) {
 		CAT(f, summary, "CPU contention: runnable, waiting for a CPU %.1f%% (> %.0f%%)",
 		    100 * s, 100 * thr);
@@ -546,6 +553,7 @@ static void rule_io_workers(const struct dg_view *v, struct findings *fs)
 	if (!w.n || io <= 0.5 || hl < 0.05 ||
 	    !(f = add(fs, DG_IO_WORKERS, io, 0.5, ramp(io, 0.5, 0.9))))
 		return;
+	f->cost = hl;	/* the trainers' waits for data */
 	CAT(f, summary, "I/O-bound workers: %.1f%% of their time in storage I/O (> 50%%)", 100 * io);
 	CAT(f, evidence, "%d of %d DataLoader workers are I/O-bound; they spend %.1f%% of their "
 	    "time blocked on storage, and the trainers wait for data %.1f%% of theirs",
@@ -608,6 +616,7 @@ static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 	}
 	if (!(f = add(fs, DG_SLOW_RANK, max - min, 0.10, ramp(max - min, 0.10, 0.50))))
 		return;
+	f->cost = max - min;	/* the others' waits for it, beyond its own */
 	f->pid = lo->pid;
 	who(name, sizeof(name), lo);
 	CAT(f, summary, "slow rank: %s; the other ranks wait for it in collectives", name);
@@ -662,12 +671,55 @@ static void rule_rss(const struct dg_view *v, struct findings *fs)
 	}
 }
 
-static int by_severity(const void *a, const void *b)
+/*
+ * The time a finding costs the job first: with num_workers=0 the waits
+ * for a CPU (severity 0.83, 35% of the time) came above data loading
+ * (0.75, 41%), the cause. Findings of no time (memory, the GPU's own
+ * side) after those, by severity.
+ */
+static int by_cost(const void *a, const void *b)
 {
 	const struct dg_finding *x = a, *y = b;
 
+	if (x->cost != y->cost)
+		return x->cost < y->cost ? 1 : -1;
 	return x->severity < y->severity ? 1 : x->severity > y->severity ? -1 :
 	       (int)x->id - (int)y->id;
+}
+
+void diag_rank(struct dg_finding *fs, int n)
+{
+	if (n > 1)
+		qsort(fs, n, sizeof(*fs), by_cost);
+}
+
+/*
+ * Recordings before schema 6 kept no cost: where it is the value that
+ * fired (a share of the trainers' time), that; else 0 (ranked by
+ * severity, as they were).
+ */
+double diag_cost_of_value(enum dg_id id, double value)
+{
+	/* A share, whatever a file says. */
+	if (!(value > 0))
+		return 0;
+	if (value > 1)
+		value = 1;
+	switch (id) {
+	case DG_DATA_LOADING:
+	case DG_CHECKPOINT:
+	case DG_HOST_BOUND:
+	case DG_WORKER_RESTARTS:
+	case DG_CPU_CONTENTION:
+	case DG_LOCK_CONTENTION:
+	case DG_COMM_BOUND:
+	case DG_SLOW_RANK:
+		return value;
+	case DG_GPU_THROTTLE:
+		return value / (1 + value);
+	default:
+		return 0;
+	}
 }
 
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
@@ -689,6 +741,6 @@ int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
 	rule_memory(v, &fs);
 	rule_rss(v, &fs);
 	fs.n = diag_gpu_rules(v, out, fs.n, fs.max);
-	qsort(out, fs.n, sizeof(*out), by_severity);
+	diag_rank(out, fs.n);
 	return fs.n;
 }

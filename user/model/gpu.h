@@ -23,6 +23,7 @@ struct gpu_object {
 	uint64_t dev, ino;
 	uint64_t size;
 	int64_t mtime_ns, ctime_ns;
+	uint32_t uid;		/* the file's owner */
 	char path[512];		/* as the first process that mapped it names it */
 	uint64_t offs[TB_MAX_APIS];	/* file offset per api; 0: absent */
 	uint64_t probe_at[TB_MAX_APIS];	/* where its uprobe goes: offs, past an endbr64 */

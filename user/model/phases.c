@@ -261,6 +261,11 @@ void phases_free(struct phases *p)
 	memset(p, 0, sizeof(*p));
 }
 
+bool ph_stat_defined(const struct ph_stat *s, int phase)
+{
+	return s->steps > 0 && phase != PH_VALIDATION;
+}
+
 double ph_stat_avg(const struct ph_stat *s, int phase)
 {
 	return s->steps ? s->total_ms[phase] / s->steps : 0.0;

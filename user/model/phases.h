@@ -185,6 +185,12 @@ void phases_settle_tail(struct phases *p, struct job *job);
 void phases_main_before(const struct phases *p, uint64_t ts, uint64_t out[PH_NSHOWN]);
 void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN]);
 
+/*
+ * Whether a phase's time within training steps means anything: no step,
+ * or validation (it runs between training steps, never inside one), and
+ * its mean, min, max and std are undefined: "-", null.
+ */
+bool ph_stat_defined(const struct ph_stat *s, int phase);
 double ph_stat_avg(const struct ph_stat *s, int phase);
 double ph_stat_std(const struct ph_stat *s, int phase);
 

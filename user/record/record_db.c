@@ -70,7 +70,7 @@ static const char schema[] =
 "  seq INTEGER);"
 "CREATE TABLE diagnosis ("
 "  epoch INTEGER, id TEXT NOT NULL, severity REAL, value REAL, threshold REAL,"
-"  pid INTEGER, summary TEXT, evidence TEXT, advice TEXT);"
+"  pid INTEGER, summary TEXT, evidence TEXT, advice TEXT, cost REAL);"
 "CREATE TABLE counters (key TEXT PRIMARY KEY, value INTEGER);"
 "CREATE TABLE gpu_libraries (pid INTEGER NOT NULL, family TEXT NOT NULL,"
 "  path TEXT, version TEXT, static INTEGER,"
@@ -113,7 +113,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?,?)",
 	[RS_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?)",
 	[RS_GPU] = "INSERT INTO gpu_calls VALUES (?,?,?,?,?,?,?,?)",
-	[RS_DIAG] = "INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?)",
+	[RS_DIAG] = "INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?,?)",
 	[RS_COUNTER] = "INSERT OR REPLACE INTO counters VALUES (?,?)",
 	[RS_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
 	[RS_STATE] = "INSERT INTO states VALUES (?,?,?,?,?,?)",

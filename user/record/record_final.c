@@ -83,6 +83,7 @@ static int write_findings(struct recorder *r, const struct epoch *e,
 		rec_bind_text(r, RS_DIAG, 7, fs[i].summary);
 		rec_bind_text(r, RS_DIAG, 8, fs[i].evidence);
 		rec_bind_text(r, RS_DIAG, 9, fs[i].advice);
+		rec_bind_double(r, RS_DIAG, 10, fs[i].cost);
 		rec_step(r, RS_DIAG);
 	}
 	return r->failed ? -1 : 0;

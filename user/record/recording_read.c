@@ -524,7 +524,7 @@ static bool has_column(struct recording *r, const char *table, const char *colum
  */
 #define EPOCH_PH "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
 	"e.ph_checkpoint, e.ph_validation, e.ph_communication, e.ph_other"
-/* Before schema 6: no communication phase. */
+/* Before schema 7: no communication phase. */
 #define EPOCH_PH5 "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
 	"e.ph_checkpoint, e.ph_validation, 0, e.ph_other"
 #define NO_PH "0, 0, 0, 0, 0, 0, 0, 0"
@@ -1323,6 +1323,9 @@ static void finding_cols(struct q *q, struct dg_finding *f)
 	snprintf(f->summary, sizeof(f->summary), "%s", col_str(q, 6));
 	snprintf(f->evidence, sizeof(f->evidence), "%s", col_str(q, 7));
 	snprintf(f->advice, sizeof(f->advice), "%s", col_str(q, 8));
+	/* Schema 6; before, from the value where that is the cost (kept in their order). */
+	f->cost = col_null(q, 9) ? diag_cost_of_value(f->id, f->value) :
+				   sqlite3_column_double(q->st, 9);
 }
 
 /*
@@ -1337,8 +1340,11 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 
 	/* Not NULL even when empty: the reports judge nothing on a recording. */
 	r->saved = xcalloc(1, sizeof(*r->saved));
-	if (q_open(r, &q, "SELECT epoch, id, severity, value, threshold, pid, summary, "
-		   "evidence, advice FROM diagnosis ORDER BY rowid", err, errlen))
+	if (q_open(r, &q, r->version >= 6 ?
+		   "SELECT epoch, id, severity, value, threshold, pid, summary, "
+		   "evidence, advice, cost FROM diagnosis ORDER BY rowid" :
+		   "SELECT epoch, id, severity, value, threshold, pid, summary, "
+		   "evidence, advice, NULL FROM diagnosis ORDER BY rowid", err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		bool run = col_null(&q, 0);

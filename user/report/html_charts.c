@@ -79,10 +79,14 @@ static void phase_row(FILE *f, int p, const uint64_t row[TB_NCAT], const struct 
 	char made[128];
 
 	report_made_of(made, sizeof(made), row, 3);
-	fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>"
-		"<td>%.1f</td><td>%.1f</td><td class=\"l\">%s</td></tr>\n", ph_names[p],
-		wall > 0 ? 100.0 * s->wall_ms[p] / wall : 0.0, s->wall_ms[p] / st->steps,
-		st->min_ms[p], st->max_ms[p], ph_stat_std(st, p), made);
+	fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td>", ph_names[p],
+		wall > 0 ? 100.0 * s->wall_ms[p] / wall : 0.0, s->wall_ms[p] / st->steps);
+	if (ph_stat_defined(st, p))
+		fprintf(f, "<td>%.1f</td><td>%.1f</td><td>%.1f</td>", st->min_ms[p],
+			st->max_ms[p], ph_stat_std(st, p));
+	else
+		fputs("<td>-</td><td>-</td><td>-</td>", f);
+	fprintf(f, "<td class=\"l\">%s</td></tr>\n", made);
 }
 
 static void phase_table(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct ph_sum *s,

@@ -337,7 +337,7 @@ static void rank_rows(FILE *f, const struct job *job)
 	}
 }
 
-/* The most severe finding of the run so far, one line. */
+/* The first ranked finding of the run so far (the costliest), one line. */
 static void top_finding(FILE *f, const struct job *job, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];

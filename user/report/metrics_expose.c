@@ -164,11 +164,12 @@ static void self(const struct metrics *m, const struct mx_self *s, FILE *f)
 	       "BPF events lost: the ring buffer was full (phases, steps, lifecycle).");
 	fprintf(f, "trainbpf_events_lost_total %" PRIu64 "\n", s->events_lost);
 	family(f, "trainbpf_threads_untraced_total", "counter",
-	       "Threads not traced: no slot was free (--max-threads); their time is in no series.");
+	       "Threads not traced: no slot was free (--max-threads), or their process held its "
+	       "share (an eighth); their time is in no series.");
 	fprintf(f, "trainbpf_threads_untraced_total %" PRIu64 "\n", s->threads_untraced);
 	family(f, "trainbpf_libraries_not_probed_total", "counter",
 	       "Library mappings not probed: owned by another user than the process's or root, "
-	       "writable by others, or past 32 in one process.");
+	       "writable by others, past 32 in one process, or past 256 kept of one owner's.");
 	fprintf(f, "trainbpf_libraries_not_probed_total %" PRIu64 "\n", s->libraries_refused);
 	family(f, "trainbpf_series_dropped_total", "counter",
 	       "Label sets not kept as their own: past a user's bound (to its overflow series) "

@@ -93,7 +93,7 @@ void report_findings_text(FILE *f, const char *title, const char *more,
 		fprintf(f, "%s: no bottleneck found (checked: %s%s)\n\n", title, checked, more);
 		return;
 	}
-	fprintf(f, "%s (severity 0-1, most severe first)\n", title);
+	fprintf(f, "%s (by the share of time they cost, largest first; severity 0-1)\n", title);
 	for (int i = 0; i < n; i++) {
 		fprintf(f, "  [%.2f] %s\n", fs[i].severity, fs[i].summary);
 		wrapped(f, "why: ", fs[i].evidence);
@@ -120,6 +120,7 @@ static void json_finding(struct jw *w, const struct dg_finding *d)
 	jw_object(w);
 	jw_string_field(w, "id", diag_id_name(d->id));
 	jw_float_field(w, "severity", d->severity, 3);
+	jw_float_field(w, "cost", d->cost, 4);
 	jw_name(w, "value");
 	jw_sig(w, d->value, 6);
 	jw_name(w, "threshold");

@@ -79,8 +79,9 @@ static void findings(FILE *f, const struct dg_finding *fs, int n)
 		html_esc(f, fs[i].advice);
 		fputs("</p></div>\n", f);
 	}
-	fputs("<p class=\"note\">Severity 0 at the rule's threshold, 1 when severe; most severe "
-	      "first.</p></section>\n", f);
+	fputs("<p class=\"note\">Ranked by the share of the trainers' time each costs, largest "
+	      "first (those that name no time after, by severity); severity 0 at the rule's "
+	      "threshold, 1 when severe.</p></section>\n", f);
 }
 
 /* A row's shares per category, as table cells. */

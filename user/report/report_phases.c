@@ -141,10 +141,14 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 	fprintf(f, "  %-13s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
 		"MAX", "STD", "MADE OF (critical path)");
 	for (int p = 0; p < PH_NSHOWN; p++) {
-		fprintf(f, "  %-13s %5.1f%% %8.1f %7.1f %7.1f %7.1f  ", ph_names[p],
+		fprintf(f, "  %-13s %5.1f%% %8.1f ", ph_names[p],
 			wall > 0 ? 100.0 * sum->wall_ms[p] / wall : 0.0,
-			sum->wall_ms[p] / st->steps, st->min_ms[p], st->max_ms[p],
-			ph_stat_std(st, p));
+			sum->wall_ms[p] / st->steps);
+		if (ph_stat_defined(st, p))
+			fprintf(f, "%7.1f %7.1f %7.1f  ", st->min_ms[p], st->max_ms[p],
+				ph_stat_std(st, p));
+		else
+			fprintf(f, "%7s %7s %7s  ", "-", "-", "-");
 		made_of(f, rows[p]);
 		fputc('\n', f);
 		if (p == PH_DATA)
@@ -306,10 +310,17 @@ static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph
 	jw_float_field(w, "wall_s", sum->wall_ms[p] / 1e3, 6);
 	jw_float_field(w, "share", wall > 0 ? sum->wall_ms[p] / wall : 0.0, 4);
 	jw_float_field(w, "ms_per_step", st->steps ? sum->wall_ms[p] / st->steps : 0.0, 4);
-	jw_float_field(w, "step_avg_ms", ph_stat_avg(st, p), 4);
-	jw_float_field(w, "step_min_ms", st->min_ms[p], 4);
-	jw_float_field(w, "step_max_ms", st->max_ms[p], 4);
-	jw_float_field(w, "step_std_ms", ph_stat_std(st, p), 4);
+	if (ph_stat_defined(st, p)) {
+		jw_float_field(w, "step_avg_ms", ph_stat_avg(st, p), 4);
+		jw_float_field(w, "step_min_ms", st->min_ms[p], 4);
+		jw_float_field(w, "step_max_ms", st->max_ms[p], 4);
+		jw_float_field(w, "step_std_ms", ph_stat_std(st, p), 4);
+	} else {
+		jw_null_field(w, "step_avg_ms");
+		jw_null_field(w, "step_min_ms");
+		jw_null_field(w, "step_max_ms");
+		jw_null_field(w, "step_std_ms");
+	}
 	report_json_times(w, "critical_path_s", ns);
 	jw_end_object(w);
 }

@@ -141,7 +141,7 @@ void report_text(FILE *f, const struct job *job,
 	counters_line(f, c);
 }
 
-/* The findings one line each, most severe first: their evidence and advice are --detail's. */
+/* The findings one line each, ranked by cost: their evidence and advice are --detail's. */
 static void findings_lines(FILE *f, const struct dg_finding *fs, int n)
 {
 	if (n < 0)
@@ -150,7 +150,7 @@ static void findings_lines(FILE *f, const struct dg_finding *fs, int n)
 		fprintf(f, "Findings: none (no bottleneck found)\n\n");
 		return;
 	}
-	fprintf(f, "Findings (severity 0-1, most severe first)\n");
+	fprintf(f, "Findings (by the share of time they cost, largest first; severity 0-1)\n");
 	for (int i = 0; i < n; i++)
 		fprintf(f, "  [%.2f] %s\n", fs[i].severity, fs[i].summary);
 	fputc('\n', f);

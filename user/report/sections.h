@@ -96,7 +96,7 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
 /*
- * The run's findings (DG_MAX_FINDINGS at most), most severe first: a
+ * The run's findings (DG_MAX_FINDINGS at most), ranked by cost: a
  * recording's as saved, else judged now; -1 if they could not be judged.
  */
 struct dg_finding;
@@ -115,7 +115,7 @@ struct report_verdict {
 	int trainers;
 	char made_of[128];		/* the phase's largest categories */
 	int findings;			/* the run's; -1: not judged */
-	const struct dg_finding *top;	/* the most severe, or NULL */
+	const struct dg_finding *top;	/* the first ranked (the costliest), or NULL */
 	char advice[384];		/* its advice's first sentence */
 };
 void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
