@@ -43,6 +43,7 @@ import csv
 import io
 import json
 import re
+import sqlite3
 import subprocess
 
 import pytest
@@ -490,6 +491,31 @@ def read(*args):
     r = subprocess.run([TRAINBPF, *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def test_recording_before_communication(tmp_path):
+    """A recording made before the communication phase (schema 6: no
+    epochs.ph_communication column) reads as it did: communication 0 in the
+    table and the epochs, every other byte of the report the same as the
+    same file's with the column. The job (1.13, no collectives) has none."""
+    db = tmp_path / "new.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--", SYSTEM_PYTHON, JOB,
+                        "--workers", "0", "--epochs", "2", "--steps", "8", "--log", "plain",
+                        "--truth", str(tmp_path / "truth.json")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    old = tmp_path / "old.db"
+    old.write_bytes(db.read_bytes())
+    con = sqlite3.connect(old)
+    con.execute("ALTER TABLE epochs DROP COLUMN ph_communication")
+    con.execute("PRAGMA user_version = 6")
+    con.commit()
+    con.close()
+    for fmt in ("text", "json"):
+        new_out, old_out = (read("report", "--format", fmt, str(f)) for f in (db, old))
+        assert old_out == new_out
+    assert "  communication   0.0%" in read("report", str(old))
+    assert "comm" in read("report", str(old)).split("EPOCH  STEPS")[1].splitlines()[0]
 
 
 def test_phases_in_csv_and_diff(tmp_path):
