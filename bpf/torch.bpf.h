@@ -153,26 +153,31 @@ __noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now)
  * backward and waits on the network (gloo's socket threads, a probed
  * NCCL call) in other, between brackets, is communicating: a collective
  * after its backward (gradients averaged by hand), a barrier or a metric's
- * allreduce between steps. Inside a bracket (DDP's allreduce in backward)
- * or a step's pending part (forward, validation) the wait stays there.
+ * allreduce between steps; so is one that takes no batch from a
+ * DataLoader, from one backward to the next outside any named bracket
+ * (comm_can_start). Inside a bracket (DDP's allreduce in backward, DDP's
+ * forward) or a fetched step's pending part (forward, validation) the
+ * wait stays there.
  * The wait is communication from its start (the thread's phase cannot
  * change while it is blocked); what follows it (the division between
  * one parameter's allreduce and the next) waits in PEND_COMM, silently:
  * the next communication wait makes it communication, anything else (a
  * bracket, a fork, a wait for storage or for nothing traced) makes it
- * other from the last wait's end (comm_back). So a loop of collectives
+ * the phase it interrupted (cm_from) from the last wait's end (comm_back). So a loop of collectives
  * sends two events: one at its first wait's start, one at its last
  * wait's end. A global function: verified once, called from the
  * scheduler hooks only for threads that ran a backward.
  */
 static __always_inline void comm_back(struct tb_slot *s)
 {
+	__u32 from = s->cm_from == TB_PH_PEND_FWD ? TB_PH_PEND_FWD : TB_PH_OTHER;
+
 	if (s->phase != TB_PH_PEND_COMM)
 		return;
-	/* The event's row: other's at the wait's end, which the stretch left alone. */
-	s->phase = TB_PH_OTHER;
+	/* The event's row: that phase's at the wait's end, which the stretch left alone. */
+	s->phase = from;
 	phase_event(s, TB_BC_NONE, TB_RS_NONE, s->cm_end);
-	move_row(s, TB_PH_PEND_COMM, TB_PH_OTHER);
+	move_row(s, TB_PH_PEND_COMM, from);
 }
 
 __noinline int comm_wait(struct tb_slot *s, __u32 own)
@@ -188,7 +193,8 @@ __noinline int comm_wait(struct tb_slot *s, __u32 own)
 		}
 		return 0;
 	}
-	if (own == TB_COMM && s->phase == TB_PH_OTHER) {
+	if (own == TB_COMM && comm_can_start(s)) {
+		s->cm_from = s->phase;
 		s->phase = TB_PH_COMM;
 		phase_event(s, TB_BC_NONE, TB_RS_NONE, s->since);
 	}
@@ -221,11 +227,12 @@ __noinline int comm_ran(struct tb_slot *s, __u64 now)
  */
 __noinline int comm_issued(struct tb_slot *w, __u64 now)
 {
-	if (!w || (w->phase != TB_PH_OTHER && w->phase != TB_PH_PEND_COMM))
+	if (!w || !comm_can_start(w))
 		return 0;
 	write_begin(w);
 	close_running(w, now);
-	if (w->phase == TB_PH_OTHER) {
+	if (w->phase != TB_PH_PEND_COMM) {
+		w->cm_from = w->phase;
 		w->phase = TB_PH_COMM;
 		phase_event(w, TB_BC_NONE, TB_RS_NONE, now);
 	}
@@ -312,7 +319,8 @@ static __always_inline bool child_alive(__u32 tgid)
  */
 static __always_inline void start_mark(struct tb_slot *s, __u32 child, bool by_child, __u64 now)
 {
-	__u32 ph = s->phase == TB_PH_PEND_COMM ? TB_PH_OTHER : s->phase;
+	__u32 ph = s->phase != TB_PH_PEND_COMM ? s->phase :
+		   s->cm_from == TB_PH_PEND_FWD ? TB_PH_PEND_FWD : TB_PH_OTHER;
 
 	if (s->nbr || (ph != TB_PH_OTHER && ph != TB_PH_PEND_FWD && ph != TB_PH_PEND_START))
 		return;

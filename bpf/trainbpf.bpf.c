@@ -165,6 +165,18 @@ static __always_inline int is_comm_thread(const struct tb_slot *s)
 }
 
 /*
+ * Where communication can begin (torch.bpf.h): between brackets (other),
+ * after a communication wait, or, in a thread that takes no batch from a
+ * DataLoader, in the stretch from one backward to the next (PEND_FWD)
+ * outside any named bracket (DDP's forward is one).
+ */
+static __always_inline int comm_can_start(const struct tb_slot *s)
+{
+	return s->phase == TB_PH_OTHER || s->phase == TB_PH_PEND_COMM ||
+	       (s->phase == TB_PH_PEND_FWD && !s->fetcher && !s->nbr);
+}
+
+/*
  * Sends [start, end) of s to user space. No wakeup: user space drains on
  * its own clock, and a wakeup per interval would cost more than the record.
  * Global: verified once, not at every interval close.
@@ -687,7 +699,7 @@ static __always_inline void comm_wake(__u32 idx, struct tb_slot *s, __u64 now)
 
 	/* The wakee first: most are no collective's thread, and need no lookup. */
 	if (!is_comm_thread(s) || !(w = slot_at(idx)) || !w->cm_on || w->tgid != s->tgid ||
-	    (w->phase != TB_PH_OTHER && w->phase != TB_PH_PEND_COMM))
+	    !comm_can_start(w))
 		return;
 	comm_issued(w, now);
 }

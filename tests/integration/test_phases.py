@@ -235,14 +235,16 @@ def test_communication_is_a_phase(tmp_path, torch26):
         assert not comm or "communication phase" not in comm["summary"], comm
 
 
-@TORCHES
+@pytest.mark.parametrize("torch26", [False], ids=["torch1.13"])
 def test_probed_nccl_calls_are_communication(tmp_path, torch26):
     """A probed NCCL collective called between brackets is communication
     from its entry to its return (bpf/gpu_api.bpf.h), and the CPU between
     two such calls too: the stand-in libnccl.so.2 (tests/workloads/fakecuda),
     loaded by ctypes after the job started, its ncclAllReduce sleeping 3 ms,
     once per parameter after every backward. Every row within 3 points of
-    the job's life; the phase made of the calls' comm."""
+    the job's life; the phase made of the calls' comm. One torch: the
+    rule needs no torch probe but backward's, which both torches' tests
+    above exercise."""
     lib = f"{WORKLOADS}/fakecuda/libnccl.so.2"
     report, truth = run("nccl-manual", tmp_path, torch26, ("--fake-nccl", lib))
     assert report["phases"]["source"] == "brackets"
@@ -250,6 +252,18 @@ def test_probed_nccl_calls_are_communication(tmp_path, torch26):
     ours = proc(report, truth["ranks"][0]["pid"])["phases"]
     made_of = ours["critical_path_s"]["communication"]
     assert made_of["comm"] > 0.8 * ours["wall_s"]["communication"], made_of
+
+
+def test_communication_without_a_dataloader(tmp_path):
+    """The same ranks fed by a queue (no DataLoader: steps from one backward
+    to the next, the stretch between them the next step's data and
+    forward): their collectives after the backward and their barriers are
+    communication there too, outside any named bracket (docs/phases.md),
+    and the wait for the queue after them is still data. torch 2.6."""
+    report, truth = run("allreduce-manual", tmp_path, True,
+                        ("--data", "queue", "--produce-ms", "5"))
+    assert report["phases"]["step_source"] == "backward"
+    check_ranks(report, truth, COMPARED + ["communication"], steps_lost=1)
 
 
 def test_text_table_by_trainer(tmp_path):
