@@ -161,7 +161,8 @@ static __always_inline int is_net(struct tb_slot *s)
  */
 static __always_inline int is_comm_thread(const struct tb_slot *s)
 {
-	return s->tid != s->tgid && (s->net_waits || s->cm_waits);
+	/* Nor a thread that ran a backward: a trainer that is no main thread. */
+	return s->tid != s->tgid && !s->cm_on && (s->net_waits || s->cm_waits);
 }
 
 /*
