@@ -200,6 +200,12 @@ static __always_inline __u32 region_of(__u32 kind)
 	return kind == TB_AK_SYNC || kind == TB_AK_MEMCPY ? TB_GPU_WAIT : TB_COMM;
 }
 
+/* A collective, a send or receive, or a group's end (where grouped ones run). */
+static __always_inline bool is_collective(__u32 kind)
+{
+	return kind == TB_AK_COLL || kind == TB_AK_P2P || kind == TB_AK_GROUP;
+}
+
 static __always_inline int enter(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), now;
@@ -230,6 +236,9 @@ static __always_inline int enter(struct pt_regs *ctx)
 	s->api_ts = now;
 	s->depth = 1;
 	write_end(s);
+	/* A collective called between brackets: communication (torch.bpf.h). */
+	if (s->cm_on && is_collective(kind))
+		comm_issued(s, now);
 	if (kind == TB_AK_COMM_INIT)
 		comm_init_enter(ctx, cookie, s->tid);
 	else if (kind == TB_AK_COMM_DESTROY)
@@ -260,6 +269,9 @@ static __always_inline int leave(struct pt_regs *ctx)
 	close_interval(s, s->region, s->region, now);
 	s->depth = 0;
 	write_end(s);
+	/* ... to its return: the stretch since its entry was the call's. */
+	if (s->cm_on && is_collective(TB_COOKIE_KIND(cookie)))
+		comm_issued(s, now);
 	st = api_stat(s->tgid, s->api);
 	if (st)
 		__sync_fetch_and_add(&st->ns, now - s->api_ts);

@@ -161,6 +161,101 @@ __noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now)
 	return 0;
 }
 
+/*
+ * Communication outside any phase (docs/phases.md): a thread that ran a
+ * backward and waits on the network (gloo's socket threads, a probed
+ * NCCL call) in other, between brackets, is communicating: a collective
+ * after its backward (gradients averaged by hand), a barrier or a metric's
+ * allreduce between steps; so is one that takes no batch from a
+ * DataLoader, from one backward to the next outside any named bracket
+ * (comm_can_start). Inside a bracket (DDP's allreduce in backward, DDP's
+ * forward) or a fetched step's pending part (forward, validation) the
+ * wait stays there.
+ * The wait is communication from its start (the thread's phase cannot
+ * change while it is blocked); what follows it (the division between
+ * one parameter's allreduce and the next) waits in PEND_COMM, silently:
+ * the next communication wait makes it communication, anything else (a
+ * bracket, a fork, a wait for storage or for nothing traced) makes it
+ * the phase it interrupted (cm_from) from the last wait's end (comm_back). So a loop of collectives
+ * sends two events: one at its first wait's start, one at its last
+ * wait's end. A global function: verified once, called from the
+ * scheduler hooks only for threads that ran a backward.
+ */
+static __always_inline void comm_back(struct tb_slot *s)
+{
+	__u32 from = s->cm_from == TB_PH_PEND_FWD ? TB_PH_PEND_FWD : TB_PH_OTHER;
+
+	if (s->phase != TB_PH_PEND_COMM)
+		return;
+	/* The event's row: that phase's at the wait's end, which the stretch left alone. */
+	s->phase = from;
+	phase_event(s, TB_BC_NONE, TB_RS_NONE, s->cm_end);
+	move_row(s, TB_PH_PEND_COMM, from);
+}
+
+__noinline int comm_wait(struct tb_slot *s, __u32 own)
+{
+	if (!s)
+		return 0;
+	if (s->phase == TB_PH_PEND_COMM) {
+		if (own == TB_COMM) {
+			move_row(s, TB_PH_PEND_COMM, TB_PH_COMM);
+			s->phase = TB_PH_COMM;
+		} else if (own == TB_IDLE || own == TB_IO || own == TB_DATA_WAIT) {
+			comm_back(s);
+		}
+		return 0;
+	}
+	if (own == TB_COMM && comm_can_start(s)) {
+		s->cm_from = s->phase;
+		s->phase = TB_PH_COMM;
+		phase_event(s, TB_BC_NONE, TB_RS_NONE, s->since);
+	}
+	return 0;
+}
+
+/*
+ * Woken from a communication wait, the thread waited for a CPU before the
+ * collective could return: that is the collective's too (under load, up
+ * to ms a wait). So the stretch pending after it starts where it runs.
+ */
+__noinline int comm_ran(struct tb_slot *s, __u64 now)
+{
+	if (!s)
+		return 0;
+	s->cm_woke = 0;
+	if (s->phase == TB_PH_PEND_COMM) {
+		move_row(s, TB_PH_PEND_COMM, TB_PH_COMM);
+		s->cm_end = now;
+	}
+	return 0;
+}
+
+/*
+ * w, running between brackets, woke a network thread of its process: it
+ * issued a collective (gloo hands each to its own threads), which may
+ * complete without the thread ever blocking (a peer that was ahead). The
+ * stretch so far is communication, and from now on pending as after a
+ * wait. Called from sched_waking for such threads only.
+ */
+__noinline int comm_issued(struct tb_slot *w, __u64 now)
+{
+	if (!w || !comm_can_start(w))
+		return 0;
+	write_begin(w);
+	close_running(w, now);
+	if (w->phase != TB_PH_PEND_COMM) {
+		w->cm_from = w->phase;
+		w->phase = TB_PH_COMM;
+		phase_event(w, TB_BC_NONE, TB_RS_NONE, now);
+	}
+	move_row(w, TB_PH_PEND_COMM, TB_PH_COMM);
+	w->phase = TB_PH_PEND_COMM;
+	w->cm_end = now;
+	write_end(w);
+	return 0;
+}
+
 static __always_inline void push(struct tb_slot *s, __u64 key, __u32 cls, __u32 restore)
 {
 	__u32 n = s->nbr;
@@ -237,7 +332,8 @@ static __always_inline bool child_alive(__u32 tgid)
  */
 static __always_inline void start_mark(struct tb_slot *s, __u32 child, bool by_child, __u64 now)
 {
-	__u32 ph = s->phase;
+	__u32 ph = s->phase != TB_PH_PEND_COMM ? s->phase :
+		   s->cm_from == TB_PH_PEND_FWD ? TB_PH_PEND_FWD : TB_PH_OTHER;
 
 	if (s->nbr || (ph != TB_PH_OTHER && ph != TB_PH_PEND_FWD && ph != TB_PH_PEND_START))
 		return;
@@ -246,6 +342,7 @@ static __always_inline void start_mark(struct tb_slot *s, __u32 child, bool by_c
 	write_begin(s);
 	if (!by_child)
 		close_running(s, now);
+	comm_back(s);
 	if (ph != TB_PH_PEND_START) {
 		s->st_from = ph;
 		set_phase(s, TB_PH_PEND_START, TB_BC_NONE, TB_RS_NONE, now);
@@ -260,7 +357,7 @@ static __always_inline void start_mark(struct tb_slot *s, __u32 child, bool by_c
 /* What phase a bracket of cls puts the thread in, and what follows its close. */
 static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls, __u64 now)
 {
-	__u32 ph = s->phase, restore = ph, to, how = TB_RS_NONE;
+	__u32 ph, restore, to, how = TB_RS_NONE;
 	bool started = false;
 
 	/* Too deep to close again: the enclosing bracket keeps the time. */
@@ -268,6 +365,9 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 		__sync_fetch_and_add(&counters.brackets_deep, 1);
 		return;
 	}
+	/* After communication: what followed its last wait was the phase it interrupted. */
+	comm_back(s);
+	ph = restore = s->phase;
 	if (cls == TB_BC_OTHER || cls == TB_BC_GRAD) {
 		/*
 		 * Named but no phase (DDP.forward, the user's own): kept for the
@@ -299,6 +399,7 @@ static __always_inline void open_bracket(struct tb_slot *s, __u64 key, __u32 cls
 		to = TB_PH_PEND_DATA;
 		restore = TB_PH_PEND_FWD;
 	} else if (cls == TB_BC_BACKWARD) {
+		s->cm_on = 1;
 		how |= resolve_step(s, 1);
 		to = TB_PH_BACKWARD;
 		/* Back to the step's pending part: it is done; else where it was called. */

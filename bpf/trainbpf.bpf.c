@@ -151,6 +151,33 @@ static __always_inline int is_net(struct tb_slot *s)
 }
 
 /*
+ * A thread of a collective library, for the communication phase
+ * (torch.bpf.h): not a main thread, and it has waited on the network, or
+ * been woken by such a thread of its process (cm_waits: gloo's workers
+ * wait for its socket loop thread, the trainer for them). Not is_net's
+ * majority of many waits: the workers wait for the trainer as long as
+ * for the network, and the first collectives (a rank that waits hundreds
+ * of ms for a slower one) come before anyone has waited 8 times.
+ */
+static __always_inline int is_comm_thread(const struct tb_slot *s)
+{
+	/* Nor a thread that ran a backward: a trainer that is no main thread. */
+	return s->tid != s->tgid && !s->cm_on && (s->net_waits || s->cm_waits);
+}
+
+/*
+ * Where communication can begin (torch.bpf.h): between brackets (other),
+ * after a communication wait, or, in a thread that takes no batch from a
+ * DataLoader, in the stretch from one backward to the next (PEND_FWD)
+ * outside any named bracket (DDP's forward is one).
+ */
+static __always_inline int comm_can_start(const struct tb_slot *s)
+{
+	return s->phase == TB_PH_OTHER || s->phase == TB_PH_PEND_COMM ||
+	       (s->phase == TB_PH_PEND_FWD && !s->fetcher && !s->nbr);
+}
+
+/*
  * Sends [start, end) of s to user space. No wakeup: user space drains on
  * its own clock, and a wakeup per interval would cost more than the record.
  * Global: verified once, not at every interval close.
@@ -288,6 +315,24 @@ static __always_inline int group_exiting(struct task_struct *p)
 
 /* torch.bpf.h: a wait for input before a forward, with no DataLoader. */
 __noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now);
+/* torch.bpf.h: a wait about to close as own; communication outside any phase. */
+__noinline int comm_wait(struct tb_slot *s, __u32 own);
+
+/* torch.bpf.h: the running thread w woke a network thread of its process. */
+__noinline int comm_issued(struct tb_slot *w, __u64 now);
+
+/* After a communication wait closed: the stretch after it is pending (torch.bpf.h). */
+static __always_inline void comm_wait_end(struct tb_slot *s, __u64 now)
+{
+	if (s->phase == TB_PH_COMM) {
+		s->phase = TB_PH_PEND_COMM;
+		s->cm_end = now;
+		s->cm_woke = 1;
+	}
+}
+
+/* torch.bpf.h: back on a CPU after a communication wait. */
+__noinline int comm_ran(struct tb_slot *s, __u64 now);
 
 /* Of a wait split like its waker's critical path: the part spent waiting. */
 static __always_inline __u64 waited_part(const struct tb_slot *s, const struct tb_cat_ns *before)
@@ -304,14 +349,17 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 	struct tb_waker_info info = {};
 	struct tb_slot *w = NULL;
 	__u64 d;
-	__u32 own;
+	__u32 own, own_cm;
 
 	now = not_before_since(s, now);
 	d = now - s->since;
 
 	if (s->depth) {
 		/* Blocked inside a probed CUDA/NCCL call: that is what it waited for. */
+		if (s->cm_on)
+			comm_wait(s, s->region);
 		close_interval(s, s->region, s->region, now);
+		comm_wait_end(s, now);
 		s->wk_own = s->wk_cp = s->region;
 		if (s->region == TB_COMM) {
 			s->net_ns += d;
@@ -340,11 +388,18 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			wk = TB_WK_UNTRACED;
 		}
 	}
-	own = tb_wait_category(s->wait, wk, &info);
+	own = own_cm = tb_wait_category(s->wait, wk, &info);
 	if (own == TB_COMM) {
 		s->net_ns += d;
 		s->net_waits++;
 	}
+	/* Woken by its own process's collective threads: communication too (a lock to the table). */
+	if (w && info.same_proc && own != TB_COMM && is_comm_thread(w)) {
+		s->cm_waits++;
+		own_cm = TB_COMM;
+	}
+	if (s->cm_on)
+		comm_wait(s, own_cm);
 	if (own != TB_IDLE)
 		s->blk_ns += d;
 	s->wk_own = s->wk_cp = own;
@@ -372,6 +427,7 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 			feed_wait(s, own == TB_IDLE || own == TB_IO || own == TB_DATA_WAIT ? d : 0,
 				  d, now);
 	}
+	comm_wait_end(s, now);
 	if (w)
 		recent_note(s, s->wk_slot, w->tid);
 	mark_runnable(s, p);
@@ -584,6 +640,8 @@ static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
 		close_interval(s, s->wk_own, s->wk_cp, queued_at(s, p, c, now));
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
 		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now);
+	if (s->cm_woke)
+		comm_ran(s, now);
 	s->state = TB_ST_ONCPU;
 	s->last_in = now;
 	write_end(s);
@@ -632,6 +690,21 @@ static __always_inline int asleep(struct task_struct *p)
  * still reads ONCPU here, and switch_in closes the wait), and the time
  * until the enqueue is given back to the wait at switch_in.
  */
+/*
+ * A thread that ran a backward, between brackets, wakes a network thread
+ * of its own process (gloo's): it hands it a collective (torch.bpf.h).
+ */
+static __always_inline void comm_wake(__u32 idx, struct tb_slot *s, __u64 now)
+{
+	struct tb_slot *w;
+
+	/* The wakee first: most are no collective's thread, and need no lookup. */
+	if (!is_comm_thread(s) || !(w = slot_at(idx)) || !w->cm_on || w->tgid != s->tgid ||
+	    !comm_can_start(w))
+		return;
+	comm_issued(w, now);
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
@@ -661,6 +734,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	s->wk_kind = kind;
 	s->wk_slot = idx;
 	s->wk_ts = now;
+	if (kind == TB_WK_TRACED)
+		comm_wake(idx, s, now);
 	if (state != TB_ST_BLOCKED)
 		return 0;	/* woken before it slept, or as it goes to sleep */
 	write_begin(s);

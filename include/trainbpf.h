@@ -78,6 +78,15 @@ enum tb_phase {
 	TB_PH_PEND_START,	/* since the thread forked a process outside any bracket (or one
 				 * it forked forked one: a forkserver), until its next fetch */
 	TB_PH_PEND_SHELD,	/* a start-up, held with the step whose fetch ended it */
+	/*
+	 * Appended, so that the numbers recordings keep stay the same:
+	 * communication outside any phase (a collective after a backward, a
+	 * barrier between steps), from a wait on the network in other; and
+	 * the stretch after such a wait, until the next one (communication)
+	 * or anything else (back to other, from the wait's end).
+	 */
+	TB_PH_COMM,
+	TB_PH_PEND_COMM,
 	TB_NPHASE,
 };
 
@@ -235,6 +244,13 @@ struct tb_slot {
 	__u8 ck_io;		/* in a syscall on one of them: its TB_BC_SAVE_IO bracket is open */
 	__u8 forked;		/* BPF gave it the slot at its fork and counts it (proc_forked) */
 	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
+	__u8 cm_on;		/* it ran a backward: its waits on the network in other
+				 * are communication (torch.bpf.h, comm_wait) */
+	__u8 cm_woke;		/* woken from a communication wait, not yet on a CPU */
+	__u8 cm_from;		/* in PEND_COMM: the phase communication interrupted */
+	__u8 cm_pad;
+	__u32 cm_waits;		/* waits a collective's thread of its process ended */
+	__u64 cm_end;		/* in PEND_COMM: the end of the last communication wait */
 	struct tb_bracket br[TB_NBRACKET];
 	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */

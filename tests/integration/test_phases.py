@@ -44,14 +44,15 @@ import html as html_lib
 import io
 import json
 import re
+import sqlite3
 import subprocess
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF
+from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB as JOB, TRAINBPF, WORKLOADS
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
-          "validation", "checkpoint", "teardown"]
+          "validation", "checkpoint", "teardown", "communication"]
 COMPARED = ["data", "forward", "backward", "optimizer", "validation", "checkpoint"]
 BOUND = 0.03
 
@@ -206,6 +207,66 @@ def test_phases_of_ddp_ranks(tmp_path, torch26):
                 (ph, r["critical_path_s"][ph], r["wall_s"][ph])
 
 
+@TORCHES
+def test_communication_is_a_phase(tmp_path, torch26):
+    """2 gloo ranks that average their gradients by hand after backward
+    (dist.all_reduce of every parameter's gradient, then a division) and
+    call dist.barrier() every 4 steps, the job timing both as
+    communication: trainbpf's communication phase (a trainer's waits for
+    gloo's threads and its hand-offs to them, in other, and the CPU
+    between them: docs/phases.md) and every other row within 3 points of
+    each rank's life. What the phase was made of is the wait for the
+    network and the other rank (comm on the critical path) above all, and
+    the diagnosis names it (comm_bound from the phase) when it is over 20%."""
+    report, truth = run("allreduce-manual", tmp_path, torch26)
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth, COMPARED + ["communication"])
+    for rank in truth["ranks"]:
+        ours = proc(report, rank["pid"])["phases"]
+        assert ours["wall_s"]["communication"] > 0.2 * ours["wall_s"]["backward"], ours
+        made_of = ours["critical_path_s"]["communication"]
+        assert max(made_of, key=made_of.get) == "comm", made_of
+    # the rule's share, as the data phase's: of the trainers' rows (their
+    # critical path, other's from their start)
+    rows = {e["phase"]: sum(e["critical_path_s"].values()) for e in report["phases"]["list"]}
+    comm = findings(report).get("comm_bound")
+    if rows["communication"] > 0.21 * sum(rows.values()):
+        assert comm and "communication phase" in comm["summary"], report["diagnosis"]
+    elif rows["communication"] < 0.19 * sum(rows.values()):
+        assert not comm or "communication phase" not in comm["summary"], comm
+
+
+@pytest.mark.parametrize("torch26", [False], ids=["torch1.13"])
+def test_probed_nccl_calls_are_communication(tmp_path, torch26):
+    """A probed NCCL collective called between brackets is communication
+    from its entry to its return (bpf/gpu_api.bpf.h), and the CPU between
+    two such calls too: the stand-in libnccl.so.2 (tests/workloads/fakecuda),
+    loaded by ctypes after the job started, its ncclAllReduce sleeping 3 ms,
+    once per parameter after every backward. Every row within 3 points of
+    the job's life; the phase made of the calls' comm. One torch: the
+    rule needs no torch probe but backward's, which both torches' tests
+    above exercise."""
+    lib = f"{WORKLOADS}/fakecuda/libnccl.so.2"
+    report, truth = run("nccl-manual", tmp_path, torch26, ("--fake-nccl", lib))
+    assert report["phases"]["source"] == "brackets"
+    check_ranks(report, truth, COMPARED + ["communication"])
+    ours = proc(report, truth["ranks"][0]["pid"])["phases"]
+    made_of = ours["critical_path_s"]["communication"]
+    assert made_of["comm"] > 0.8 * ours["wall_s"]["communication"], made_of
+
+
+def test_communication_without_a_dataloader(tmp_path):
+    """The same ranks fed by a queue (no DataLoader: steps from one backward
+    to the next, the stretch between them the next step's data and
+    forward): their collectives after the backward and their barriers are
+    communication there too, outside any named bracket (docs/phases.md),
+    and the wait for the queue after them is still data. torch 2.6."""
+    report, truth = run("allreduce-manual", tmp_path, True,
+                        ("--data", "queue", "--produce-ms", "5"))
+    assert report["phases"]["step_source"] == "backward"
+    check_ranks(report, truth, COMPARED + ["communication"], steps_lost=1)
+
+
 def test_text_table_by_trainer(tmp_path):
     """With two ranks the text report has a row per rank: its steps and its
     ms per step in each phase, the JSON's per-process phases."""
@@ -222,9 +283,9 @@ def test_text_table_by_trainer(tmp_path):
     for pid, row in rows.items():
         ours = proc(report, pid)["phases"]
         assert int(row[1]) == ours["steps"]
-        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "other"]
+        assert cols[2:] == ["data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other"]
         names = ["data", "forward", "backward", "optimizer", "checkpoint", "validation",
-                 "other"]
+                 "communication", "other"]
         for name, cell in zip(names, row[2:]):
             assert float(cell) == pytest.approx(1e3 * ours["wall_s"][name] / ours["steps"],
                                                 abs=0.051), (pid, name)
@@ -406,7 +467,7 @@ def record(variant, tmp_path, name):
 
 
 SHORT = {"data": "data", "fwd": "forward", "bwd": "backward", "opt": "optimizer",
-         "ckpt": "checkpoint", "val": "validation", "other": "other"}
+         "ckpt": "checkpoint", "val": "validation", "comm": "communication", "other": "other"}
 
 
 def made_of_lines(lines, i):
@@ -445,6 +506,31 @@ def read(*args):
     r = subprocess.run([TRAINBPF, *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def test_recording_before_communication(tmp_path):
+    """A recording made before the communication phase (schema 6: no
+    epochs.ph_communication column) reads as it did: communication 0 in the
+    table and the epochs, every other byte of the report the same as the
+    same file's with the column. The job (1.13, no collectives) has none."""
+    db = tmp_path / "new.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--", SYSTEM_PYTHON, JOB,
+                        "--workers", "0", "--epochs", "2", "--steps", "8", "--log", "plain",
+                        "--truth", str(tmp_path / "truth.json")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    old = tmp_path / "old.db"
+    old.write_bytes(db.read_bytes())
+    con = sqlite3.connect(old)
+    con.execute("ALTER TABLE epochs DROP COLUMN ph_communication")
+    con.execute("PRAGMA user_version = 6")
+    con.commit()
+    con.close()
+    for fmt in ("text", "json"):
+        new_out, old_out = (read("report", "--format", fmt, str(f)) for f in (db, old))
+        assert old_out == new_out
+    assert "  communication   0.0%" in read("report", str(old))
+    assert "comm" in read("report", str(old)).split("EPOCH  STEPS")[1].splitlines()[0]
 
 
 def test_phases_in_csv_and_diff(tmp_path):

@@ -212,6 +212,39 @@ START_TEST(data_and_checkpoint_phases)
 END_TEST
 
 /*
+ * The communication phase (gradients averaged by hand, barriers): judged
+ * by the phase's share of the trainers' rows, whatever it was made of (the
+ * CPU between the collectives too), where the comm category alone (10 of
+ * 110 s) is under the line.
+ */
+START_TEST(communication_phase)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p;
+	struct dg_view v;
+	const struct dg_finding *f;
+
+	one_trainer(&v, &p, 100, 0, 10);
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_COMM_BOUND));
+	v.phases = true;
+	v.ph[PH_FORWARD][TB_CPU] = 50 * S;
+	v.ph[PH_BACKWARD][TB_CPU] = 30 * S;
+	v.ph[PH_COMM][TB_COMM] = 10 * S;
+	v.ph[PH_COMM][TB_CPU] = 10 * S;
+	ck_assert_ptr_null(find(fs, diag_run(&v, fs, 16), DG_COMM_BOUND));	/* 20%: the line */
+	v.ph[PH_BACKWARD][TB_CPU] = 10 * S;
+	v.ph[PH_COMM][TB_CPU] = 30 * S;
+	f = find(fs, diag_run(&v, fs, 16), DG_COMM_BOUND);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_double_eq_tol(f->value, 0.40, 1e-9);
+	ck_assert_double_eq_tol(f->severity, 0.5, 1e-9);
+	ck_assert_ptr_nonnull(strstr(f->summary, "communication phase 40.0%"));
+	ck_assert_ptr_nonnull(strstr(f->evidence, "on the CPU 30.0%"));
+	ck_assert_ptr_nonnull(strstr(f->advice, "DistributedDataParallel"));
+}
+END_TEST
+
+/*
  * Storage waits told apart by the syscall (thread_rec.wio): a cold
  * start's reads (imports) are neither checkpointing nor, in phases, data;
  * only the writes outside torch.save join it. Without the split (an older
@@ -442,6 +475,7 @@ int main(void)
 	tcase_add_test(tc, folded_workers_count_one_by_one);
 	tcase_add_test(tc, workers_judged_by_their_busiest_thread);
 	tcase_add_test(tc, data_and_checkpoint_phases);
+	tcase_add_test(tc, communication_phase);
 	tcase_add_test(tc, storage_reads_are_not_checkpoints);
 	tcase_add_test(tc, gone_processes_forgotten_past_a_bound);
 	suite_add_tcase(s, tc);

@@ -392,6 +392,127 @@ START_TEST(checkpoint_syscalls)
 }
 END_TEST
 
+/*
+ * Communication outside any phase (bpf/torch.bpf.h, comm_wait): gradients
+ * averaged by hand after the backward, as BPF sends it: communication
+ * from the first collective's hand-off or wait (10), the collectives and
+ * the CPU between them silent (pending in BPF's rows), then, at the
+ * optimizer's bracket (13), other dated back to the last wait's end (12).
+ * A barrier after the optimizer is communication to the next fetch's
+ * bracket, which dates other back to its end too (15: no gap).
+ */
+static void comm_step(struct ph_spans *s, struct got *g, uint64_t t, unsigned int first)
+{
+	struct tb_phase_event e[] = {
+		ev(t, TB_PH_PEND_DATA, TB_BC_DATA, first),
+		ev(t + 2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(t + 5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(t + 9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(t + 10, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE),
+		ev(t + 12, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE),
+		ev(t + 13, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(t + 14, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(t + 14, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE),
+		ev(t + 16, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE),
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(s, &e[i], collect, g);
+}
+
+START_TEST(communication_spans)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+
+	comm_step(&s, &g, 0, TB_RS_NONE);
+	comm_step(&s, &g, 16, TB_RS_NONE);
+	ph_spans_end(&s, AT(32), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_COMM), 2 * (2 + 2));
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 2 * (1 + 1));
+	ck_assert_uint_eq(phase_ms(&g, PH_BACKWARD), 8);
+	ck_assert_uint_eq(phase_ms(&g, PH_OPTIMIZER), 2);
+	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
+	tiles(&g, 0, 32);
+	ck_assert_int_eq(s.npend, 0);
+	/* Never pending: the pending tail is BPF's; user space sees dated events. */
+	ck_assert(!ph_is_pending(TB_PH_COMM) && !ph_is_pending(TB_PH_PEND_COMM));
+	ck_assert_int_eq(ph_shown_of(TB_PH_COMM), PH_COMM);
+	ck_assert_int_eq(ph_shown_of(TB_PH_PEND_COMM), PH_COMM);
+	ck_assert_str_eq(ph_names[PH_COMM], "communication");
+	ck_assert_str_eq(ph_short[PH_COMM], "comm");
+	ck_assert_str_eq(tb_phase_names[TB_PH_COMM], "communication");
+}
+END_TEST
+
+/* Its steps: communication is in the step it follows, MIN/MAX/STD too. */
+START_TEST(communication_in_steps)
+{
+	struct phases p = { 0 };
+	struct ph_sum sum = { 0 };
+	struct tb_phase_event e = ev(32, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+
+	for (uint64_t t = 0; t < 32; t += 16) {
+		struct tb_phase_event s[] = {
+			ev(t, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+			ev(t + 2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+			ev(t + 5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+			ev(t + 9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+			ev(t + 10, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE),
+			ev(t + (t ? 15 : 12), TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE),
+			ev(t + 15, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+			ev(t + 16, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
+		};
+
+		for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+			phases_on_event(&p, &s[i]);
+	}
+	phases_on_event(&p, &e);
+	phases_thread_sum(phases_thread(&p, 7), &sum);
+	ck_assert_int_eq(sum.steps.steps, 2);
+	ck_assert_double_eq_tol(sum.steps.min_ms[PH_COMM], 2.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.max_ms[PH_COMM], 5.0, 1e-9);
+	ck_assert_double_eq_tol(ph_stat_avg(&sum.steps, PH_COMM), 3.5, 1e-9);
+	ck_assert_double_eq_tol(sum.wall_ms[PH_COMM], 7.0, 1e-9);
+	/* 9-10 and 12-15 of the first step, 25-26 of the second */
+	ck_assert_double_eq_tol(sum.wall_ms[PH_OTHER], 1.0 + 3.0 + 1.0, 1e-9);
+	phases_free(&p);
+}
+END_TEST
+
+/*
+ * A thread that ends in communication (a barrier after its last step):
+ * the time after its last event is the teardown's, other, in its rows as
+ * in its wall time; so is BPF's pending row after the last wait.
+ */
+START_TEST(communication_at_the_end)
+{
+	struct phases p = { 0 };
+	struct job job = { 0 };
+	struct proc_rec *pr;
+	struct thread_rec *t;
+	struct tb_phase_event e = ev(10, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE);
+
+	e.row[TB_COMM] = 5 * MS;	/* communication's row at the event */
+	pr = job_add_proc(&job, 7, 1, "python3", AT(0));
+	ck_assert_ptr_nonnull(pr);
+	t = job_add_thread(pr, 7, "python3", AT(0));
+	ck_assert_ptr_nonnull(t);
+	t->ph[TB_PH_COMM][TB_COMM] = 8 * MS;	/* 3 ms of waits after it */
+	t->ph[TB_PH_PEND_COMM][TB_CPU] = 1 * MS;
+	t->ph[TB_PH_OTHER][TB_CPU] = 2 * MS;
+	phases_on_event(&p, &e);
+	phases_settle_tail(&p, &job);
+	t = &job_proc(&job, 7)->threads[0];
+	ck_assert_uint_eq(t->ph[TB_PH_COMM][TB_COMM], 5 * MS);
+	ck_assert_uint_eq(t->ph[TB_PH_OTHER][TB_COMM], 3 * MS);
+	ck_assert_uint_eq(t->ph[TB_PH_OTHER][TB_CPU], 3 * MS);
+	ck_assert_uint_eq(t->ph[TB_PH_PEND_COMM][TB_CPU], 0);
+	phases_free(&p);
+	job_free(&job);
+}
+END_TEST
+
 START_TEST(checkpoint_syscall_in_pending)
 {
 	struct ph_spans s = { 0 };
@@ -682,6 +803,9 @@ int main(void)
 	tcase_add_test(tc, queue_fed_steps);
 	tcase_add_test(tc, pending_bounded);
 	tcase_add_test(tc, checkpoint_syscalls);
+	tcase_add_test(tc, communication_spans);
+	tcase_add_test(tc, communication_in_steps);
+	tcase_add_test(tc, communication_at_the_end);
 	tcase_add_test(tc, checkpoint_syscall_in_pending);
 	tcase_add_test(tc, steps_and_wall);
 	tcase_add_test(tc, time_before);

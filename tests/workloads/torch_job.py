@@ -86,7 +86,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 PHASES = ["setup", "data", "forward", "backward", "optimizer", "log", "subprocess",
-          "validation", "checkpoint", "teardown"]
+          "validation", "checkpoint", "teardown", "communication"]
 
 NO_CONTEXT = contextlib.nullcontext()
 
@@ -147,6 +147,14 @@ VARIANTS = {
     "dl-forkserver-table": ("DataLoader, 2 forkserver workers, not persistent, an 8 MB "
                             "in-memory table in the dataset",
                             "--workers 2 --mp-context forkserver --table-mb 8 --log plain"),
+    "allreduce-manual": ("2 gloo ranks by mp.spawn, no DDP wrapper: every parameter's "
+                         "gradient all_reduced by hand after backward, and a barrier "
+                         "every 4 steps (communication outside any bracket)",
+                         "--launch spawn --workers 0 --epochs 2 --steps 16 --allreduce-manual "
+                         "--barrier-every 4 --log plain"),
+    "nccl-manual": ("one process, no DataLoader workers: after backward, a stand-in "
+                    "ncclAllReduce (give --fake-nccl LIB) per parameter, 3 ms each",
+                    "--workers 0 --epochs 2 --steps 16 --nccl-ms 3 --log plain"),
     "compile": ("torch.compile(backend=\"aot_eager\") under bf16 autocast (AOTAutograd "
                 "calls torch.autograd.grad while it compiles, in the first forward), "
                 "2 fork workers",
@@ -232,6 +240,16 @@ def parse_args(argv):
                    default="plain")
     p.add_argument("--log-every", type=int, default=8)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--allreduce-manual", action="store_true",
+                   help="DDP ranks without DDP's wrapper: after backward, all_reduce each "
+                   "parameter's gradient and divide it by the world size (communication)")
+    p.add_argument("--fake-nccl", metavar="LIB",
+                   help="after backward, call ncclAllReduce of this stand-in libnccl.so.2 "
+                   "(tests/workloads/fakecuda) once per parameter, sleeping --nccl-ms in "
+                   "each (communication, as a probed NCCL call between brackets)")
+    p.add_argument("--nccl-ms", type=float, default=2.0)
+    p.add_argument("--barrier-every", type=int, default=0, metavar="N",
+                   help="dist.barrier() after every N-th optimizer step (communication)")
     p.add_argument("--compile", metavar="BACKEND",
                    help="torch.compile the model with this backend (torch >= 2.0): "
                         "compiled in the first forward, which the job times as forward")
@@ -545,6 +563,25 @@ def leave_rank():
     os._exit(0)
 
 
+class FakeNccl:
+    """The stand-in NCCL (tests/workloads/fakecuda/nccl.c) by ctypes: each
+    ncclAllReduce sleeps ms, as a collective the host blocks in."""
+
+    def __init__(self, lib, ms):
+        import ctypes
+        self.c = ctypes
+        self.lib = ctypes.CDLL(lib)
+        self.lib.fakenccl_set_block(1, ctypes.c_longlong(int(ms * 1e6)))   # FAKE_SLEEP
+        self.comm = ctypes.c_void_p()
+        dev = (ctypes.c_int * 1)(0)
+        assert self.lib.ncclCommInitAll(ctypes.byref(self.comm), 1, dev) == 0
+
+    def allreduce(self, t):
+        c = self.c
+        assert self.lib.ncclAllReduce(c.c_void_p(t.data_ptr()), c.c_void_p(t.data_ptr()),
+                                      c.c_size_t(t.numel()), 7, 0, self.comm, None) == 0
+
+
 def run_rank(rank, args, parts):
     clock = Clock()
     t = time.perf_counter()
@@ -566,7 +603,9 @@ def run_rank(rank, args, parts):
     model = build_model(args.width)
     if args.frozen_mb:
         model.register_buffer("frozen", torch.rand(int(args.frozen_mb * 2**18)))
-    net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    manual = ddp and args.allreduce_manual
+    nccl = FakeNccl(args.fake_nccl, args.nccl_ms) if args.fake_nccl else None
+    net = torch.nn.parallel.DistributedDataParallel(model) if ddp and not manual else model
     if args.compile:
         net = torch.compile(net, backend=args.compile)
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
@@ -637,10 +676,23 @@ def run_rank(rank, args, parts):
             t = clock.add("forward", t)
             loss.backward(inputs=list(model.parameters()) if args.backward_inputs else None)
             t = clock.add("backward", t)
+            if nccl:
+                for prm in model.parameters():
+                    nccl.allreduce(prm.grad)
+                    prm.grad /= 1
+                t = clock.add("communication", t)
+            if manual:
+                for prm in model.parameters():
+                    dist.all_reduce(prm.grad)
+                    prm.grad /= world
+                t = clock.add("communication", t)
             if (i + 1) % args.accum == 0:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 t = clock.add("optimizer", t)
+            if ddp and args.barrier_every and (i + 1) % args.barrier_every == 0:
+                dist.barrier()
+                t = clock.add("communication", t)
             if args.item_every_step or args.log == "lightning" or (i + 1) % args.log_every == 0:
                 lv = loss.item() * args.accum
                 loss_sum += lv

@@ -506,6 +506,42 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 	}
 }
 
+/*
+ * With phases: the trainers' time in the communication phase, the
+ * collectives the loop calls itself outside backward, forward and
+ * validation (docs/phases.md), whatever it was made of (the wait for the
+ * slower rank, the network, the CPU between the calls). Without it, or
+ * below the threshold, by the comm category's share.
+ */
+static void rule_comm(const struct dg_view *v, struct findings *fs)
+{
+	const int64_t *c = v->ph[PH_COMM];
+	int64_t all = 0, in = total(c);
+	struct dg_finding *f;
+	double s;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		all += total(v->ph[p]);
+	s = all > 0 ? (double)in / all : 0;
+	if (s <= 0.20) {
+		rule_share(v, fs, DG_COMM_BOUND, TB_COMM, 0.20, 0.60);
+		return;
+	}
+	if (!(f = add(fs, DG_COMM_BOUND, s, 0.20, ramp(s, 0.20, 0.60))))
+		return;
+	CAT(f, summary, "communication-bound: the communication phase %.1f%% (> 20%%)", 100 * s);
+	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in collectives "
+	    "the loop calls outside backward, forward and validation (gradients averaged by "
+	    "hand after backward, barriers, metric reductions between steps): waiting on the "
+	    "network or for the slower rank %.1f%%, on the CPU %.1f%%, waiting for a CPU %.1f%%",
+	    100 * s, pct(c[TB_COMM] + c[TB_LOCK] + c[TB_IDLE], all), pct(c[TB_CPU], all),
+	    pct(c[TB_RUNQUEUE], all));
+	CAT(f, advice, "let DistributedDataParallel average the gradients: it overlaps their "
+	    "allreduce with backward, bucket by bucket (one by hand after backward overlaps "
+	    "nothing); fewer barriers and metric reductions (every N steps, or at the epoch's "
+	    "end); check the fabric (NCCL_DEBUG=INFO: IB or sockets)");
+}
+
 static void rule_io_workers(const struct dg_view *v, struct findings *fs)
 {
 	double hl = share(v->hl, TB_DATA_WAIT) + share(v->hl, TB_IO), io;
@@ -699,7 +735,7 @@ int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
 		rule_share(v, &fs, DG_CPU_CONTENTION, TB_RUNQUEUE, 0.10, 0.40);
 		rule_share(v, &fs, DG_LOCK_CONTENTION, TB_LOCK, 0.10, 0.40);
 		rule_io_workers(v, &fs);
-		rule_share(v, &fs, DG_COMM_BOUND, TB_COMM, 0.20, 0.60);
+		rule_comm(v, &fs);
 		rule_slow_rank(v, &fs);
 	}
 	rule_memory(v, &fs);

@@ -3,16 +3,18 @@
 #include "phase_spans.h"
 
 const char *const ph_names[PH_NSHOWN] = {
-	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "other",
+	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "communication",
+	"other",
 };
 
 const char *const ph_short[PH_NSHOWN] = {
-	"data", "fwd", "bwd", "opt", "ckpt", "val", "other",
+	"data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other",
 };
 
 const char *const tb_phase_names[TB_NPHASE] = {
 	"other", "data", "forward", "backward", "optimizer", "checkpoint", "validation",
 	"pend_data", "pend_fwd", "pend_lone", "worker_startup", "pend_start", "pend_startup",
+	"communication", "pend_comm",
 };
 
 int ph_shown_of(unsigned int tb_phase)
@@ -25,6 +27,8 @@ int ph_shown_of(unsigned int tb_phase)
 		[TB_PH_PEND_FWD] = PH_FORWARD, [TB_PH_PEND_LONE] = PH_OTHER,
 		[TB_PH_WSTART] = PH_DATA, [TB_PH_PEND_START] = PH_OTHER,
 		[TB_PH_PEND_SHELD] = PH_DATA,
+		/* The stretch after a communication wait: most are between two. */
+		[TB_PH_COMM] = PH_COMM, [TB_PH_PEND_COMM] = PH_COMM,
 	};
 
 	return tb_phase < TB_NPHASE ? shown[tb_phase] : PH_OTHER;

@@ -18,11 +18,11 @@
 
 enum ph_shown {
 	PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
-	PH_OTHER, PH_NSHOWN,
+	PH_COMM, PH_OTHER, PH_NSHOWN,
 };
 
 extern const char *const ph_names[PH_NSHOWN];
-/* The same, short, for narrow tables: data fwd bwd opt ckpt val other. */
+/* The same, short, for narrow tables: data fwd bwd opt ckpt val comm other. */
 extern const char *const ph_short[PH_NSHOWN];
 /* BPF's phases, pending ones included (the recording's phase_times rows). */
 extern const char *const tb_phase_names[TB_NPHASE];

@@ -251,6 +251,8 @@ void phases_settle_tail(struct phases *p, struct job *job)
 			if (c == TB_IO)
 				tail_writes(t, ph, tail);
 		}
+		/* After a communication wait, nothing told: the teardown's. */
+		row_to_other(t, TB_PH_PEND_COMM);
 		if (!pt->sp.fetcher) {
 			row_to_other(t, TB_PH_PEND_DATA);
 			row_to_other(t, TB_PH_PEND_FWD);

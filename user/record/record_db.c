@@ -46,8 +46,8 @@ static const char schema[] =
 "  seq INTEGER, step_count INTEGER, step_total_ms REAL, step_min_ms REAL,"
 "  step_max_ms REAL, step_sum_sq REAL, step_syncs INTEGER, step_source TEXT,"
 "  late_start INTEGER, ph_data INTEGER, ph_forward INTEGER, ph_backward INTEGER,"
-"  ph_optimizer INTEGER, ph_checkpoint INTEGER, ph_validation INTEGER, ph_other INTEGER,"
-"  ph_critical_path TEXT);"
+"  ph_optimizer INTEGER, ph_checkpoint INTEGER, ph_validation INTEGER,"
+"  ph_communication INTEGER, ph_other INTEGER, ph_critical_path TEXT);"
 "CREATE TABLE epoch_procs ("
 "  source TEXT NOT NULL, seq INTEGER NOT NULL,"
 "  pid INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER,"
@@ -107,7 +107,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_THREAD] = "INSERT INTO threads VALUES (?,?,?,?,?) "
 		"ON CONFLICT (tid, start_ns) DO UPDATE SET pid=excluded.pid, "
 		"comm=excluded.comm, end_ns=excluded.end_ns",
-	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_EPOCH] = "INSERT INTO epochs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_EPOCH_PROC] = "INSERT INTO epoch_procs VALUES (?,?,?,?,?,"
 		"?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?)",
 	[RS_STEP] = "INSERT INTO steps VALUES (?,?,?,?)",

@@ -237,7 +237,7 @@ static void bind_epoch_made_of(struct recorder *r, const struct epoch *e)
 		n += snprintf(buf + n, sizeof(buf) - n, "}");
 	}
 	snprintf(buf + n, sizeof(buf) - n, "}");
-	rec_bind_text(r, RS_EPOCH, 22, buf);
+	rec_bind_text(r, RS_EPOCH, 15 + PH_NSHOWN, buf);
 }
 
 /* seq: its place in its source's list, which its epoch_procs rows name. */

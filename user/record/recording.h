@@ -17,7 +17,10 @@
  * gpu_metrics); an older file has none, and its reports no GPU line.
  * 5 added the workers' start-up (phase_times.startup); 6 each finding's
  * cost (diagnosis.cost: an older file's from its value, or 0).
+ * 7 added the communication phase (epochs.ph_communication, phase_times
+ * and phase_steps rows named communication, phase_events.phase 13); an
+ * older file has none: its reports show communication 0.
  */
-#define REC_SCHEMA_VERSION 6
+#define REC_SCHEMA_VERSION 7
 
 #endif

@@ -523,12 +523,18 @@ static bool has_column(struct recording *r, const char *table, const char *colum
  * phases were made of last: older files lack them.
  */
 #define EPOCH_PH "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
-	"e.ph_checkpoint, e.ph_validation, e.ph_other"
-#define NO_PH "0, 0, 0, 0, 0, 0, 0"
+	"e.ph_checkpoint, e.ph_validation, e.ph_communication, e.ph_other"
+/* Before schema 7: no communication phase. */
+#define EPOCH_PH5 "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
+	"e.ph_checkpoint, e.ph_validation, 0, e.ph_other"
+#define NO_PH "0, 0, 0, 0, 0, 0, 0, 0"
+_Static_assert(PH_NSHOWN == 8, "EPOCH_PH names every shown phase");
 static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
 					    EPOCH_PH ", e.ph_critical_path");
+static const char epochs_sql_5[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
+					      EPOCH_PH5 ", e.ph_critical_path");
 static const char epochs_sql_ph[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
-					       EPOCH_PH ", NULL");
+					       EPOCH_PH5 ", NULL");
 static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0, " NO_PH ", NULL");
 static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0, " NO_PH ", NULL");
 enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
@@ -646,7 +652,8 @@ static void ep_read_done(struct ep_read *x)
 static int load_epochs_exact(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
-	const char *sql = has_column(r, "epochs", "ph_critical_path") ? epochs_sql :
+	const char *sql = has_column(r, "epochs", "ph_communication") ? epochs_sql :
+		has_column(r, "epochs", "ph_critical_path") ? epochs_sql_5 :
 		has_column(r, "epochs", "ph_data") ? epochs_sql_ph :
 		has_column(r, "epoch_procs", "folded") ? epochs_sql_bounds : epochs_sql_old;
 	struct ep_read x = { 0 };

@@ -10,7 +10,7 @@ const char *const html_cat_color[TB_NCAT] = {
 	"#4e79a7", "#59a14f", "#f28e2b", "#e15759", "#b07aa1", "#edc948", "#9c755f", "#bab0ac",
 };
 const char *const html_ph_color[PH_NSHOWN] = {
-	"#e15759", "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#edc948", "#bab0ac",
+	"#e15759", "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#edc948", "#f28e2b", "#bab0ac",
 };
 
 static const char *entity(unsigned char c)

@@ -126,7 +126,7 @@ static void text_startup(FILE *f, const uint64_t cp[TB_NCAT], const struct ph_su
 {
 	if (sum->startup_ms <= 0)
 		return;
-	fprintf(f, "  %-11s %5.1f%% %8.1f %7s %7s %7s  of which worker start-up: ", "",
+	fprintf(f, "  %-13s %5.1f%% %8.1f %7s %7s %7s  of which worker start-up: ", "",
 		100.0 * sum->startup_ms / wall, sum->startup_ms / sum->steps.steps, "", "", "");
 	made_of(f, cp);
 	fputc('\n', f);
@@ -138,10 +138,10 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 	const struct ph_stat *st = &sum->steps;
 	double wall = wall_total(sum);
 
-	fprintf(f, "  %-11s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
+	fprintf(f, "  %-13s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
 		"MAX", "STD", "MADE OF (critical path)");
 	for (int p = 0; p < PH_NSHOWN; p++) {
-		fprintf(f, "  %-11s %5.1f%% %8.1f ", ph_names[p],
+		fprintf(f, "  %-13s %5.1f%% %8.1f ", ph_names[p],
 			wall > 0 ? 100.0 * sum->wall_ms[p] / wall : 0.0,
 			sum->wall_ms[p] / st->steps);
 		if (ph_stat_defined(st, p))
