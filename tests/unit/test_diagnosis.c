@@ -238,6 +238,7 @@ START_TEST(communication_phase)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_double_eq_tol(f->value, 0.40, 1e-9);
 	ck_assert_double_eq_tol(f->severity, 0.5, 1e-9);
+	ck_assert_double_eq_tol(f->cost, 0.40, 1e-9);	/* ranked by it, as the others */
 	ck_assert_ptr_nonnull(strstr(f->summary, "communication phase 40.0%"));
 	ck_assert_ptr_nonnull(strstr(f->evidence, "on the CPU 30.0%"));
 	ck_assert_ptr_nonnull(strstr(f->advice, "DistributedDataParallel"));

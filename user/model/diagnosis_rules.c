@@ -201,6 +201,16 @@ static int64_t fed_wait(const struct dg_view *v)
 	return (int64_t)((double)v->hl_own[TB_LOCK] * waited / (waited + ran));
 }
 
+/* The trainer threads' time in every phase (the rows), what a phase's share is of. */
+static int64_t phases_total(const struct dg_view *v)
+{
+	int64_t all = 0;
+
+	for (int p = 0; p < PH_NSHOWN; p++)
+		all += total(v->ph[p]);
+	return all;
+}
+
 static double pct(int64_t part, int64_t whole)
 {
 	return whole > 0 && part > 0 ? 100.0 * part / whole : 0.0;
@@ -247,14 +257,13 @@ static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool m
 static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 {
 	const int64_t *d = v->ph[PH_DATA];
-	int64_t all = 0, in = total(d), fed = fed_wait(v), threads = d[TB_LOCK] + d[TB_IDLE];
+	int64_t all = phases_total(v), in = total(d), fed = fed_wait(v);
+	int64_t threads = d[TB_LOCK] + d[TB_IDLE];
 	int64_t outside, feed, reads = reads_of(v, PH_DATA, d[TB_IO]);
 	double s;
 	struct dg_finding *f;
 	struct worker_sum w;
 
-	for (int p = 0; p < PH_NSHOWN; p++)
-		all += total(v->ph[p]);
 	/* A queue feeding the loop outside DataLoader fetches is data too. */
 	outside = fed - threads;
 	in += outside > 0 ? outside : 0;
@@ -327,10 +336,9 @@ static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
 	if (v->ckpt_phase) {
 		int64_t out = 0;
 
-		for (int p = 0; p < PH_NSHOWN; p++) {
-			all += total(v->ph[p]);
+		all = phases_total(v);
+		for (int p = 0; p < PH_NSHOWN; p++)
 			out += p == PH_CHECKPOINT ? 0 : writes_of(v, p, v->ph[p][TB_IO]);
-		}
 		/* An older recording: only other's io, the flush and fsync after a save. */
 		if (!v->wio_known)
 			out = writes_of(v, PH_OTHER, v->ph[PH_OTHER][TB_IO]);
@@ -516,12 +524,10 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 static void rule_comm(const struct dg_view *v, struct findings *fs)
 {
 	const int64_t *c = v->ph[PH_COMM];
-	int64_t all = 0, in = total(c);
+	int64_t all = phases_total(v), in = total(c);
 	struct dg_finding *f;
 	double s;
 
-	for (int p = 0; p < PH_NSHOWN; p++)
-		all += total(v->ph[p]);
 	s = all > 0 ? (double)in / all : 0;
 	if (s <= 0.20) {
 		rule_share(v, fs, DG_COMM_BOUND, TB_COMM, 0.20, 0.60);
@@ -529,8 +535,9 @@ static void rule_comm(const struct dg_view *v, struct findings *fs)
 	}
 	if (!(f = add(fs, DG_COMM_BOUND, s, 0.20, ramp(s, 0.20, 0.60))))
 		return;
+	f->cost = s;
 	CAT(f, summary, "communication-bound: the communication phase %.1f%% (> 20%%)", 100 * s);
-	CAT(f, evidence, "the trainers' main threads spent %.1f%% of their time in collectives "
+	CAT(f, evidence, "the trainer threads spent %.1f%% of their time in collectives "
 	    "the loop calls outside backward, forward and validation (gradients averaged by "
 	    "hand after backward, barriers, metric reductions between steps): waiting on the "
 	    "network or for the slower rank %.1f%%, on the CPU %.1f%%, waiting for a CPU %.1f%%",
