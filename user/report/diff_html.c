@@ -53,6 +53,26 @@ static void runs(FILE *f, const struct recording *a, const struct recording *b)
 		"<p class=\"note\">The same command.</p>");
 }
 
+/* Run i's bar (A above, B below): its letter, then its parts from LEAD, in a group data-run. */
+static void run_bar(FILE *f, int i, const struct svg_part *p, int n)
+{
+	svg_text(f, LEAD - 8, i * 26 + 17, "end", i ? "B" : "A");
+	fprintf(f, "<g data-run=\"%s\">\n", i ? "B" : "A");
+	svg_hstack(f, LEAD, i * 26 + 2, 22, p, n);
+	fputs("</g>\n", f);
+}
+
+/* A table of n shares (%) side by side: A, B and B-A a row; the caller ends it. */
+static void ab_rows(FILE *f, const char *what, const char *const *names, const double *a,
+		    const double *b, int n)
+{
+	fprintf(f, "<table><tr><th class=\"l\">%s</th><th>A %%</th><th>B %%</th>"
+		"<th>B-A (pt)</th></tr>\n", what);
+	for (int k = 0; k < n; k++)
+		fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td><td>%+.1f</td>"
+			"</tr>\n", names[k], a[k], b[k], b[k] - a[k]);
+}
+
 /* A and B as two bars of BAR_W px split by category (% of each run's critical path). */
 static void headline(FILE *f, const struct recording *a, const struct recording *b)
 {
@@ -67,17 +87,10 @@ static void headline(FILE *f, const struct recording *a, const struct recording 
 	for (int i = 0; i < 2; i++) {
 		diff_headline_shares(run[i], pct[i]);
 		html_cat_parts(p, pct[i], 100.0, BAR_W, i ? "B, " : "A, ");
-		svg_text(f, LEAD - 8, i * 26 + 17, "end", i ? "B" : "A");
-		fprintf(f, "<g data-run=\"%s\">\n", i ? "B" : "A");
-		svg_hstack(f, LEAD, i * 26 + 2, 22, p, TB_NCAT);
-		fputs("</g>\n", f);
+		run_bar(f, i, p, TB_NCAT);
 	}
 	svg_close(f);
-	fputs("<table><tr><th class=\"l\">category</th><th>A %</th><th>B %</th>"
-	      "<th>B-A (pt)</th></tr>\n", f);
-	for (int c = 0; c < TB_NCAT; c++)
-		fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td><td>%+.1f</td>"
-			"</tr>\n", tb_cat_names[c], pct[0][c], pct[1][c], pct[1][c] - pct[0][c]);
+	ab_rows(f, "category", tb_cat_names, pct[0], pct[1], TB_NCAT);
 	fputs("</table></section>\n", f);
 }
 
@@ -92,10 +105,7 @@ static void phase_bar(FILE *f, int i, const double pct[PH_NSHOWN])
 		snprintf(p[ph].title, sizeof(p[ph].title), "%s, %s: %.1f%%", i ? "B" : "A",
 			 ph_names[ph], pct[ph]);
 	}
-	svg_text(f, LEAD - 8, i * 26 + 17, "end", i ? "B" : "A");
-	fprintf(f, "<g data-run=\"%s\">\n", i ? "B" : "A");
-	svg_hstack(f, LEAD, i * 26 + 2, 22, p, PH_NSHOWN);
-	fputs("</g>\n", f);
+	run_bar(f, i, p, PH_NSHOWN);
 }
 
 /* The phases of A and B, when both have them; a table when either has. */
@@ -114,11 +124,7 @@ static void phases(FILE *f, const struct recording *a, const struct recording *b
 		if (has[i])
 			phase_bar(f, i, pct[i]);
 	svg_close(f);
-	fputs("<table><tr><th class=\"l\">phase</th><th>A %</th><th>B %</th><th>B-A (pt)</th>"
-	      "</tr>\n", f);
-	for (int ph = 0; ph < PH_NSHOWN; ph++)
-		fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td><td>%+.1f</td>"
-			"</tr>\n", ph_names[ph], pct[0][ph], pct[1][ph], pct[1][ph] - pct[0][ph]);
+	ab_rows(f, "phase", ph_names, pct[0], pct[1], PH_NSHOWN);
 	fprintf(f, "<tr><td class=\"l\">ms/step</td><td>%.1f</td><td>%.1f</td><td></td></tr>"
 		"</table>%s</section>\n", ms[0], ms[1], has[0] && has[1] ? "" :
 		"<p class=\"note\">One run has no phases: no libtorch, or recorded by an older "
