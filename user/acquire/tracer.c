@@ -311,10 +311,10 @@ static bool at_quota(const struct tracer *tr, __u32 pid)
 
 void tracer_free_slot(struct tracer *tr, unsigned int idx)
 {
-	__u32 i = idx, pid = tr->slots[idx].tgid;
+	__u32 i = idx, pid = tr->slots[idx].tgid, n;
 
-	if (tr->owner[idx].found && found_threads(tr, pid))
-		set_found_threads(tr, pid, found_threads(tr, pid) - 1);
+	if (tr->owner[idx].found && (n = found_threads(tr, pid)))
+		set_found_threads(tr, pid, n - 1);
 	memset(&tr->slots[idx], 0, sizeof(tr->slots[idx]));
 	tr->owner[idx].proc = -1;
 	tr->owner[idx].exited_at = 0;
