@@ -10,6 +10,7 @@
 #include "epochs.h"
 #include "epochs_fold.h"
 #include "job.h"
+#include "phases.h"
 
 #define MS 1000000ull
 
@@ -247,12 +248,17 @@ START_TEST(open_wait_gives_no_negative_share)
 }
 END_TEST
 
+/* Where set, the phase events also go to a phase table: serve's passes. */
+static struct phases *also_phases;
+
 static void phase(struct epochs *ep, uint64_t ts, unsigned ph, unsigned cls, unsigned how)
 {
 	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = ph,
 				    .cls = cls, .resolved = how, .ts = ts };
 
 	epochs_on_phase(ep, &e);
+	if (also_phases)
+		phases_on_event(also_phases, &e);
 }
 
 /* A training step: its fetch (resolving the step before as how), its backward. */
@@ -446,9 +452,11 @@ static void zip_epochs(int loaders, uint64_t scale, uint64_t tick_ms, bool worke
 	struct thread_rec t;
 	struct loop l = { .ep = &ep, .ts = 10 * MS };
 	uint64_t next = 0, starts[3];
+	struct phases ph = { 0 };
 
 	init(&ep, EP_AUTO, NULL);
 	ep.attached = attached;
+	also_phases = &ph;
 	for (int e = 0; e < 3; e++) {
 		if (workers) {
 			starts[e] = l.ts;
@@ -474,6 +482,13 @@ static void zip_epochs(int loaders, uint64_t scale, uint64_t tick_ms, bool worke
 	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
 	/* -p: the first pass is the first seen whole, the one under way no epoch. */
 	passes_are(&ep, 3 - attached, starts + attached);
+	/*
+	 * serve's trainbpf_epochs_total: the same rule, passes completed (the
+	 * third's end is told by no next pass); one a step before, with a zip.
+	 */
+	ck_assert_int_eq(phases_thread(&ph, 100)->passes, 2);
+	also_phases = NULL;
+	phases_free(&ph);
 	epochs_free(&ep);
 }
 

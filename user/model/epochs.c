@@ -250,14 +250,14 @@ static void on_text(struct epochs *ep, char *buf, uint64_t ts)
 	}
 }
 
-static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
+static struct pass_thread *pass_thread(struct epochs *ep, pid_t tid)
 {
 	for (int i = 0; i < ep->npth; i++)
 		if (ep->pth[i].tid == tid)
 			return &ep->pth[i];
 	if (ep->npth >= EP_PASS_THREADS)
 		return NULL;
-	ep->pth[ep->npth] = (struct ep_pass_thread){ .tid = tid };
+	ep->pth[ep->npth] = (struct pass_thread){ .tid = tid };
 	return &ep->pth[ep->npth++];
 }
 
@@ -268,7 +268,7 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
  * at each backward, as the phase table does. One thread counts, the first
  * to train (the ranks of a DDP job step together).
  */
-static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
+static void loop_step(struct epochs *ep, struct pass_thread *t, const struct tb_phase_event *e)
 {
 	if (!t->fetch) {
 		epochs_add_loop_step(ep, EP_STEPS_BACKWARD, e->ts, e->pid, e->tid);
@@ -281,64 +281,10 @@ static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct 
 }
 
 /*
- * Of a thread's fetches, the one back fetches before the next (1: the
- * last); the oldest kept when back reaches past them.
- */
-static const struct ep_pass_fetch *fetch_back(const struct ep_pass_thread *t, int back)
-{
-	if (back > EP_PASS_RING)
-		back = EP_PASS_RING;
-	if (back > t->nfetch)
-		back = t->nfetch;
-	return &t->last[(t->nfetch - back) % EP_PASS_RING];
-}
-
-/*
- * Where the pass a training step begins begins, the step having taken n
- * fetches: its first, k back for a loop that takes k a step (a zip). The
- * thread's first step (k unknown) begins the first pass at the thread's
- * first fetch (a zip's first loader's); under -p, at the step's last.
- */
-static uint64_t pass_from(const struct epochs *ep, const struct ep_pass_thread *t, int k,
-			  int n)
-{
-	if (k)
-		return fetch_back(t, k)->from;
-	return ep->attached ? t->from : fetch_back(t, n)->from;
-}
-
-/*
- * Whether a training step that took n fetches begins a pass. The thread's
- * first does when it was traced from its start. Then a pass begins where
- * the training loader ran out and started over: the step took more
- * fetches than any training step of the thread seen whole (kmin; a step
- * of a zip of two loaders takes two, and one of them is lone at the next,
- * every step), and since the last training step either a pass ran to its
- * end (a lone fetch right after a training step: StopIteration), or
- * validation ran and the step's first fetch ended a worker start-up (a
- * new iter() after a loop that broke out of its pass). Not a validation
- * loop alone: its first fetch ended its workers' start-up, so BPF does not
- * take it for a pass's end (bpf/torch.bpf.h); the training loader's
- * iterator carries on after it, starting nothing.
- */
-static bool begins_pass(const struct epochs *ep, const struct ep_pass_thread *t, int n,
-			bool val)
-{
-	int k = t->kmin;
-
-	/* Under -p, the first step seen: after a validation loop, a pass's first. */
-	if (!t->trained)
-		return !ep->attached || val;
-	if (!k || n <= k)
-		return false;
-	return t->ended || (val && fetch_back(t, k)->held);
-}
-
-/*
  * A pass over a DataLoader ends with the fetch that raises StopIteration:
  * a step with no backward (BPF resolves it lone at the next fetch, or
  * validation after an eval loop). A training step begins a pass as
- * begins_pass says; the boundary is its first fetch's start, or, where
+ * passes.c says; the boundary is its first fetch's start, or, where
  * iter(loader) started workers for it, that start-up's (the first fork:
  * docs/phases.md), whose time is the step's data. One thread counts, the
  * first to begin a pass (the ranks of a DDP job begin theirs together).
@@ -346,52 +292,22 @@ static bool begins_pass(const struct epochs *ep, const struct ep_pass_thread *t,
 static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
 	unsigned int how = e->resolved & TB_RS_HOW;
-	struct ep_pass_thread *t = pass_thread(ep, e->tid);
-	bool starts;
-	int n;
+	struct pass_thread *t = pass_thread(ep, e->tid);
+	struct pass_step st;
 
 	if (!t)
 		return;
-	if (e->phase == TB_PH_PEND_START) {
-		if (!t->in_start || (e->resolved & TB_RS_START_UNDO))
-			t->start = e->ts;	/* begun, or begun again after a helper */
-		t->in_start = true;
+	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA &&
+	    (how == TB_RS_LONE || how == TB_RS_VALIDATION))
+		ep->pass_ended = true;
+	if (e->cls == TB_BC_BACKWARD && e->phase == TB_PH_BACKWARD)
+		loop_step(ep, t, e);
+	if (!pass_on_phase(t, ep->attached, e, &st) || !st.begins)
 		return;
-	}
-	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
-		bool held = t->in_start && (e->resolved & TB_RS_START_HELD);
-
-		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
-			ep->pass_ended = true;
-		t->ended |= how == TB_RS_LONE && (e->resolved & TB_RS_END_DATA);
-		t->val |= how == TB_RS_VALIDATION;
-		t->fetch = e->ts;
-		t->from = held ? t->start : e->ts;
-		t->last[t->nfetch++ % EP_PASS_RING] = (struct ep_pass_fetch){ t->from, held };
-		if (t->since < INT_MAX)
-			t->since++;
-		t->in_start = false;
-		return;
-	}
-	t->in_start = false;
-	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD)
-		return;
-	loop_step(ep, t, e);
-	if (how != TB_RS_TRAINED || !t->fetch)
-		return;
-	n = t->since;
-	starts = begins_pass(ep, t, n, t->val);
-	/* Under -p the first step's fetches may have begun before the attach. */
-	if ((t->trained || !ep->attached) && (!t->kmin || n < t->kmin))
-		t->kmin = n;
-	if (starts && tracks(ep, EP_PASSES) && (!ep->pass_tid || (pid_t)e->tid == ep->pass_tid)) {
+	if (tracks(ep, EP_PASSES) && (!ep->pass_tid || (pid_t)e->tid == ep->pass_tid)) {
 		ep->pass_tid = e->tid;
-		add_pending(&ep->src[EP_PASSES], pass_from(ep, t, t->trained ? t->kmin : 0, n),
-			    ++ep->passes);
+		add_pending(&ep->src[EP_PASSES], st.from, ++ep->passes);
 	}
-	t->since = 0;
-	t->ended = t->val = false;
-	t->trained = true;
 }
 
 void epochs_on_event(struct epochs *ep, const struct tb_text_event *e)

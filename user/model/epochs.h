@@ -25,6 +25,7 @@
 #include "categories.h"
 #include "gpu_api.h"
 #include "gpu_util.h"
+#include "passes.h"
 #include "phase_spans.h"
 #include "steps.h"
 #include "trainbpf.h"
@@ -264,40 +265,6 @@ struct ep_stream {
 	int gu_h;		/* the open epoch's GPU window (gpu_util.h); -1: none */
 };
 
-/*
- * A thread's last fetches: where a pass that one begins would begin (the
- * fetch, or the workers' start-up held with it), and whether it ended a
- * start-up (TB_RS_START_HELD: iter(loader) started workers for it).
- */
-#define EP_PASS_RING 8
-struct ep_pass_fetch {
-	uint64_t from;
-	bool held;
-};
-
-/*
- * A thread's DataLoader passes (phase events): its last fetches, how many
- * since its last training step, the fewest a training step took (two for
- * a zip of two loaders), and whether a pass ran out (a lone fetch right
- * after a training step: TB_RS_END_DATA) since its last training step.
- */
-struct ep_pass_thread {
-	pid_t tid;
-	uint64_t fetch;
-	uint64_t from;		/* where a pass its fetch begins begins: the fetch, or
-				 * the workers' start-up held with it (start) */
-	uint64_t start;		/* the start-up under way began (TB_PH_PEND_START) */
-	bool in_start;
-	uint64_t stepped;	/* the fetch whose training step was counted */
-	bool ended;		/* a pass ran out since the last training step */
-	bool val;		/* and validation ran (TB_RS_VALIDATION) */
-	bool trained;		/* a training step seen */
-	int since;		/* fetches since the last training step, its own included */
-	int kmin;		/* fewest fetches a training step seen whole took; 0: none */
-	long nfetch;		/* fetches ever: last[nfetch % EP_PASS_RING] is the next */
-	struct ep_pass_fetch last[EP_PASS_RING];
-};
-
 #define EP_PASS_THREADS 64
 
 struct epochs {
@@ -334,7 +301,7 @@ struct epochs {
 	struct ep_snap pool[EP_POOL];
 	int npool;
 	/* passes: candidates (the first EP_PASS_THREADS), the one that counts */
-	struct ep_pass_thread pth[EP_PASS_THREADS];
+	struct pass_thread pth[EP_PASS_THREADS];
 	int npth;
 	pid_t pass_tid;
 	long passes;

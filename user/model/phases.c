@@ -159,6 +159,7 @@ bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
 {
 	int nth = p->nth;
 	struct ph_thread *t = phases_add_thread(p, e->pid, e->tid);
+	struct pass_step st;
 	bool moved;
 
 	p->events++;
@@ -172,15 +173,12 @@ bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	memcpy(t->last_row, e->row, sizeof(t->last_row));
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
-		t->trained = t->in_pass = true;
+		t->trained = true;
+	/* A pass completed: the training step that begins the next says so (passes.c). */
+	if (pass_on_phase(&t->pass, true, e, &st) && st.begins && !st.first)
+		t->passes++;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
-		unsigned int how = e->resolved & TB_RS_HOW;
-
-		if (t->in_pass && (how == TB_RS_LONE || how == TB_RS_VALIDATION)) {
-			t->passes++;
-			t->in_pass = false;
-		}
 		t->fetches++;
 		next_step(t, e->ts, false);
 	} else if (e->phase == TB_PH_BACKWARD && e->cls == TB_BC_BACKWARD && !t->fetches) {

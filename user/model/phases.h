@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "gpu_api.h"
+#include "passes.h"
 #include "phase_spans.h"
 #include "trainbpf.h"
 
@@ -80,12 +81,13 @@ struct ph_thread {
 	struct ph_ring *ring;		/* live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
 	/*
-	 * DataLoader passes it completed: a training step, then a fetch that
-	 * finds the step before it had no backward (the fetch that ended the
-	 * pass, told at the next fetch: a validation loop or the next pass).
+	 * DataLoader passes it completed: told when a training step begins
+	 * the next (passes.c, the epochs' rule: a zip of loaders or a
+	 * validation loop mid-pass completes none), so a job's last pass is
+	 * not counted.
 	 */
+	struct pass_thread pass;
 	uint64_t passes;
-	bool in_pass;
 	/* Its last event (live): its phase, and that phase's row then. */
 	int last_phase;			/* enum tb_phase; -1: none yet */
 	uint64_t last_row[TB_NCAT];

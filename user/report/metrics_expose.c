@@ -123,7 +123,7 @@ static void counts(const struct metrics *m, FILE *f)
 	    "Bytes of NCCL data calls (count times the datatype's size).", false, nccl_bytes,
 	    false);
 	PER(m, f, "trainbpf_epochs_total", "counter",
-	    "DataLoader passes completed (told at the loop's next fetch after a pass's end).",
+	    "DataLoader passes completed (told when the next pass's first training step begins).",
 	    true, epochs, false);
 	/* Not trainbpf_step_seconds: that is the counter's family in OpenMetrics. */
 	family(f, "trainbpf_last_step_seconds", "gauge",
