@@ -18,7 +18,9 @@ def start_mixed(tmp_path, duration):
 
 
 def test_attach_finds_threads_and_children(tmp_path):
-    proc, out = start_mixed(tmp_path, 3)
+    # The job must outlive the attach (its feeder child exits with it):
+    # about 2 s on this machine alone, over 3 s with the other cores busy.
+    proc, out = start_mixed(tmp_path, 6)
     r = run_trainbpf(["-i", "0", "--format", "json", "-p", str(proc.pid)])
     proc.wait()
     assert r.returncode == 0, r.stderr  # the target exiting is no error

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "clock.h"
 #include "elf_syms.h"
 #include "gpu_probes.h"
+#include "links.h"
 #include "grow.h"
 #include "procfs.h"
 #include "procmaps.h"
@@ -52,44 +52,6 @@ void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 	gp->plain = -1;
 }
 
-#define DETACH_THREADS 32
-
-struct detach_job {
-	struct bpf_link **links;
-	int n, stride;
-};
-
-static void *detach_some(void *arg)
-{
-	struct detach_job *j = arg;
-
-	for (int i = 0; i < j->n; i += j->stride)
-		bpf_link__destroy(j->links[i]);
-	return NULL;
-}
-
-/*
- * Removing a uprobe waits for an RCU grace period (~0.2 s here): one at a
- * time, a process's 66 probes took 13 s. Threads let the waits overlap.
- */
-static void destroy_links(struct bpf_link **links, int n)
-{
-	pthread_t tid[DETACH_THREADS];
-	struct detach_job jobs[DETACH_THREADS];
-	bool started[DETACH_THREADS];
-	int nt = n < DETACH_THREADS ? n : DETACH_THREADS;
-
-	for (int t = 0; t < nt; t++) {
-		jobs[t] = (struct detach_job){ links + t, n - t, nt };
-		started[t] = !pthread_create(&tid[t], NULL, detach_some, &jobs[t]);
-		if (!started[t])
-			detach_some(&jobs[t]);	/* no thread: do it here */
-	}
-	for (int t = 0; t < nt; t++)
-		if (started[t])
-			pthread_join(tid[t], NULL);
-}
-
 /* Removes a process's probes; forget: its mappings too (exec replaced them). */
 static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 {
@@ -113,13 +75,13 @@ static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 			memcpy(all + n, m->links, m->nlinks * sizeof(*all));
 			n += m->nlinks;
 		} else {
-			destroy_links(m->links, m->nlinks);
+			links_destroy(m->links, m->nlinks);
 		}
 		free(m->links);
 		m->links = NULL;
 		m->nlinks = 0;
 	}
-	destroy_links(all, n);
+	links_destroy(all, n);
 	free(all);
 	if (!forget)
 		return;

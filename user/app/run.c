@@ -761,6 +761,17 @@ static int run_free(struct run *r, uint64_t report_ns)
 {
 	int err = close_states_out(r, report_ns);
 
+	/*
+	 * The report reaches its reader before the probes are removed: that
+	 * waits for grace periods (links.c), a second or more with libraries
+	 * probed, and nothing is written after it.
+	 */
+	if (r->out && (out_close(r->out, r->env->output) || r->out_failed))
+		err = -1;
+	/* The live table's writes, when the report went to a file. */
+	if (r->out != stdout && out_close(stdout, NULL))
+		err = -1;
+	r->out = NULL;
 	serve_stop(&r->srv);	/* no scrape after this */
 	if (r->stream) {	/* record: the final refresh drained it */
 		r->stream = NULL;
@@ -778,11 +789,6 @@ static int run_free(struct run *r, uint64_t report_ns)
 	live_free(&r->lv);
 	tracer_close(&r->tr);
 	job_free(&r->job);
-	if (r->out && (out_close(r->out, r->env->output) || r->out_failed))
-		err = -1;
-	/* The live table's writes, when the report went to a file. */
-	if (r->out != stdout && out_close(stdout, NULL))
-		err = -1;
 	return err;
 }
 
