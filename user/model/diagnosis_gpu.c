@@ -6,10 +6,10 @@
  * near the device's size, and clocks held down (power or thermal) when
  * the steps are slower for it. docs/model.md lists the thresholds.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "diagnosis.h"
+#include "diagnosis_rule.h"
 #include "epochs.h"
 #include "job.h"
 
@@ -100,46 +100,6 @@ void diag_gpu_view_epoch(struct dg_view *v, const struct job *job, const struct 
 
 /* ---- the rules ---- */
 
-struct out {
-	struct dg_finding *f;
-	int n, max;
-};
-
-static double ramp(double x, double lo, double hi)
-{
-	double s = (x - lo) / (hi - lo);
-
-	return s < 0 ? 0 : s > 1 ? 1 : s;
-}
-
-static struct dg_finding *add(struct out *o, enum dg_id id, double value, double threshold,
-			      double severity)
-{
-	struct dg_finding *f;
-
-	if (o->n == o->max)
-		return NULL;
-	f = &o->f[o->n++];
-	memset(f, 0, sizeof(*f));
-	*f = (struct dg_finding){ .id = id, .value = value, .threshold = threshold,
-				  .severity = severity };
-	return f;
-}
-
-static void put(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(buf);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
-}
-
-#define PUT(f, field, ...) put((f)->field, sizeof((f)->field), __VA_ARGS__)
-
 static double hl_share(const struct dg_view *v, int cat)
 {
 	int64_t t = 0;
@@ -157,72 +117,72 @@ static void host_cause(const struct dg_view *v, struct dg_finding *f)
 	double syncs = v->steps ? (double)v->syncs / v->steps : 0;
 
 	if (data >= 0.15) {
-		PUT(f, summary, ": data loading");
-		PUT(f, evidence, "the trainers wait for data %.1f%% of their time (workers and "
+		DG_PUT(f, summary, ": data loading");
+		DG_PUT(f, evidence, "the trainers wait for data %.1f%% of their time (workers and "
 		    "storage): the GPU has nothing to run meanwhile", 100 * data);
-		PUT(f, advice, "fix the data pipeline first (more DataLoader workers, "
+		DG_PUT(f, advice, "fix the data pipeline first (more DataLoader workers, "
 		    "pin_memory=True, faster storage or decoding); then a bigger batch");
 	} else if (syncs >= 1.0) {
-		PUT(f, summary, ": host-device syncs");
-		PUT(f, evidence, "%.1f host-device syncs per step: each one drains the GPU's "
+		DG_PUT(f, summary, ": host-device syncs");
+		DG_PUT(f, evidence, "%.1f host-device syncs per step: each one drains the GPU's "
 		    "queue, which idles until the host queues more", syncs);
-		PUT(f, advice, "keep values on the GPU (no .item(), .cpu() or print(tensor) in "
+		DG_PUT(f, advice, "keep values on the GPU (no .item(), .cpu() or print(tensor) in "
 		    "the step); then a bigger batch");
 	} else if (cpu >= 0.50) {
-		PUT(f, summary, ": launches and Python");
-		PUT(f, evidence, "the trainers run on the CPU %.1f%% of their time: they do not "
+		DG_PUT(f, summary, ": launches and Python");
+		DG_PUT(f, evidence, "the trainers run on the CPU %.1f%% of their time: they do not "
 		    "queue kernels fast enough", 100 * cpu);
-		PUT(f, advice, "bigger batches (more work per launch), CUDA graphs or "
+		DG_PUT(f, advice, "bigger batches (more work per launch), CUDA graphs or "
 		    "torch.compile to fuse small kernels, less Python in the step");
 	} else if (comm >= 0.20) {
-		PUT(f, summary, ": communication");
-		PUT(f, evidence, "the trainers are in communication %.1f%% of their time",
+		DG_PUT(f, summary, ": communication");
+		DG_PUT(f, evidence, "the trainers are in communication %.1f%% of their time",
 		    100 * comm);
-		PUT(f, advice, "overlap communication with compute (DDP bucket sizes, "
+		DG_PUT(f, advice, "overlap communication with compute (DDP bucket sizes, "
 		    "gradient accumulation with no_sync), a faster interconnect; then a bigger batch");
 	} else {
-		PUT(f, evidence, "no single host-side cause: the trainers' time is spread "
+		DG_PUT(f, evidence, "no single host-side cause: the trainers' time is spread "
 		    "(cpu %.1f%%, data %.1f%%, communication %.1f%%)", 100 * cpu, 100 * data,
 		    100 * comm);
-		PUT(f, advice, "a bigger batch gives the GPU more work per step");
+		DG_PUT(f, advice, "a bigger batch gives the GPU more work per step");
 	}
 }
 
-static void rule_idle(const struct dg_view *v, struct out *o)
+static void rule_idle(const struct dg_view *v, struct dg_out *o)
 {
 	double util = v->nvml.s.util_avg / 100;
 	struct dg_finding *f;
 
 	if (!v->nvml.read || util >= UTIL_LOW || hl_share(v, TB_GPU_WAIT) >= HOST_WAITS_GPU ||
-	    !(f = add(o, DG_GPU_IDLE, util, UTIL_LOW, ramp(1 - util, 1 - UTIL_LOW, 0.9))))
+	    !(f = dg_add(o, DG_GPU_IDLE, util, UTIL_LOW, dg_ramp(1 - util, 1 - UTIL_LOW, 0.9))))
 		return;
-	PUT(f, summary, "GPU busy %.1f%% of the time (< %.0f%%), held back by the host",
+	DG_PUT(f, summary, "GPU busy %.1f%% of the time (< %.0f%%), held back by the host",
 	    100 * util, 100 * UTIL_LOW);
 	host_cause(v, f);
-	PUT(f, evidence, "; NVML: a kernel ran %.1f%% of the time on average over %d GPU%s "
+	DG_PUT(f, evidence, "; NVML: a kernel ran %.1f%% of the time on average over %d GPU%s "
 	    "(%.1f%% on GPU %d), and the host waited for the GPU only %.1f%%", 100 * util,
 	    v->nvml.s.ndev, v->nvml.s.ndev == 1 ? "" : "s", v->nvml.s.util_min, v->nvml.util_min_gpu,
 	    100 * hl_share(v, TB_GPU_WAIT));
 }
 
-static void rule_memory(const struct dg_view *v, struct out *o)
+static void rule_memory(const struct dg_view *v, struct dg_out *o)
 {
 	double frac = v->nvml.s.mem_frac;
 	struct dg_finding *f;
 
 	if (!v->nvml.read || frac < MEM_HIGH ||
-	    !(f = add(o, DG_GPU_MEMORY, frac, MEM_HIGH, ramp(frac, MEM_HIGH, 0.99))))
+	    !(f = dg_add(o, DG_GPU_MEMORY, frac, MEM_HIGH, dg_ramp(frac, MEM_HIGH, 0.99))))
 		return;
 	f->pid = v->nvml.mem_pid;
-	PUT(f, summary, "GPU memory pressure: GPU %d at %.1f%% of its memory (>= %.0f%%)",
+	DG_PUT(f, summary, "GPU memory pressure: GPU %d at %.1f%% of its memory (>= %.0f%%)",
 	    v->nvml.mem_gpu, 100 * frac, 100 * MEM_HIGH);
-	PUT(f, evidence, "peak %.2f GiB used of %.2f GiB on GPU %d", v->nvml.s.mem_peak / 1073741824.0,
+	DG_PUT(f, evidence, "peak %.2f GiB used of %.2f GiB on GPU %d", v->nvml.s.mem_peak / 1073741824.0,
 	    v->nvml.mem_total / 1073741824.0, v->nvml.mem_gpu);
 	if (v->nvml.mem_pid)
-		PUT(f, evidence, "; PID %d held %.2f GiB of it", v->nvml.mem_pid,
+		DG_PUT(f, evidence, "; PID %d held %.2f GiB of it", v->nvml.mem_pid,
 		    v->nvml.mem_pid_peak / 1073741824.0);
-	PUT(f, evidence, " (PyTorch's cache counts as used: torch.cuda.max_memory_reserved)");
-	PUT(f, advice, "a smaller batch (gradient accumulation keeps the effective batch), "
+	DG_PUT(f, evidence, " (PyTorch's cache counts as used: torch.cuda.max_memory_reserved)");
+	DG_PUT(f, advice, "a smaller batch (gradient accumulation keeps the effective batch), "
 	    "activation checkpointing (torch.utils.checkpoint), mixed precision (torch.autocast "
 	    "with bf16 or fp16); an out-of-memory error, or the allocator's retries, are next");
 }
@@ -233,7 +193,7 @@ static void rule_memory(const struct dg_view *v, struct out *o)
  * throttled epochs' steps) were THR_SLOWER slower than those of the
  * epochs that were not throttled.
  */
-static void rule_throttle(const struct dg_view *v, struct out *o)
+static void rule_throttle(const struct dg_view *v, struct dg_out *o)
 {
 	double thr = v->nvml.s.thr_power + v->nvml.s.thr_thermal;
 	double ms = v->nvml.own_ms ? v->nvml.own_ms : v->nvml.thr_ms, slower;
@@ -243,25 +203,25 @@ static void rule_throttle(const struct dg_view *v, struct out *o)
 		return;
 	slower = ms / v->nvml.unthr_ms - 1;
 	if (slower < THR_SLOWER ||
-	    !(f = add(o, DG_GPU_THROTTLE, slower, THR_SLOWER, ramp(slower, THR_SLOWER, 0.5))))
+	    !(f = dg_add(o, DG_GPU_THROTTLE, slower, THR_SLOWER, dg_ramp(slower, THR_SLOWER, 0.5))))
 		return;
 	/* Of a throttled step's time, what the unthrottled clocks would not take. */
 	f->cost = slower / (1 + slower);
-	PUT(f, summary, "GPU %d throttled %.0f%% of the time (%s), steps %.0f%% slower",
+	DG_PUT(f, summary, "GPU %d throttled %.0f%% of the time (%s), steps %.0f%% slower",
 	    v->nvml.thr_gpu, 100 * thr, v->nvml.s.thr_power >= v->nvml.s.thr_thermal ?
 	    "power cap" : "thermal", 100 * slower);
-	PUT(f, evidence, "clocks held down by the power cap %.1f%% and by heat %.1f%% of the "
+	DG_PUT(f, evidence, "clocks held down by the power cap %.1f%% and by heat %.1f%% of the "
 	    "time; %.1f ms/step against %.1f ms/step in the %d epoch%s without throttling",
 	    100 * v->nvml.s.thr_power, 100 * v->nvml.s.thr_thermal, ms, v->nvml.unthr_ms,
 	    v->nvml.unthr_n, v->nvml.unthr_n == 1 ? "" : "s");
-	PUT(f, advice, "power: the board's power limit (nvidia-smi -q -d POWER; another job "
+	DG_PUT(f, advice, "power: the board's power limit (nvidia-smi -q -d POWER; another job "
 	    "on the same board or node draws too); thermal: cooling and airflow, the GPU's "
 	    "temperature (nvidia-smi -q -d TEMPERATURE); compare with the other nodes");
 }
 
 int diag_gpu_rules(const struct dg_view *v, struct dg_finding *out, int n, int max)
 {
-	struct out o = { out, n, max };
+	struct dg_out o = { out, n, max };
 
 	rule_idle(v, &o);
 	rule_memory(v, &o);

@@ -6,11 +6,11 @@
  * Shares are of the trainers' critical path, the time the training loop
  * itself spent, not of all threads (pool threads idle by design).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "diagnosis.h"
+#include "diagnosis_rule.h"
 #include "epochs.h"
 #include "job.h"
 
@@ -35,49 +35,6 @@ enum dg_id diag_id_find(const char *name)
 			return i;
 	return DG_NIDS;
 }
-
-struct findings {
-	struct dg_finding *f;
-	int n, max;
-};
-
-static double ramp(double x, double lo, double hi)
-{
-	double s = (x - lo) / (hi - lo);
-
-	return s < 0 ? 0 : s > 1 ? 1 : s;
-}
-
-static struct dg_finding *add(struct findings *fs, enum dg_id id, double value,
-			      double threshold, double severity)
-{
-	struct dg_finding *f;
-
-	if (fs->n == fs->max)
-		return NULL;
-	f = &fs->f[fs->n++];
-	memset(f, 0, sizeof(*f));
-	f->id = id;
-	f->value = value;
-	f->threshold = threshold;
-	f->severity = severity;
-	return f;
-}
-
-/* Appends to one of a finding's strings. */
-static void append(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(buf);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
-}
-
-#define CAT(f, field, ...) append((f)->field, sizeof((f)->field), __VA_ARGS__)
 
 static int64_t total(const int64_t c[TB_NCAT])
 {
@@ -219,7 +176,7 @@ static double pct(int64_t part, int64_t whole)
 static void data_workers(struct dg_finding *f, const struct worker_sum *w)
 {
 	if (w->n)
-		CAT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly "
+		DG_PUT(f, evidence, "; %d worker%s: %d I/O-bound, %d CPU-bound (decoding), %d mostly "
 		    "waiting (by their busiest thread); busiest PID %d (cpu %.0f%%, io %.0f%%)",
 		    w->n, w->n == 1 ? "" : "s", w->io_bound, w->cpu_bound, w->waiting,
 		    (int)w->slowest, 100 * w->slowest_cpu, 100 * w->slowest_io);
@@ -230,23 +187,23 @@ static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool m
 {
 	/* With workers, the thread between them and the loop is DataLoader's own (pin memory). */
 	if (fed && !w->n)
-		CAT(f, advice, "the loop waits for a thread that feeds it batches: more producers "
+		DG_PUT(f, advice, "the loop waits for a thread that feeds it batches: more producers "
 		    "(DataLoader workers, num_workers > 0, instead of one Python thread), a deeper "
 		    "queue, cheaper production; ");
 	if (main_cpu && !w->n)
-		CAT(f, advice, "the training loop decodes on its own thread: load in DataLoader "
+		DG_PUT(f, advice, "the training loop decodes on its own thread: load in DataLoader "
 		    "workers (num_workers > 0) so that decoding overlaps the step; ");
 	if (w->cpu_bound)
-		CAT(f, advice, "more workers (num_workers) if cores are free, cheaper decoding and "
+		DG_PUT(f, advice, "more workers (num_workers) if cores are free, cheaper decoding and "
 		    "augmentation (pre-decoded or smaller samples, GPU decoding with DALI); ");
 	if (w->io_bound || reads)
-		CAT(f, advice, "faster or local storage for the dataset reads (copy it to local "
+		DG_PUT(f, advice, "faster or local storage for the dataset reads (copy it to local "
 		    "NVMe or RAM), fewer larger reads (sharded formats), deeper prefetch "
 		    "(prefetch_factor); ");
 	if (w->waiting && !w->cpu_bound && !w->io_bound)
-		CAT(f, advice, "workers mostly wait on something outside the job (sleeps, remote "
+		DG_PUT(f, advice, "workers mostly wait on something outside the job (sleeps, remote "
 		    "storage, a rate limit): find what they block on; ");
-	CAT(f, advice, "pin_memory=True with non_blocking copies");
+	DG_PUT(f, advice, "pin_memory=True with non_blocking copies");
 }
 
 /*
@@ -254,7 +211,7 @@ static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool m
  * of (waiting for workers, reading storage, decoding on the main thread,
  * waiting for a CPU, for a thread that feeds a queue).
  */
-static void rule_data_phase(const struct dg_view *v, struct findings *fs)
+static void rule_data_phase(const struct dg_view *v, struct dg_out *fs)
 {
 	const int64_t *d = v->ph[PH_DATA];
 	int64_t all = phases_total(v), in = total(d), fed = fed_wait(v);
@@ -270,12 +227,12 @@ static void rule_data_phase(const struct dg_view *v, struct findings *fs)
 	/* Without a DataLoader the data phase is the wait for the feeding thread. */
 	feed = (outside > 0 ? outside : 0) + (v->data_fetched ? 0 : threads);
 	s = all > 0 ? (double)in / all : 0;
-	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
+	if (s <= 0.15 || !(f = dg_add(fs, DG_DATA_LOADING, s, 0.15, dg_ramp(s, 0.15, 0.50))))
 		return;
 	f->cost = s;
 	sum_workers(v, &w);
-	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
-	CAT(f, evidence, "the trainer threads spent %.1f%% of their time %s: waiting for "
+	DG_PUT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
+	DG_PUT(f, evidence, "the trainer threads spent %.1f%% of their time %s: waiting for "
 	    "workers %.1f%%, reading storage %.1f%%, on the CPU in the loop (decoding) %.1f%%, "
 	    "waiting for a CPU %.1f%%, for %s %.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s,
 	    v->data_fetched ? "in DataLoader fetches (the data phase)" :
@@ -294,7 +251,7 @@ static void rule_data_phase(const struct dg_view *v, struct findings *fs)
  * reads (writes are checkpointing's), and waits for a thread that feeds
  * the loop.
  */
-static void rule_data(const struct dg_view *v, struct findings *fs)
+static void rule_data(const struct dg_view *v, struct dg_out *fs)
 {
 	int64_t tot = total(v->hl), fed = fed_wait(v);
 	double data = share(v->hl, TB_DATA_WAIT);
@@ -307,12 +264,12 @@ static void rule_data(const struct dg_view *v, struct findings *fs)
 		rule_data_phase(v, fs);
 		return;
 	}
-	if (s <= 0.15 || !(f = add(fs, DG_DATA_LOADING, s, 0.15, ramp(s, 0.15, 0.50))))
+	if (s <= 0.15 || !(f = dg_add(fs, DG_DATA_LOADING, s, 0.15, dg_ramp(s, 0.15, 0.50))))
 		return;
 	f->cost = s;
 	sum_workers(v, &w);
-	CAT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
-	CAT(f, evidence, "trainers wait for DataLoader workers %.1f%%, for storage reads %.1f%% "
+	DG_PUT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
+	DG_PUT(f, evidence, "trainers wait for DataLoader workers %.1f%%, for storage reads %.1f%% "
 	    "and for a thread that feeds them %.1f%% of their time; storage read %.1f MiB, "
 	    "written %.1f MiB", 100 * data, 100 * io, 100 * feed, v->rbytes / 1048576.0,
 	    v->wbytes / 1048576.0);
@@ -327,7 +284,7 @@ static void rule_data(const struct dg_view *v, struct findings *fs)
  * a short job, in test_diagnosis_torch's checkpoint job with the page
  * cache dropped). Without phases, the trainers' storage writes.
  */
-static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
+static void rule_checkpoint(const struct dg_view *v, struct dg_out *fs)
 {
 	double s, save = 0, writes;
 	int64_t all = 0, tot = total(v->hl);
@@ -348,65 +305,65 @@ static void rule_checkpoint(const struct dg_view *v, struct findings *fs)
 		writes = tot > 0 ? (double)writes_of(v, -1, v->hl[TB_IO]) / tot : 0;
 	}
 	s = save + writes;
-	if (s <= 0.10 || !(f = add(fs, DG_CHECKPOINT, s, 0.10, ramp(s, 0.10, 0.50))))
+	if (s <= 0.10 || !(f = dg_add(fs, DG_CHECKPOINT, s, 0.10, dg_ramp(s, 0.10, 0.50))))
 		return;
 	f->cost = s;
 	if (v->ckpt_phase) {
 		const int64_t *c = v->ph[PH_CHECKPOINT];
 
-		CAT(f, summary, "checkpointing %.1f%% of the trainers' time (> 10%%)", 100 * s);
-		CAT(f, evidence, "the trainer threads spent %.1f%% of their time in torch.save "
+		DG_PUT(f, summary, "checkpointing %.1f%% of the trainers' time (> 10%%)", 100 * s);
+		DG_PUT(f, evidence, "the trainer threads spent %.1f%% of their time in torch.save "
 		    "(on the CPU %.1f%%, writing to storage %.1f%%) and %.1f%% waiting for storage "
 		    "writes outside it (flush, fsync); they wrote %.1f MiB and read %.1f MiB",
 		    100 * save, pct(c[TB_CPU] + c[TB_RUNQUEUE], all), pct(c[TB_IO], all),
 		    100 * writes, v->wbytes / 1048576.0, v->rbytes / 1048576.0);
 	} else {
-		CAT(f, summary, "storage writes %.1f%% of the trainers' time (> 10%%)", 100 * s);
-		CAT(f, evidence, "the trainer threads waited for storage writes %.1f%% of "
+		DG_PUT(f, summary, "storage writes %.1f%% of the trainers' time (> 10%%)", 100 * s);
+		DG_PUT(f, evidence, "the trainer threads waited for storage writes %.1f%% of "
 		    "their time (for reads %.1f%%) and wrote %.1f MiB (read %.1f MiB): "
 		    "checkpoints, logs or outputs, not data loading", 100 * writes,
 		    100 * share(v->hl, TB_IO) - 100 * writes, v->wbytes / 1048576.0,
 		    v->rbytes / 1048576.0);
 	}
-	CAT(f, advice, "checkpoint less often (every N epochs or steps), save asynchronously "
+	DG_PUT(f, advice, "checkpoint less often (every N epochs or steps), save asynchronously "
 	    "(a background thread or process, torch.distributed.checkpoint.async_save), save "
 	    "less (model weights without optimizer state between full checkpoints), write to "
 	    "fast local storage and copy it away after; one fsync per checkpoint");
 }
 
-static void rule_host_bound(const struct dg_view *v, struct findings *fs)
+static void rule_host_bound(const struct dg_view *v, struct dg_out *fs)
 {
 	double cpu = share(v->hl, TB_CPU), gpu = share(v->hl, TB_GPU_WAIT);
 	struct dg_finding *f;
 
 	if (!v->gpu || cpu <= 0.60 || gpu >= 0.10 ||
-	    !(f = add(fs, DG_HOST_BOUND, cpu, 0.60, ramp(cpu, 0.60, 0.95))))
+	    !(f = dg_add(fs, DG_HOST_BOUND, cpu, 0.60, dg_ramp(cpu, 0.60, 0.95))))
 		return;
 	f->cost = cpu;	/* the host's part of the step, which the GPU waits for */
-	CAT(f, summary, "host-bound GPU: the training loop computes %.1f%% (> 60%%), "
+	DG_PUT(f, summary, "host-bound GPU: the training loop computes %.1f%% (> 60%%), "
 	    "waits for the GPU %.1f%%", 100 * cpu, 100 * gpu);
-	CAT(f, evidence, "the trainer threads run on the CPU %.1f%% of their time and "
+	DG_PUT(f, evidence, "the trainer threads run on the CPU %.1f%% of their time and "
 	    "wait for the GPU only %.1f%%: the GPU waits for the host to queue work",
 	    100 * cpu, 100 * gpu);
-	CAT(f, advice, "larger batches (more GPU work per launch), CUDA graphs "
+	DG_PUT(f, advice, "larger batches (more GPU work per launch), CUDA graphs "
 	    "(torch.cuda.graphs, torch.compile(mode=\"reduce-overhead\")), torch.compile to fuse "
 	    "small kernels, move Python-side work (metrics, logging) out of the step");
 }
 
-static void rule_syncs(const struct dg_view *v, struct findings *fs)
+static void rule_syncs(const struct dg_view *v, struct dg_out *fs)
 {
 	double per = v->steps ? (double)v->syncs / v->steps : 0;
 	struct dg_finding *f;
 
 	if (!v->steps || per < 1.0 ||
-	    !(f = add(fs, DG_SYNCS, per, 1.0, ramp(per, 0.0, 8.0))))
+	    !(f = dg_add(fs, DG_SYNCS, per, 1.0, dg_ramp(per, 0.0, 8.0))))
 		return;
 	f->cost = share(v->hl, TB_GPU_WAIT);	/* the waits in those syncs, at most */
-	CAT(f, summary, "%.1f host-device syncs per step (>= 1)", per);
-	CAT(f, evidence, "%d synchronisations or blocking copies in %d steps: every step the "
+	DG_PUT(f, summary, "%.1f host-device syncs per step (>= 1)", per);
+	DG_PUT(f, evidence, "%d synchronisations or blocking copies in %d steps: every step the "
 	    "host waits for the GPU to drain its queue, and the GPU then waits for new work",
 	    v->syncs, v->steps);
-	CAT(f, advice, "keep values on the GPU: no .item(), .cpu(), print(tensor) or "
+	DG_PUT(f, advice, "keep values on the GPU: no .item(), .cpu(), print(tensor) or "
 	    "if tensor: in the step; accumulate the loss on the GPU and read it every N "
 	    "steps; non_blocking copies from pinned memory");
 }
@@ -430,7 +387,7 @@ static int earlier_gens(const struct dg_view *v, int g)
  */
 #define RESTART_SHARE 0.05
 
-static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
+static void rule_worker_restarts(const struct dg_view *v, struct dg_out *fs)
 {
 	double stall = 0, frac;
 	int refork = 0, workers = 0;
@@ -449,16 +406,16 @@ static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
 	}
 	frac = v->wall_s > 0 ? stall / v->wall_s : 0;
 	if (!refork || frac < RESTART_SHARE ||
-	    !(f = add(fs, DG_WORKER_RESTARTS, frac, RESTART_SHARE, ramp(frac, RESTART_SHARE, 0.25))))
+	    !(f = dg_add(fs, DG_WORKER_RESTARTS, frac, RESTART_SHARE, dg_ramp(frac, RESTART_SHARE, 0.25))))
 		return;
 	f->cost = frac;
 	f->pid = parent;
-	CAT(f, summary, "DataLoader workers restarted %d time%s, %.2f s of stalls (%.1f%% of wall time)",
+	DG_PUT(f, summary, "DataLoader workers restarted %d time%s, %.2f s of stalls (%.1f%% of wall time)",
 	    refork, refork == 1 ? "" : "s", stall, 100 * frac);
-	CAT(f, evidence, "%d re-fork%s of %d workers in all (e.g. by PID %d); from each fork "
+	DG_PUT(f, evidence, "%d re-fork%s of %d workers in all (e.g. by PID %d); from each fork "
 	    "to the trainer's first batch after it: %.2f s on average", refork,
 	    refork == 1 ? "" : "s", workers, parent, stall / refork);
-	CAT(f, advice, "DataLoader(persistent_workers=True) keeps the workers across epochs; "
+	DG_PUT(f, advice, "DataLoader(persistent_workers=True) keeps the workers across epochs; "
 	    "lighter worker start-up (imports, dataset state copied into each worker)");
 }
 
@@ -466,7 +423,7 @@ static void rule_worker_restarts(const struct dg_view *v, struct findings *fs)
  * Lock waits are judged on the main threads' own states: on the critical
  * path a wait for a lock holder becomes what the holder did meanwhile.
  */
-static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id id,
+static void rule_share(const struct dg_view *v, struct dg_out *fs, enum dg_id id,
 		       int cat, double thr, double severe)
 {
 	double s = share(id == DG_LOCK_CONTENTION ? v->hl_own : v->hl, cat);
@@ -483,31 +440,31 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
 		s -= (double)(fed_wait(v) + in_data) / total(v->hl_own);
 	}
 
-	if (s <= thr || !(f = add(fs, id, s, thr, ramp(s, thr, severe))))
+	if (s <= thr || !(f = dg_add(fs, id, s, thr, dg_ramp(s, thr, severe))))
 		return;
 	f->cost = s;
 	if (id == DG_CPU_CONTENTION) {
-		CAT(f, summary, "CPU contention: runnable, waiting for a CPU %.1f%% (> %.0f%%)",
+		DG_PUT(f, summary, "CPU contention: runnable, waiting for a CPU %.1f%% (> %.0f%%)",
 		    100 * s, 100 * thr);
-		CAT(f, evidence, "the trainer threads waited for a CPU %.1f%% of their time "
+		DG_PUT(f, evidence, "the trainer threads waited for a CPU %.1f%% of their time "
 		    "on a machine with %d CPUs", 100 * s, v->ncpus);
-		CAT(f, advice, "fewer runnable threads than cores: torch.set_num_threads / "
+		DG_PUT(f, advice, "fewer runnable threads than cores: torch.set_num_threads / "
 		    "OMP_NUM_THREADS, num_workers at most cores minus ranks, pin ranks to cores "
 		    "(taskset, numactl), move other load off the node");
 	} else if (id == DG_LOCK_CONTENTION) {
-		CAT(f, summary, "lock contention %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
-		CAT(f, evidence, "the trainer threads waited %.1f%% of their time for other "
+		DG_PUT(f, summary, "lock contention %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
+		DG_PUT(f, evidence, "the trainer threads waited %.1f%% of their time for other "
 		    "threads of the job (futexes, condition variables, the GIL); the holders were "
 		    "%s on the critical path", 100 * s,
 		    v->hl[TB_IDLE] > v->hl[TB_CPU] ? "mostly idle (holding the lock while waiting)" :
 		    "mostly running");
-		CAT(f, advice, "fewer Python threads competing for the GIL, fewer intra-op threads, "
+		DG_PUT(f, advice, "fewer Python threads competing for the GIL, fewer intra-op threads, "
 		    "shorter critical sections in shared queues; py-spy dump shows who holds it");
 	} else {
-		CAT(f, summary, "communication-bound: %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
-		CAT(f, evidence, "the trainer threads waited in collectives or on the "
+		DG_PUT(f, summary, "communication-bound: %.1f%% (> %.0f%%)", 100 * s, 100 * thr);
+		DG_PUT(f, evidence, "the trainer threads waited in collectives or on the "
 		    "network %.1f%% of their time", 100 * s);
-		CAT(f, advice, "overlap communication with backward (DDP bucket_cap_mb, "
+		DG_PUT(f, advice, "overlap communication with backward (DDP bucket_cap_mb, "
 		    "gradient_as_bucket_view), fewer bytes (bf16 gradients, compression hooks), "
 		    "more work per allreduce (larger batches, gradient accumulation with no_sync), "
 		    "check the fabric (NCCL_DEBUG=INFO: IB or sockets)");
@@ -521,7 +478,7 @@ static void rule_share(const struct dg_view *v, struct findings *fs, enum dg_id 
  * slower rank, the network, the CPU between the calls). Without it, or
  * below the threshold, by the comm category's share.
  */
-static void rule_comm(const struct dg_view *v, struct findings *fs)
+static void rule_comm(const struct dg_view *v, struct dg_out *fs)
 {
 	const int64_t *c = v->ph[PH_COMM];
 	int64_t all = phases_total(v), in = total(c);
@@ -533,23 +490,23 @@ static void rule_comm(const struct dg_view *v, struct findings *fs)
 		rule_share(v, fs, DG_COMM_BOUND, TB_COMM, 0.20, 0.60);
 		return;
 	}
-	if (!(f = add(fs, DG_COMM_BOUND, s, 0.20, ramp(s, 0.20, 0.60))))
+	if (!(f = dg_add(fs, DG_COMM_BOUND, s, 0.20, dg_ramp(s, 0.20, 0.60))))
 		return;
 	f->cost = s;
-	CAT(f, summary, "communication-bound: the communication phase %.1f%% (> 20%%)", 100 * s);
-	CAT(f, evidence, "the trainer threads spent %.1f%% of their time in collectives "
+	DG_PUT(f, summary, "communication-bound: the communication phase %.1f%% (> 20%%)", 100 * s);
+	DG_PUT(f, evidence, "the trainer threads spent %.1f%% of their time in collectives "
 	    "the loop calls outside backward, forward and validation (gradients averaged by "
 	    "hand after backward, barriers, metric reductions between steps): waiting on the "
 	    "network or for the slower rank %.1f%%, on the CPU %.1f%%, waiting for a CPU %.1f%%",
 	    100 * s, pct(c[TB_COMM] + c[TB_LOCK] + c[TB_IDLE], all), pct(c[TB_CPU], all),
 	    pct(c[TB_RUNQUEUE], all));
-	CAT(f, advice, "let DistributedDataParallel average the gradients: it overlaps their "
+	DG_PUT(f, advice, "let DistributedDataParallel average the gradients: it overlaps their "
 	    "allreduce with backward, bucket by bucket (one by hand after backward overlaps "
 	    "nothing); fewer barriers and metric reductions (every N steps, or at the epoch's "
 	    "end); check the fabric (NCCL_DEBUG=INFO: IB or sockets)");
 }
 
-static void rule_io_workers(const struct dg_view *v, struct findings *fs)
+static void rule_io_workers(const struct dg_view *v, struct dg_out *fs)
 {
 	double hl = share(v->hl, TB_DATA_WAIT) + share(v->hl, TB_IO), io;
 	struct dg_finding *f;
@@ -558,14 +515,14 @@ static void rule_io_workers(const struct dg_view *v, struct findings *fs)
 	sum_workers(v, &w);
 	io = share(w.all, TB_IO);
 	if (!w.n || io <= 0.5 || hl < 0.05 ||
-	    !(f = add(fs, DG_IO_WORKERS, io, 0.5, ramp(io, 0.5, 0.9))))
+	    !(f = dg_add(fs, DG_IO_WORKERS, io, 0.5, dg_ramp(io, 0.5, 0.9))))
 		return;
 	f->cost = hl;	/* the trainers' waits for data */
-	CAT(f, summary, "I/O-bound workers: %.1f%% of their time in storage I/O (> 50%%)", 100 * io);
-	CAT(f, evidence, "%d of %d DataLoader workers are I/O-bound; they spend %.1f%% of their "
+	DG_PUT(f, summary, "I/O-bound workers: %.1f%% of their time in storage I/O (> 50%%)", 100 * io);
+	DG_PUT(f, evidence, "%d of %d DataLoader workers are I/O-bound; they spend %.1f%% of their "
 	    "time blocked on storage, and the trainers wait for data %.1f%% of theirs",
 	    w.io_bound, w.n, 100 * io, 100 * hl);
-	CAT(f, advice, "faster or local storage, page-cache-friendly formats (fewer, larger "
+	DG_PUT(f, advice, "faster or local storage, page-cache-friendly formats (fewer, larger "
 	    "files), more workers to keep more reads in flight");
 }
 
@@ -581,7 +538,7 @@ static bool rank_like(const struct dg_proc *p)
 	       total(p->main_own) > 0;
 }
 
-static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
+static void rule_slow_rank(const struct dg_view *v, struct dg_out *fs)
 {
 	const struct dg_proc *lo = NULL;
 	double min = 2, max = -1, others = 0, worst = 0;
@@ -621,36 +578,36 @@ static void rule_slow_rank(const struct dg_view *v, struct findings *fs)
 			worst_cat = c;
 		}
 	}
-	if (!(f = add(fs, DG_SLOW_RANK, max - min, 0.10, ramp(max - min, 0.10, 0.50))))
+	if (!(f = dg_add(fs, DG_SLOW_RANK, max - min, 0.10, dg_ramp(max - min, 0.10, 0.50))))
 		return;
 	f->cost = max - min;	/* the others' waits for it, beyond its own */
 	f->pid = lo->pid;
 	who(name, sizeof(name), lo);
-	CAT(f, summary, "slow rank: %s; the other ranks wait for it in collectives", name);
-	CAT(f, evidence, "%s spends %.1f%% in communication, the other %d rank%s %.1f%% on "
+	DG_PUT(f, summary, "slow rank: %s; the other ranks wait for it in collectives", name);
+	DG_PUT(f, evidence, "%s spends %.1f%% in communication, the other %d rank%s %.1f%% on "
 	    "average; it spends %.1f points more than they do in %s", name, 100 * min, n - 1,
 	    n == 2 ? "" : "s", 100 * others, 100 * worst, tb_cat_names[worst_cat]);
-	CAT(f, advice, "balance the work of that rank (uneven data shards or sequence lengths, "
+	DG_PUT(f, advice, "balance the work of that rank (uneven data shards or sequence lengths, "
 	    "its data loading, a busier or slower host or GPU); check its node for other load");
 }
 
-static void rule_memory(const struct dg_view *v, struct findings *fs)
+static void rule_memory(const struct dg_view *v, struct dg_out *fs)
 {
 	double used = v->mem_total_kb ? 1.0 - (double)v->mem_min_avail_kb / v->mem_total_kb : 0;
 	struct dg_finding *f;
 
-	if (used <= 0.85 || !(f = add(fs, DG_MEMORY, used, 0.85, ramp(used, 0.85, 0.98))))
+	if (used <= 0.85 || !(f = dg_add(fs, DG_MEMORY, used, 0.85, dg_ramp(used, 0.85, 0.98))))
 		return;
-	CAT(f, summary, "memory pressure: system RAM %.1f%% used (> 85%%)", 100 * used);
-	CAT(f, evidence, "at %.1f s into the window only %.2f GiB of %.2f GiB were available",
+	DG_PUT(f, summary, "memory pressure: system RAM %.1f%% used (> 85%%)", 100 * used);
+	DG_PUT(f, evidence, "at %.1f s into the window only %.2f GiB of %.2f GiB were available",
 	    v->mem_min_at_s, v->mem_min_avail_kb / 1048576.0, v->mem_total_kb / 1048576.0);
-	CAT(f, advice, "fewer DataLoader workers or a smaller prefetch_factor (each worker "
+	DG_PUT(f, advice, "fewer DataLoader workers or a smaller prefetch_factor (each worker "
 	    "holds batches and a copy of Python-side dataset state), smaller host-side "
 	    "caches; the OOM killer is next");
 }
 
 /* RSS up at the end of every complete epoch, by 10% and 64 MiB at least. */
-static void rule_rss(const struct dg_view *v, struct findings *fs)
+static void rule_rss(const struct dg_view *v, struct dg_out *fs)
 {
 	for (int i = 0; i < v->nrss; i++) {
 		const struct dg_rss_at *r = &v->rss[i];
@@ -663,16 +620,16 @@ static void rule_rss(const struct dg_view *v, struct findings *fs)
 		if (!up || r->kb[r->n - 1] - r->kb[0] < 64 * MIB_KB)
 			continue;
 		grow = (double)(r->kb[r->n - 1] - r->kb[0]) / r->kb[0];
-		if (grow < 0.10 || !(f = add(fs, DG_RSS_GROWTH, grow, 0.10, ramp(grow, 0.10, 1.0))))
+		if (grow < 0.10 || !(f = dg_add(fs, DG_RSS_GROWTH, grow, 0.10, dg_ramp(grow, 0.10, 1.0))))
 			continue;
 		f->pid = r->pid;
-		CAT(f, summary, "PID %d (%s) memory grows every epoch: +%.0f%% over %d epochs",
+		DG_PUT(f, summary, "PID %d (%s) memory grows every epoch: +%.0f%% over %d epochs",
 		    r->pid, role_name(r->role), 100 * grow, r->n - 1);
-		CAT(f, evidence, "resident memory %.0f MiB at the end of epoch %ld, %.0f MiB at the "
+		DG_PUT(f, evidence, "resident memory %.0f MiB at the end of epoch %ld, %.0f MiB at the "
 		    "end of epoch %ld: +%.1f MiB per epoch", r->kb[0] / 1024.0, r->label[0],
 		    r->kb[r->n - 1] / 1024.0, r->label[r->n - 1],
 		    (r->kb[r->n - 1] - r->kb[0]) / 1024.0 / (r->n - 1));
-		CAT(f, advice, "a leak across epochs: tensors kept alive in Python lists (append "
+		DG_PUT(f, advice, "a leak across epochs: tensors kept alive in Python lists (append "
 		    "loss.item(), not loss), growing caches or histories; tracemalloc or "
 		    "torch.cuda.memory_snapshot find them");
 	}
@@ -731,7 +688,7 @@ double diag_cost_of_value(enum dg_id id, double value)
 
 int diag_run(const struct dg_view *v, struct dg_finding *out, int max)
 {
-	struct findings fs = { out, 0, max };
+	struct dg_out fs = { out, 0, max };
 
 	if (total(v->hl) > 0) {
 		rule_data(v, &fs);
