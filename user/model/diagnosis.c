@@ -4,13 +4,11 @@
  * windows the rules judge: the whole run, or one epoch. The rules are in
  * diagnosis_rules.c.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "diagnosis.h"
-#include "diagnosis_rule.h"
 #include "epochs.h"
 #include "gpu.h"
 #include "job.h"
@@ -486,36 +484,4 @@ void diag_view_free(struct dg_view *v)
 	free(v->p);
 	free(v->rss);
 	memset(v, 0, sizeof(*v));
-}
-
-double dg_ramp(double x, double lo, double hi)
-{
-	double s = (x - lo) / (hi - lo);
-
-	return s < 0 ? 0 : s > 1 ? 1 : s;
-}
-
-struct dg_finding *dg_add(struct dg_out *o, enum dg_id id, double value, double threshold,
-			  double severity)
-{
-	struct dg_finding *f;
-
-	if (o->n == o->max)
-		return NULL;
-	f = &o->f[o->n++];
-	*f = (struct dg_finding){ .id = id, .value = value, .threshold = threshold,
-				  .severity = severity };
-	return f;
-}
-
-void dg_append(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(buf);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
 }
