@@ -194,33 +194,37 @@ cleanup:
 	return ret;
 }
 
+/* A short static text of ours as a response, with the configured headers. */
+static struct MHD_Response *plain(const struct listener *l, const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
+								 MHD_RESPMEM_PERSISTENT);
+
+	if (r)
+		add_headers(l, r, "text/plain");
+	return r;
+}
+
 static enum MHD_Result unauthorized(struct listener *l, struct MHD_Connection *c)
 {
-	static const char body[] = "unauthorized\n";
-	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
-								 MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
+	struct MHD_Response *r = plain(l, "unauthorized\n");
+	enum MHD_Result ret = MHD_NO;
 
-	if (!r)
-		return MHD_NO;
-	add_headers(l, r, "text/plain");
-	ret = MHD_queue_basic_auth_fail_response(c, "trainbpf", r);
+	if (r)
+		ret = MHD_queue_basic_auth_fail_response(c, "trainbpf", r);
 	MHD_destroy_response(r);
 	return ret;
 }
 
 static enum MHD_Result too_many(struct listener *l, struct MHD_Connection *c)
 {
-	static const char body[] = "too many failed logins from this address: try later\n";
-	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
-								 MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
+	struct MHD_Response *r = plain(l, "too many failed logins from this address: try later\n");
+	enum MHD_Result ret = MHD_NO;
 
-	if (!r)
-		return MHD_NO;
-	add_headers(l, r, "text/plain");
-	MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	ret = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, r);
+	if (r) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+		ret = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, r);
+	}
 	MHD_destroy_response(r);
 	return ret;
 }
