@@ -327,6 +327,57 @@ START_TEST(passes_that_never_end_yield_to_lines)
 END_TEST
 
 /*
+ * Attached during the job's epoch 1 (its line came before the attach): the
+ * passes seen whole are the job's epochs 2 to 4, and its lines say so.
+ * The epochs take the job's numbers, not 1 to 3 (issue 24: "the job's
+ * epoch 2 is printed as Epoch 1"); so does a reader, aligning again
+ * (nothing moves twice). Lines numbered otherwise from one epoch to the
+ * next leave the passes' own numbers.
+ */
+static void attached_lines(int first_line, int step_line, long want_first)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	const struct ep_stream *st = &ep.src[EP_PASSES];
+
+	init(&ep, EP_AUTO, NULL);
+	ep.attached = true;
+	job_at(&job, &p, &t, 0);
+	train(&ep, 2 * MS, TB_RS_NONE);
+	train(&ep, 10 * MS, TB_RS_NONE);
+	phase(&ep, 20 * MS, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);	/* StopIteration */
+	for (int e = 1; e < 4; e++) {
+		char line[32];
+
+		snprintf(line, sizeof(line), "Epoch %d/9\n", first_line + (e - 1) * step_line);
+		feed(&ep, TB_EV_TEXT, (100 * e + 1) * MS, line);
+		train(&ep, (100 * e + 2) * MS, TB_RS_LONE | TB_RS_END_DATA);
+		train(&ep, (100 * e + 10) * MS, TB_RS_NONE);
+		phase(&ep, (100 * e + 20) * MS, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+		epochs_tick(&ep, &job, (100 * e + 50) * MS);
+	}
+	epochs_finish(&ep, &job, 400 * MS);
+	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
+	ck_assert_int_eq(st->n, 3);
+	epochs_align_labels(&ep, 400 * MS);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(st->list[i].label, want_first + i);
+		ck_assert_int_eq(st->list[i].last, want_first + i);
+	}
+	epochs_free(&ep);
+}
+
+START_TEST(passes_take_the_jobs_numbers)
+{
+	attached_lines(2, 1, 2);	/* Epoch 2/9, 3/9, 4/9 */
+	attached_lines(1, 1, 1);	/* the same numbers: nothing to do */
+	attached_lines(2, 2, 1);	/* 2, 4, 6: no one offset, the passes' own */
+}
+END_TEST
+
+/*
  * The phase events of one thread's loop as bpf/torch.bpf.h's resolve_step
  * flags them (a DataLoader fetcher): whether a fetch is pending (fetched),
  * held lone, in a validation run, after a training step, holding a
@@ -1225,6 +1276,7 @@ int main(void)
 	tcase_add_test(tc, passes_that_never_end_yield_to_lines);
 	tcase_add_test(tc, boundary_interpolated_between_refreshes);
 	tcase_add_test(tc, zip_of_loaders_epochs);
+	tcase_add_test(tc, passes_take_the_jobs_numbers);
 	tcase_add_test(tc, validation_every_n_steps_is_no_epoch);
 	tcase_add_test(tc, lines_win_where_passes_disagree);
 	tcase_add_test(tc, alternating_loaders);

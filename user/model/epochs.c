@@ -1449,6 +1449,81 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now)
 }
 
 /*
+ * The label of the line epoch (closed or open) whose start is nearest ts,
+ * within tol; 0 and false when none is, or it is merged (a range).
+ */
+static bool line_label_at(const struct ep_stream *l, uint64_t ts, uint64_t tol, long *label)
+{
+	uint64_t best = tol + 1;
+
+	for (int i = 0; i <= l->n; i++) {
+		bool open = i == l->n;
+		uint64_t at = open ? l->open.ts : l->list[i].start;
+		uint64_t d = at > ts ? at - ts : ts - at;
+
+		if (open && !l->is_open)
+			break;
+		if (d >= best)
+			continue;
+		if (!open && l->list[i].last != l->list[i].label)
+			return false;
+		best = d;
+		*label = open ? l->open_label : l->list[i].label;
+	}
+	return best <= tol;
+}
+
+/*
+ * Passes number their epochs from 1, where the job's lines may number
+ * them otherwise: attached mid-run, the first pass seen whole is the job's
+ * epoch 2. Each pass that a line epoch starts near (within a quarter of
+ * the pass) says how far apart the two numberings are; where every such
+ * pass says the same, the passes take the job's numbers (epochs not yet
+ * placed too). Any disagreement, or a merged range, leaves them as they
+ * are. Once shifted, they agree: calling it again changes nothing. At the
+ * end only (epochs_finish, a recording's reader): while the run goes on, a
+ * later pass may disagree, and a label shown or recorded cannot be taken
+ * back; the live view numbers passes from 1.
+ */
+void epochs_align_labels(struct epochs *ep, uint64_t now)
+{
+	struct ep_stream *p = &ep->src[EP_PASSES];
+	const struct ep_stream *l = &ep->src[EP_REGEX];
+	long off = 0, lab = 0;
+	bool have = false;
+
+	for (int i = 0; i <= p->n; i++) {
+		bool open = i == p->n;
+		uint64_t a = open ? p->open.ts : p->list[i].start;
+		uint64_t b = open ? now : p->list[i].end;
+		long mine = open ? p->open_label : p->list[i].label;
+
+		if (open && !p->is_open)
+			break;
+		if (!open && p->list[i].last != p->list[i].label)
+			return;
+		if (b <= a || !line_label_at(l, a, (b - a) / 4, &lab))
+			continue;
+		if (have && lab - mine != off)
+			return;
+		off = lab - mine;
+		have = true;
+	}
+	if (!off)
+		return;
+	for (int i = 0; i < p->n; i++) {
+		p->list[i].label += off;
+		p->list[i].last += off;
+	}
+	p->open_label += off;
+	for (int i = 0; i < p->npend; i++)
+		p->pend[i].label += off;
+	ep->passes += off;
+	ep->pass_label_off += off;
+}
+
+
+/*
  * What runs after the last epoch ended, no epoch of its own: the time after
  * a summary of the last epoch that no line has named since (the job's
  * teardown), or an open epoch shorter than EP_TAIL_S and than half the
@@ -1484,6 +1559,7 @@ void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 		gu_drop(ep->gu, &st->gu_h);	/* a tail, or one that just began */
 		st->is_open = false;
 	}
+	epochs_align_labels(ep, now);
 }
 
 static long epochs_of(const struct epochs *ep, int s)

@@ -305,6 +305,7 @@ struct epochs {
 	int npth;
 	pid_t pass_tid;
 	long passes;
+	long pass_label_off;	/* added to the passes' labels at the end (epochs_align_labels) */
 	bool attached;		/* -p: a first training step seen is no pass's first */
 	/*
 	 * A pass ran to its end (a fetch with no backward after training).
@@ -350,6 +351,13 @@ void epochs_tick(struct epochs *ep, const struct job *job, uint64_t now);
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now);
 /* The source the reports use; EP_NSRC if none has a boundary. */
 enum ep_source epochs_source(const struct epochs *ep);
+/*
+ * The passes' epochs take the job's own numbers from its epoch lines where
+ * the two agree on where epochs start (attached mid-run: the job's epoch 2
+ * is not printed as 1). epochs_finish calls it; a reader of a recording,
+ * once it has loaded the epochs. now: the open epoch's end.
+ */
+void epochs_align_labels(struct epochs *ep, uint64_t now);
 
 /*
  * Building epochs from what was recorded (recording_read.c), with the

@@ -240,11 +240,17 @@ static void bind_epoch_made_of(struct recorder *r, const struct epoch *e)
 	rec_bind_text(r, RS_EPOCH, 15 + PH_NSHOWN, buf);
 }
 
-/* seq: its place in its source's list, which its epoch_procs rows name. */
-static int write_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e)
+/*
+ * seq: its place in its source's list, which its epoch_procs rows name.
+ * off: how far the label was moved to the job's numbers at the end
+ * (epochs_align_labels): the row keeps the number it was closed with, as
+ * the epochs recorded before, and the reader aligns them all alike.
+ */
+static int write_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e,
+		       long off)
 {
 	rec_bind_text(r, RS_EPOCH, 1, epochs_source_name(s));
-	rec_bind_int(r, RS_EPOCH, 2, e->label);
+	rec_bind_int(r, RS_EPOCH, 2, e->label - off);
 	rec_bind_int(r, RS_EPOCH, 3, e->start);
 	rec_bind_int(r, RS_EPOCH, 4, e->end);
 	rec_bind_int(r, RS_EPOCH, 5, e->complete);
@@ -281,7 +287,8 @@ int record_events(struct recorder *r, const struct job *job)
 			const struct epoch *e = ep_stream_closed(st, r->epochs_written[s]);
 
 			if (e)	/* merged away before a flush: never, a flush follows each close */
-				write_epoch(r, s, r->epochs_written[s], e);
+				write_epoch(r, s, r->epochs_written[s], e,
+					    s == EP_PASSES ? job->epochs->pass_label_off : 0);
 		}
 	}
 	return r->failed ? -1 : 0;

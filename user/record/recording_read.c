@@ -707,6 +707,7 @@ static int pick_epochs(struct recording *r, const struct rec_filter *flt,
 	enum ep_source s = epochs_source(&r->ep);
 	const struct ep_stream *st;
 
+	epochs_align_labels(&r->ep, r->end_ns);	/* as the live tool did at its end */
 	epochs_keep_source(&r->ep, s);
 	if (!flt->epoch_set)
 		return 0;
