@@ -149,6 +149,42 @@ def test_attached_with_pid(tmp_path):
     check_same(db, live, "json")
 
 
+def test_attached_epochs_carry_the_jobs_numbers(tmp_path):
+    """-p during the job's first epoch: the passes seen whole are its later
+    epochs, and both the live report and the recording's number them as
+    the job's lines do ("Epoch 4/4" is the last), not from 1 (issue 24);
+    `report --epoch N` is the job's N. The attach may take longer than an
+    epoch on a loaded machine (seen: the first whole pass the job's 3rd,
+    with two helpers' tests running): which epoch comes first is not
+    asserted, only that the numbers are the job's. Before, passes were
+    numbered 1, 2 here."""
+    log = tmp_path / "job.log"
+    with open(log, "w") as f:
+        job = subprocess.Popen([SYSTEM_PYTHON, TORCH_JOB, "--epochs", "4", "--steps", "24",
+                                "--workers", "2", "--log", "plain",
+                                "--truth", str(tmp_path / "truth.json")],
+                               stdout=f, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while "Epoch 1/4" not in log.read_text():
+            assert job.poll() is None and time.time() < deadline, log.read_text()
+            time.sleep(0.1)
+        time.sleep(1)  # its first steps: workers started
+        db, live = record(tmp_path, "attached-epochs", [], "json", ["-p", str(job.pid)])
+        assert job.wait(timeout=120) == 0, log.read_text()
+    finally:
+        job.kill()
+    check_same(db, live, "json")
+    doc = json.loads(live)
+    # Passes, as a rule; the lines where the two disagree (an attach in an
+    # epoch's first fetch), numbered by the job themselves.
+    assert doc["epochs"]["source"] in ("passes", "regex"), doc["epochs"]["source"]
+    nums = [e["epoch"] for e in doc["epochs"]["list"]]
+    assert len(nums) >= 2 and nums == list(range(5 - len(nums), 5)), nums
+    got = json.loads(report(db, "--format", "json", "--epoch", str(nums[0])))
+    assert [e["epoch"] for e in got["epochs"]["list"]] == [nums[0]]
+
+
 def epoch_entry(e):
     """An epoch's JSON entry but for its place in the window (see above)."""
     return {k: v for k, v in e.items() if k not in ("start_s", "end_s")}
