@@ -128,6 +128,7 @@ struct gpu;
 struct gpu_util;
 struct diag;
 struct phases;
+struct stall;
 
 /* The run's counters: BPF's own, and what the threads' totals add up to. */
 struct run_counters {
@@ -148,6 +149,7 @@ struct job {
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
 	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
+	struct stall *stall;	/* a stalled job (stall.h): live runs only; may be NULL */
 	bool wio_unknown;	/* thread_rec.wio not measured: a recording of schema < 4 */
 	/*
 	 * Roots fold too (serve): the node's daemon makes a root of every job

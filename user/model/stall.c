@@ -169,6 +169,24 @@ static void since_stall(const struct stall_mem *m, const struct stall_obs *o,
 	}
 }
 
+/*
+ * What it waits on, and since when: a wait a timeout wakes every few
+ * seconds (a DataLoader's 5 s check of its workers) is one wait, unless a
+ * refresh lands in the wake-up itself.
+ */
+static void track_wait(struct stall_mem *m, const struct stall_obs *o, uint64_t now)
+{
+	int w = stall_wait_kind(o);
+	uint64_t from = o->tr.since && o->tr.since < now ? o->tr.since : now;
+
+	if (!m->wait_from || w != m->wait) {
+		m->wait = w;
+		m->wait_from = from;
+	} else if (from < m->wait_from) {
+		m->wait_from = from;
+	}
+}
+
 static void rank_of(const struct stall_mem *m, const struct stall_obs *o, uint64_t now,
 		    struct stall_rank *r)
 {
@@ -178,8 +196,8 @@ static void rank_of(const struct stall_mem *m, const struct stall_obs *o, uint64
 	r->pid = o->pid;
 	r->rank = o->rank;
 	r->phase = o->tr.phase;
-	r->wait = stall_wait_kind(o);
-	r->wait_ns = now > o->tr.since ? now - o->tr.since : 0;
+	r->wait = m->wait;
+	r->wait_ns = now > m->wait_from ? now - m->wait_from : 0;
 	r->in_api = o->tr.depth;
 	r->api = o->tr.depth ? o->tr.api : 0;
 	since_stall(m, o, r);
@@ -272,8 +290,10 @@ static void update_job(struct stall *st, struct stall_job *j, const struct stall
 	for (int i = 0; i < n; i++) {
 		struct stall_mem *m = mem_of(j, o[i]);
 
-		if (m)
-			moved |= take_progress(j, m, o[i], now);
+		if (!m)
+			continue;
+		moved |= take_progress(j, m, o[i], now);
+		track_wait(m, o[i], now);
 	}
 	j->now = now;
 	j->threshold_ns = stall_threshold(st->floor_ns, j->hist, j->nhist);

@@ -67,7 +67,8 @@ struct stall_rank {
 	int rank;
 	int phase;		/* enum tb_phase now */
 	int wait;		/* enum tb_cat: what it waits on now (stall_wait_kind) */
-	uint64_t wait_ns;	/* how long its current state has lasted */
+	uint64_t wait_ns;	/* how long it has waited so: from the first refresh that saw
+				 * it, or its slot's state's start if earlier */
 	int cat;		/* enum tb_cat it spent the most in since the stall */
 	uint64_t cat_ns;	/* and how long */
 	uint16_t api;		/* wait in a probed call: which (TB_API_*); else 0 */
@@ -83,6 +84,8 @@ struct stall_mem {
 	pid_t pid;
 	uint64_t progress, steps, steps_ns;
 	uint64_t cp0[TB_NCAT];	/* its critical path at the job's last progress */
+	int wait;		/* stall_wait_kind at the last refresh */
+	uint64_t wait_from;	/* it has waited so since (a timeout's wake-up aside) */
 	bool seen;
 };
 
