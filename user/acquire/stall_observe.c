@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "epochs.h"
@@ -98,6 +99,23 @@ static void progress(const struct job *job, const struct proc_rec *p,
 	o->coll = g.ops;
 }
 
+/*
+ * serve: the training job, as its metrics name it (job_id_of), and the
+ * user that speaks for it: another user's job of the same name is another.
+ */
+static void job_key(const struct job *job, const struct proc_rec *p, char *out, size_t len)
+{
+	char id[JOB_ID_LEN];
+	unsigned int uid;
+	int n;
+
+	job_id_of(job, p, id, sizeof(id), &uid);
+	n = snprintf(out, len, "%u/", uid);
+	/* A key, cut if it must be (out is zeroed): ids of 50 bytes and more are rare. */
+	if (n > 0 && (size_t)n < len)
+		memcpy(out + n, id, strnlen(id, len - n - 1));
+}
+
 /* One rank; false if its trainer thread cannot be read. */
 static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labels,
 		    struct stall_obs *o)
@@ -114,7 +132,7 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 	if (!read_thread(tr, t, &o->tr, &s))
 		return false;
 	if (labels)
-		memcpy(o->job, p->labels.job, sizeof(o->job));
+		job_key(job, p, o->job, sizeof(o->job));
 	o->pid = p->pid;
 	o->rank = p->labels.rank;
 	memcpy(o->cp, t->cp, sizeof(o->cp));

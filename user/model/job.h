@@ -203,6 +203,14 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p);
  */
 const struct thread_rec *job_trainer_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
+/*
+ * The training job a process belongs to (serve's training_job label):
+ * what its launcher wrote (labels.c), else its topmost traced ancestor's
+ * pid and start time (the same after a daemon's restart, as the kernel
+ * keeps it); *uid, the user that speaks for it.
+ */
+void job_id_of(const struct job *job, const struct proc_rec *p, char *out, size_t len,
+	       unsigned int *uid);
 void job_free(struct job *job);
 
 /*

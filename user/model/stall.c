@@ -364,6 +364,15 @@ const struct stall_job *stall_job(const struct stall *st, const char *job)
 	return NULL;
 }
 
+bool stall_pid_stalled(const struct stall *st, pid_t pid)
+{
+	for (int i = 0; i < st->njobs; i++)
+		for (int k = 0; st->jobs[i].stalled && k < st->jobs[i].nmem; k++)
+			if (st->jobs[i].mem[k].pid == pid)
+				return true;
+	return false;
+}
+
 const struct stall_job *stall_any(const struct stall *st)
 {
 	for (int i = 0; i < st->njobs; i++)

@@ -122,6 +122,8 @@ int stall_wait_kind(const struct stall_obs *o);
 void stall_update(struct stall *st, const struct stall_obs *obs, int n, uint64_t now);
 /* The job named job ("" in a run of its own); NULL if none. */
 const struct stall_job *stall_job(const struct stall *st, const char *job);
+/* Whether pid is a rank of a stalled job. */
+bool stall_pid_stalled(const struct stall *st, pid_t pid);
 /* The first stalled job; NULL if none. */
 const struct stall_job *stall_any(const struct stall *st);
 void stall_free(struct stall *st);
