@@ -6,6 +6,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include "sections.h"
 #include "stall.h"
 
 #define MS 1000000ull
@@ -303,6 +304,71 @@ START_TEST(jobs_apart)
 }
 END_TEST
 
+/* The STALLED line and rows, and the JSON member, of a stalled job: every number as the model has it. */
+START_TEST(report_outputs)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o[2] = { rank_obs(200, 0), rank_obs(300, 1) };
+	struct job job = { .window_start_ns = 0, .stall = &st };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	struct jw w;
+	uint64_t t = TICK;
+
+	run(&st, o, 2, &t, 5 * S, 100 * MS, true);
+	uint64_t stop = t;	/* 5 s: the last progress was seen at 4.8 s */
+
+	block(&o[0], TB_W_FUTEX, TB_PH_BACKWARD, stop);
+	o[0].net_blocked = 1;
+	block(&o[1], TB_W_POLL, TB_PH_PEND_DATA, stop);
+	o[1].nworkers = 1;
+	o[1].workers[0].pid = 301;
+	o[1].workers[0].main = (struct stall_thread_obs){ .tid = 301, .state = TB_ST_BLOCKED,
+							 .wait = TB_W_SLEEP, .since = 4 * S };
+	for (; t <= 10 * S; t += TICK) {
+		o[0].cp[TB_IDLE] += TICK;
+		o[1].cp[TB_IDLE] += TICK;
+		stall_update(&st, o, 2, t);
+	}
+	f = open_memstream(&text, &len);
+	report_stall_text(f, &job);
+	fclose(f);
+	ck_assert_str_eq(text,
+		"STALLED for 5.2 s (no step or batch for more than 3.0 s): culprit rank 1 (pid 300) "
+		"in data, waiting in data_wait 5.0 s on DataLoader worker 301 (sleeping 6.0 s)\n"
+		"  * rank 1 (pid 300) in data, waiting in data_wait 5.0 s on DataLoader worker 301 "
+		"(sleeping 6.0 s); since the stall mostly idle 5.2 s\n"
+		"    rank 0 (pid 200) in backward, waiting in comm 5.0 s; since the stall mostly idle 5.2 s\n");
+	free(text);
+	f = open_memstream(&text, &len);
+	jw_init(&w, f);
+	jw_object(&w);
+	report_stall_json(&w, &job);
+	jw_end_object(&w);
+	fclose(f);
+	ck_assert_str_eq(text,
+		"{\"stall\":{\"since_s\":4.800,\"for_s\":5.200,\"threshold_s\":3.000,"
+		"\"culprit_pid\":300,\"ranks\":["
+		"{\"rank\":1,\"pid\":300,\"culprit\":true,\"phase\":\"data\",\"waits_in\":\"data_wait\","
+		"\"wait_s\":5.000,\"inside\":null,\"worker\":{\"pid\":301,\"state\":\"sleeping\","
+		"\"for_s\":6.000},\"since_stall_category\":\"idle\",\"since_stall_s\":5.200},"
+		"{\"rank\":0,\"pid\":200,\"culprit\":false,\"phase\":\"backward\",\"waits_in\":\"comm\","
+		"\"wait_s\":5.000,\"inside\":null,\"worker\":null,\"since_stall_category\":\"idle\","
+		"\"since_stall_s\":5.200}]}}");
+	free(text);
+	/* Not stalled: nothing at all. */
+	o[0].progress++;
+	stall_update(&st, o, 2, t);
+	f = open_memstream(&text, &len);
+	report_stall_text(f, &job);
+	fclose(f);
+	ck_assert_str_eq(text, "");
+	free(text);
+	stall_free(&st);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("stall");
@@ -320,6 +386,7 @@ int main(void)
 	tcase_add_test(tc, culprit_not_in_collective);
 	tcase_add_test(tc, culprit_fewest_collectives);
 	tcase_add_test(tc, jobs_apart);
+	tcase_add_test(tc, report_outputs);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
