@@ -1,6 +1,6 @@
 """A hung job named live (user/model/stall.c, docs/phases.md "A stalled job").
 
-torch_job.py's DataLoader worker 0 sleeps forever in the first item of its
+torch_job.py's DataLoader worker 0 (torch 2.6 and 1.13) sleeps forever in the first item of its
 10th batch (--hang-after) and notes when (roles.jsonl, kind hang). With
 --stall-after 3 and steps of milliseconds, the threshold is its floor, 3 s:
 
@@ -26,7 +26,9 @@ import subprocess
 import threading
 import time
 
-from conftest import TORCH26_PYTHON, TORCH_JOB, TRAINBPF
+import pytest
+
+from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB, TRAINBPF
 
 THRESHOLD_S = 3.0
 TICK_S = 0.2
@@ -50,11 +52,13 @@ def read_lines(stream, out):
         out.append((time.monotonic(), line.rstrip("\n")))
 
 
-def test_hung_dataloader_worker_is_named(tmp_path):
+@pytest.mark.parametrize("torch26", [True, False], ids=["torch2.6", "torch1.13"])
+def test_hung_dataloader_worker_is_named(tmp_path, torch26):
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
     truth, final = tmp_path / "truth.json", tmp_path / "final.txt"
     parts = str(truth) + ".parts"
     tb = subprocess.Popen([TRAINBPF, "-i", str(INTERVAL_S), "--stall-after", str(THRESHOLD_S),
-                           "-o", str(final), "--", *TORCH26_PYTHON, TORCH_JOB,
+                           "-o", str(final), "--", *job, TORCH_JOB,
                            "--truth", str(truth), "--epochs", "1", "--steps", "400",
                            "--workers", "2", "--hang-after", "10"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
