@@ -218,6 +218,19 @@ START_TEST(culprit_dead_worker)
 	ck_assert(!j->ranks[1].culprit);
 	ck_assert_int_eq(j->ranks[1].wait, TB_COMM);
 	ck_assert_int_eq(j->ranks[1].phase, TB_PH_BACKWARD);
+	/*
+	 * A worker of the rank in backward that is busy (a batch of its own
+	 * in I/O) does not make its allreduce a data wait.
+	 */
+	o[0].nworkers = 1;
+	o[0].workers[0].pid = 201;
+	o[0].workers[0].main = (struct stall_thread_obs){ .tid = 201, .state = TB_ST_BLOCKED,
+							 .wait = TB_W_IOWAIT, .since = stop };
+	ck_assert_int_eq(stall_wait_kind(&o[0]), TB_COMM);
+	/* Unnamed phases (other): the busy worker tells. */
+	o[0].tr.phase = TB_PH_OTHER;
+	o[0].tr.wait = TB_W_POLL;
+	ck_assert_int_eq(stall_wait_kind(&o[0]), TB_DATA_WAIT);
 	stall_free(&st);
 }
 END_TEST

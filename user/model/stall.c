@@ -38,12 +38,15 @@ static bool comm_phase(int ph)
 	return ph == TB_PH_BACKWARD || ph == TB_PH_COMM || ph == TB_PH_PEND_COMM;
 }
 
-/* A wait on another process of the job through IPC: a queue, a pipe, a lock. */
+/*
+ * A wait on another process of the job through IPC: a queue, a pipe, a
+ * lock. An idle DataLoader worker polls its index queue (and wakes every
+ * 5 s to see its trainer alive).
+ */
 static bool ipc_wait(const struct stall_thread_obs *t)
 {
 	return t->state == TB_ST_BLOCKED && !t->depth &&
-	       (t->wait == TB_W_POLL || t->wait == TB_W_PIPE || t->wait == TB_W_FUTEX ||
-		t->wait == TB_W_OTHER);
+	       (t->wait == TB_W_POLL || t->wait == TB_W_PIPE || t->wait == TB_W_FUTEX);
 }
 
 /* A worker that is not waiting for its trainer: it is on (or stuck in) a batch. */
@@ -83,11 +86,16 @@ int stall_wait_kind(const struct stall_obs *o)
 	case TB_W_SLEEP:
 		return TB_IDLE;
 	}
-	/* Blocked on IPC in a fetch, or beside a worker stuck in a batch. */
-	if (o->nworkers && (data_phase(t->phase) || busy_worker(o) >= 0))
+	/* Blocked on IPC in a fetch: on its workers. */
+	if (o->nworkers && data_phase(t->phase))
 		return TB_DATA_WAIT;
 	/* Its collective's threads wait on the network (gloo), it on them. */
-	if (o->net_blocked && (comm_phase(t->phase) || t->wait == TB_W_FUTEX))
+	if (o->net_blocked && comm_phase(t->phase))
+		return TB_COMM;
+	/* Elsewhere (phases unnamed), beside a worker stuck in a batch. */
+	if (o->nworkers && busy_worker(o) >= 0)
+		return TB_DATA_WAIT;
+	if (o->net_blocked && t->wait == TB_W_FUTEX)
 		return TB_COMM;
 	return t->wait == TB_W_FUTEX ? TB_LOCK : TB_IDLE;
 }
