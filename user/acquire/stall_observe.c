@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
 #include "grow.h"
@@ -59,7 +60,8 @@ static void add_workers(const struct tracer *tr, const struct job *job,
 	for (int i = 0; i < job->nprocs && o->nworkers < STALL_MAX_WORKERS; i++) {
 		const struct proc_rec *w = &job->procs[i];
 
-		if (w->role != TB_ROLE_WORKER || w->ppid != p->pid || w->folded ||
+		/* Its children: the roles may not have told its workers yet. */
+		if (w->role == TB_ROLE_TRAINER || w->ppid != p->pid || w->folded ||
 		    !job_proc_alive(w))
 			continue;
 		if (read_thread(tr, job_main_thread(w), &o->workers[o->nworkers].main, &s))
@@ -129,16 +131,19 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 	for (int i = 0; pt && !t && i < p->nthreads; i++)
 		if (p->threads[i].tid == pt->tid)
 			t = &p->threads[i];
-	if (!read_thread(tr, t, &o->tr, &s))
+	progress(job, p, pt, o);
+	/* A rank is a process whose loop made progress: not a launcher, not a spawn's parent. */
+	if (!o->progress || !read_thread(tr, t, &o->tr, &s))
 		return false;
 	if (labels)
 		job_key(job, p, o->job, sizeof(o->job));
 	o->pid = p->pid;
-	o->rank = p->labels.rank;
+	/* Its labels (serve, a recording), else RANK or NCCL's rank as the diagnosis has them. */
+	o->rank = p->labels.rank >= 0 || !job->diag ? p->labels.rank :
+		  diag_proc_rank(job, job->diag, p->pid);
 	memcpy(o->cp, t->cp, sizeof(o->cp));
 	o->net_blocked = net_blocked(tr, p, t->tid);
 	add_workers(tr, job, p, o);
-	progress(job, p, pt, o);
 	return true;
 }
 
@@ -151,7 +156,11 @@ int stall_observe(const struct tracer *tr, bool labels, struct stall_obs **out, 
 		const struct proc_rec *p = &job->procs[i];
 		struct stall_obs *o;
 
-		if (p->role != TB_ROLE_TRAINER || p->folded || !job_proc_alive(p))
+		/*
+		 * Any process but a worker: the roles can flip a spawn's ranks
+		 * and their parent while workers start; progress tells (observe).
+		 */
+		if (p->role == TB_ROLE_WORKER || p->folded || !job_proc_alive(p))
 			continue;
 		o = tb_grow(*out, cap, n + 1, sizeof(*o));
 		if (!o)

@@ -413,12 +413,8 @@ static uint64_t refresh(struct run *r, bool tick)
 	 * pass over every process (folding, over every thread).
 	 */
 	if (tick) {
-		/*
-		 * A recording names its training job (meta job): merged reports
-		 * match by it; the live view and a stall name ranks. serve reads
-		 * every process's (serve_tick).
-		 */
-		if (!r->env->serve)
+		/* A recording names its training job (meta job): merged reports match by it. */
+		if (r->recording)
 			labels_refresh(job, "/proc", true);
 		fold(r, now);
 		gpu_probes_tick(&r->gp, job, now);
