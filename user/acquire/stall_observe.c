@@ -31,23 +31,27 @@ static bool read_thread(const struct tracer *tr, const struct thread_rec *t,
 /*
  * Its threads other than the trainer blocked on the network now: on a
  * socket, in a probed NCCL call, or a communication thread (gloo's, whose
- * collectives wait on its I/O loop) that is blocked.
+ * collectives wait on its I/O loop) that is blocked. Read in place, no
+ * seqlock: a process holds hundreds of threads, a slot is kilobytes, and
+ * a torn read of one thread only moves a count the rule needs above 0.
  */
 static int net_blocked(const struct tracer *tr, const struct proc_rec *p, pid_t trainer)
 {
-	struct stall_thread_obs o;
-	struct tb_slot s;
 	int n = 0;
 
 	for (int i = 0; i < p->nthreads; i++) {
 		const struct thread_rec *t = &p->threads[i];
+		const volatile struct tb_slot *s;
 
-		if (t->tid == trainer || t->folded || !read_thread(tr, t, &o, &s))
+		if (t->tid == trainer || t->folded || t->slot < 0 || t->end_ns)
 			continue;
-		n += (s.depth && s.region == TB_COMM) ||
-		     (s.state == TB_ST_BLOCKED &&
-		      (s.wait == TB_W_SOCKET ||
-		       tb_is_net_thread(s.net_ns, s.blk_ns, s.net_waits, t->tid == p->pid)));
+		s = &tr->slots[t->slot];
+		if (s->tid != (__u32)t->tid)
+			continue;
+		n += (s->depth && s->region == TB_COMM) ||
+		     (s->state == TB_ST_BLOCKED &&
+		      (s->wait == TB_W_SOCKET ||
+		       tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits, t->tid == p->pid)));
 	}
 	return n;
 }
