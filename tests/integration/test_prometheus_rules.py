@@ -42,8 +42,11 @@ EXPORTED = set(families())
 BUILTIN = {"up", "ALERTS"}
 
 ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",
-          "TrainbpfGPUIdle", "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown"}
-PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"}
+          "TrainbpfGPUIdle", "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown",
+          "TrainbpfJobStalled"}
+# One alert per job, its stalled ranks and their nodes listed from a query.
+PER_JOB_ALERTS = {"TrainbpfJobStalled"}
+PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"} - PER_JOB_ALERTS
 CAPABILITIES = {"BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH"}
 
 
@@ -143,7 +146,7 @@ def test_config_check(promtool, tmp_path):
     # From elsewhere: rule_files are relative to the config file, so a fresh
     # clone's config loads its rules wherever Prometheus runs.
     out = run_promtool(promtool, "check", "config", CONFIG, cwd=tmp_path)
-    assert "1 rule files found" in out and "13 rules found" in out, out
+    assert "1 rule files found" in out and "14 rules found" in out, out
 
 
 def test_config_keeps_prometheus_job():
@@ -168,7 +171,10 @@ def test_rules_content():
         ann = rule.get("annotations", {})
         assert ann.get("summary") and ann.get("description"), name
         text = ann["summary"] + ann["description"]
-        assert "$labels.instance" in text, name
+        if name in PER_JOB_ALERTS:
+            assert "$labels.training_job" in text and ".Labels.instance" in text, name
+        else:
+            assert "$labels.instance" in text, name
         if name in PER_RANK_ALERTS:
             assert "$labels.training_job" in text and "$labels.rank" in text, name
     assert alerts["TrainbpfStraggler"]["for"] == "10s"

@@ -12,6 +12,7 @@
 #include "labels.h"
 #include "metrics.h"
 #include "phases.h"
+#include "stall.h"
 
 #define S 1000000000ull
 
@@ -390,6 +391,51 @@ START_TEST(one_user_cannot_take_the_nodes_series)
 }
 END_TEST
 
+/*
+ * trainbpf_job_stalled: 1 on the trainer series of a stalled job's ranks,
+ * 0 on the job beside it; workers have none. The stall model is fed as
+ * serve feeds it: the ranks' progress per job, refreshed.
+ */
+START_TEST(stalled_job_gauge)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o[2] = { { .job = "a", .pid = 10 }, { .job = "b", .pid = 20 } };
+	char *text;
+
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
+	proc(20, 1, TB_ROLE_TRAINER, 0, "j2");
+	job.stall = &st;
+	for (uint64_t t = 1; t <= 20; t++) {
+		o[0].progress = t < 10 ? t : 10;	/* job a stops at 10 s */
+		o[1].progress = t;
+		stall_update(&st, o, 2, t * S);
+	}
+	ck_assert(stall_pid_stalled(&st, 10));
+	ck_assert(!stall_pid_stalled(&st, 20));
+	ck_assert_int_eq(metrics_update(&m, &job, 20 * S), 0);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE trainbpf_job_stalled gauge\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
+				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j2\",rank=\"0\","
+				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 0\n"));
+	ck_assert_ptr_null(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
+				  "local_rank=\"unknown\",world_size=\"2\",role=\"worker\"}"));
+	free(text);
+	/* Job a resumes: 0 at the next update. */
+	o[0].progress = 11;
+	stall_update(&st, o, 2, 21 * S);
+	ck_assert_int_eq(metrics_update(&m, &job, 21 * S), 0);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
+				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 0\n"));
+	free(text);
+	job.stall = NULL;
+	stall_free(&st);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -410,6 +456,7 @@ int main(void)
 	tcase_add_test(tc, one_user_cannot_take_the_nodes_series);
 	tcase_add_test(tc, findings_per_job);
 	tcase_add_test(tc, step_time_and_epochs);
+	tcase_add_test(tc, stalled_job_gauge);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

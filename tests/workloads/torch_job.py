@@ -263,6 +263,10 @@ def parse_args(argv):
     p.add_argument("--grad-in-hook", action="store_true",
                    help="a hook on the model's output that calls torch.autograd.grad on a "
                         "small graph of its own: inside the backward (and the penalty's grad)")
+    p.add_argument("--hang-after", type=int, default=0, metavar="N",
+                   help="DataLoader worker 0 of --hang-rank sleeps forever in its Nth batch "
+                   "(a hung job: roles.jsonl notes it, kind hang)")
+    p.add_argument("--hang-rank", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--loop-thread", action="store_true",
                    help="run each rank's loop in a threading.Thread while the main thread "
@@ -359,15 +363,32 @@ class Samples(Dataset):
     """Synthetic samples, from memory or one file each; __getitem__ does
     --getitem-ms of CPU work and returns the seconds it took."""
 
-    def __init__(self, n, files, getitem_ms, seed, table_mb=0):
+    def __init__(self, n, files, getitem_ms, seed, table_mb=0, hang=None):
         self.n, self.files, self.getitem_ms, self.seed = n, files, getitem_ms, seed
         self.table = torch.rand(int(table_mb * 2**18)) if table_mb else None
+        self.hang, self.served = hang, 0   # hang: (items, parts, rank) for --hang-after
+
+    def hang_here(self):
+        """--hang-after: DataLoader worker 0 blocks forever in the first item
+        of its Nth batch (a dead NFS mount, a deadlock in a decoder), after
+        saying when."""
+        info = torch.utils.data.get_worker_info()
+        if not self.hang or not info or info.id != 0:
+            return
+        self.served += 1
+        if self.served <= self.hang[0]:
+            return
+        note_role(self.hang[1], "hang", pid=os.getpid(), rank=self.hang[2],
+                  start_mono=time.monotonic(), start_unix=time.time())
+        while True:
+            time.sleep(3600)
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
         t0 = time.perf_counter()
+        self.hang_here()
         if self.files:
             with open(self.files[i], "rb") as f:
                 raw = f.read()
@@ -617,7 +638,9 @@ def run_rank(rank, args, parts):
         tmp = tempfile.mkdtemp(prefix="torch_job.", dir="/var/tmp")
         files = write_files(tmp, n, args.sample_kb, rank)
     feed = QueueFeed(args, steps, parts) if args.data == "queue" else None
-    ds = Samples(n, files, args.getitem_ms, rank, args.table_mb)
+    hang = ((args.hang_after - 1) * args.batch_size, parts, rank) \
+        if args.hang_after and rank == args.hang_rank else None
+    ds = Samples(n, files, args.getitem_ms, rank, args.table_mb, hang)
     sampler = DistributedSampler(ds, world, rank, shuffle=True) if ddp else None
     loader = None if feed else make_loader(args, ds, sampler, parts, rank, True)
     aux = None

@@ -44,7 +44,7 @@ static const char doc[] =
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
        OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE,
-       OPT_WEB_CONFIG, OPT_DETAIL };
+       OPT_WEB_CONFIG, OPT_DETAIL, OPT_STALL_AFTER };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -65,6 +65,7 @@ static const struct argp_option opts[] = {
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
 	{ "step-blocks", OPT_STEP_BLOCKS, "N", 0, "Also print a block (step times, shares, slowest category) every N steps, as they complete" },
+	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
 	{ "states-out", OPT_STATES_OUT, "FILE", 0, "Debugging and test aid: write every closed state interval (tid, pid, start_ns, end_ns, cat, cp_cat) to FILE as tab-separated lines" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
@@ -196,6 +197,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_STATES_OUT:
 		env->states_out = arg;
 		break;
+	case OPT_STALL_AFTER:
+		env->stall_after_s = parse_seconds(arg, state, "--stall-after");
+		if (env->stall_after_s < 1)
+			argp_error(state, "invalid --stall-after: '%s' (seconds, >= 1)", arg);
+		break;
 	case OPT_STEP_BLOCKS: {
 		char *end;
 		long n = strtol(arg, &end, 10);
@@ -244,6 +250,7 @@ static void env_defaults(struct env *env)
 	env->ringbuf_kb = 256;
 	env->states_ring_kb = TB_STATES_RING_KB;
 	env->epochs = EP_AUTO;
+	env->stall_after_s = 30;
 	argp_err_exit_status = 2;
 }
 
@@ -365,6 +372,7 @@ static const struct argp_option serve_opts[] = {
 	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
 	{ "grace", OPT_GRACE, "SEC", 0, "Keep a job's series this long after its last process exited (default 30)" },
+	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
 	{ "web.config.file", OPT_WEB_CONFIG, "FILE", 0, "TLS and basic auth for /metrics, in the web-config file format of Prometheus' exporters (docs/metrics.md); read again at SIGHUP" },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
 	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },

@@ -30,6 +30,7 @@ struct env {
 	bool states;		/* stream state intervals (user/states.h): record, --states-out */
 	unsigned int states_ring_kb;
 	const char *states_out;	/* --states-out: the stream as text, for tests */
+	double stall_after_s;	/* --stall-after: the stall threshold's floor (stall.h) */
 	int step_blocks;	/* --step-blocks N: a live block every N steps; 0 none */
 	bool launches;		/* probe launches too (costly: opt-in) */
 	bool no_phases;		/* --no-phases: no libtorch probes, no phase table */

@@ -39,6 +39,7 @@
 #include "report.h"
 #include "run.h"
 #include "serve.h"
+#include "stall_observe.h"
 #include "states.h"
 #include "steps.h"
 #include "tracer.h"
@@ -60,6 +61,9 @@ struct run {
 	struct epochs ep;
 	struct steps steps;
 	struct phases phases;
+	struct stall stall;	/* stall.h: judged each tick */
+	struct stall_obs *sobs;	/* its observations, kept between ticks */
+	int sobs_cap;
 	struct diag dg;
 	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into dg */
 	struct launch l;
@@ -374,6 +378,14 @@ static void fold(struct run *r, uint64_t now)
 	job_fold_free(&f);
 }
 
+/* Each rank's progress and wait, as the slots say now, into the stall model. */
+static void stall_tick(struct run *r, uint64_t now)
+{
+	int n = stall_observe(&r->tr, r->env->serve, &r->sobs, &r->sobs_cap);
+
+	stall_update(&r->stall, r->sobs, n, now);
+}
+
 /*
  * Returns the instant the totals are of: taken after every slot is read
  * (account_refresh), since BPF may close intervals while they are.
@@ -414,6 +426,12 @@ static uint64_t refresh(struct run *r, bool tick)
 	/* Periods first: an epoch that ends now counts the steps found now. */
 	steps_tick(&r->steps);
 	epochs_tick(&r->ep, job, now);
+	/*
+	 * Not at the last refresh: Ctrl-C on a terminal reaches the hung job
+	 * too, and wakes it to die; the report says what the last tick saw.
+	 */
+	if (tick && !r->ending)
+		stall_tick(r, now);
 	return now;
 }
 
@@ -786,6 +804,8 @@ static int run_free(struct run *r, uint64_t report_ns)
 	diag_free(&r->dg);
 	steps_free(&r->steps);
 	phases_free(&r->phases);
+	stall_free(&r->stall);
+	free(r->sobs);
 	live_free(&r->lv);
 	tracer_close(&r->tr);
 	job_free(&r->job);
@@ -840,6 +860,8 @@ static int start(struct run *r)
 	r->phases.no_rings = env->serve;	/* a daemon cuts no epochs */
 	r->job.epochs = &r->ep;
 	r->job.phases = env->no_phases ? NULL : &r->phases;
+	r->stall.floor_ns = env->stall_after_s * 1e9;
+	r->job.stall = &r->stall;
 	if (env->record_path && start_recording(r))
 		return 1;
 	if (env->serve)

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -672,4 +673,20 @@ void job_counters(const struct job *job, const struct tb_counters *bpf,
 			out->switches += p->threads[j].nswitch;
 		}
 	}
+}
+
+void job_id_of(const struct job *job, const struct proc_rec *p, char *out, size_t len,
+	       unsigned int *uid)
+{
+	const struct proc_rec *q = p, *up;
+	int hops = 0;
+
+	while (!q->labels.job[0] && (up = job_proc_const(job, q->ppid)) && up != q &&
+	       !up->folded && hops++ < 64)
+		q = up;
+	*uid = q->labels.reads ? q->labels.uid : p->labels.uid;
+	if (q->labels.job[0])
+		snprintf(out, len, "%s", q->labels.job);
+	else
+		snprintf(out, len, "%d-%" PRIu64, (int)q->pid, q->labels.start_unix);
 }

@@ -128,6 +128,7 @@ struct gpu;
 struct gpu_util;
 struct diag;
 struct phases;
+struct stall;
 
 /* The run's counters: BPF's own, and what the threads' totals add up to. */
 struct run_counters {
@@ -148,6 +149,7 @@ struct job {
 	struct epochs *epochs;	/* epoch and step boundaries */
 	struct diag *diag;	/* memory samples for the diagnosis */
 	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
+	struct stall *stall;	/* a stalled job (stall.h): live runs only; may be NULL */
 	bool wio_unknown;	/* thread_rec.wio not measured: a recording of schema < 4 */
 	/*
 	 * Roots fold too (serve): the node's daemon makes a root of every job
@@ -201,6 +203,14 @@ const struct thread_rec *job_main_thread(const struct proc_rec *p);
  */
 const struct thread_rec *job_trainer_thread(const struct proc_rec *p);
 int job_live_procs(const struct job *job);
+/*
+ * The training job a process belongs to (serve's training_job label):
+ * what its launcher wrote (labels.c), else its topmost traced ancestor's
+ * pid and start time (the same after a daemon's restart, as the kernel
+ * keeps it); *uid, the user that speaks for it.
+ */
+void job_id_of(const struct job *job, const struct proc_rec *p, char *out, size_t len,
+	       unsigned int *uid);
 void job_free(struct job *job);
 
 /*

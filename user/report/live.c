@@ -174,6 +174,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 
 	grow_shown(lv, job);
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
+	report_stall_text(f, job);
 	fprintf(f, "%s  %.1f s traced\n", stamp, (now - job->window_start_ns) / 1e9);
 	fprintf(f, "%7s %-7s %-15s %4s", "PID", "ROLE", "COMM", "THR");
 	report_cat_head(f);
@@ -357,6 +358,7 @@ void live_panel(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 	int ntr = job_headline(job, hl);
 
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
+	report_stall_text(f, job);
 	fprintf(f, "trainbpf %s  %s  %.1f s traced, %d trainer%s, %d processes alive\n",
 		TB_VERSION, stamp, (now - job->window_start_ns) / 1e9, ntr, ntr == 1 ? "" : "s",
 		job_live_procs(job));

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "gpu.h"
 #include "metrics.h"
+#include "stall.h"
 #include "phases.h"
 #include "utf8.h"
 
@@ -81,27 +82,6 @@ static bool add_gain(struct mx_values *s, const struct mx_values *cur,
 	return any;
 }
 
-/*
- * The job a process belongs to: what its launcher wrote (labels.c), else
- * its topmost traced ancestor's pid and start time (the same after a
- * daemon's restart, as the kernel keeps it).
- */
-static void job_label(const struct job *job, const struct proc_rec *p, char *out, size_t len,
-		      unsigned int *uid)
-{
-	const struct proc_rec *q = p, *up;
-	int hops = 0;
-
-	while (!q->labels.job[0] && (up = job_proc_const(job, q->ppid)) && up != q &&
-	       !up->folded && hops++ < 64)
-		q = up;
-	*uid = q->labels.reads ? q->labels.uid : p->labels.uid;
-	if (q->labels.job[0])
-		snprintf(out, len, "%s", q->labels.job);
-	else
-		snprintf(out, len, "%d-%" PRIu64, (int)q->pid, q->labels.start_unix);
-}
-
 /* id with "~uid<N>" after it, id cut on a character's boundary to fit. */
 static void with_uid(char *id, size_t len, const char *base, unsigned int uid)
 {
@@ -139,7 +119,7 @@ static void claim(const struct metrics *m, char *id, size_t len, unsigned int ui
 static void label_of(const struct metrics *m, const struct job *job, const struct proc_rec *p,
 		     char *id, size_t len, unsigned int *uid)
 {
-	job_label(job, p, id, len, uid);
+	job_id_of(job, p, id, len, uid);
 	claim(m, id, len, *uid);
 }
 
@@ -322,6 +302,8 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 		if (alive) {
 			s->live++;
 			s->alive_ns = now;
+			s->stalled |= p->role == TB_ROLE_TRAINER && job->stall &&
+				      stall_pid_stalled(job->stall, p->pid);
 		}
 	}
 	out->series = si;
@@ -335,8 +317,10 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
 
 	if (!procs)
 		return -1;
-	for (int i = 0; i < m->nseries; i++)
+	for (int i = 0; i < m->nseries; i++) {
 		m->series[i].live = 0;
+		m->series[i].stalled = false;
+	}
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 		const struct proc_labels *l = labels_of(job, p);
@@ -378,7 +362,7 @@ static bool in_job(const struct metrics *m, const struct job *job, const struct 
 
 	if (si >= 0)
 		return !strcmp(m->series[si].job, id);
-	job_label(job, p, lab, sizeof(lab), &uid);
+	job_id_of(job, p, lab, sizeof(lab), &uid);
 	return !strcmp(lab, id);
 }
 

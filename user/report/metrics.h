@@ -54,6 +54,7 @@ struct mx_series {
 	bool phases;			/* a trainer whose phases are probed */
 	uint64_t alive_ns;		/* when one of its processes was last alive */
 	double step_now_ms;		/* the steps completed at the last update that had any */
+	bool stalled;			/* a trainer of it is a rank of a stalled job (stall.h) */
 };
 
 /*

@@ -134,6 +134,15 @@ static void counts(const struct metrics *m, FILE *f)
 			metrics_put_series(f, "trainbpf_last_step_seconds", &m->series[i], NULL, NULL);
 			fprintf(f, "%.6f\n", m->series[i].step_now_ms / 1e3);
 		}
+	family(f, "trainbpf_job_stalled", "gauge",
+	       "1 while the trainer's job is stalled: no rank of it on this node made progress "
+	       "(a training step, a DataLoader fetch) for max(--stall-after, 10 median steps); "
+	       "else 0.");
+	for (int i = 0; i < m->nseries; i++)
+		if (live(&m->series[i]) && m->series[i].role == TB_ROLE_TRAINER) {
+			metrics_put_series(f, "trainbpf_job_stalled", &m->series[i], NULL, NULL);
+			fprintf(f, "%d\n", m->series[i].stalled);
+		}
 	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i])) {

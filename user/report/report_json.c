@@ -129,6 +129,7 @@ void report_json(FILE *f, const struct job *job,
 	jw_float_field(&w, "start_unix_s", job->window_start_unix, 6);
 	jw_float_field(&w, "duration_s", (now - job->window_start_ns) / 1e9, 6);
 	jw_end_object(&w);
+	report_stall_json(&w, job);
 	jw_name(&w, "categories");
 	jw_array(&w);
 	for (int i = 0; i < TB_NCAT; i++)

@@ -124,6 +124,7 @@ static void counters_line(FILE *f, const struct run_counters *c)
 void report_text(FILE *f, const struct job *job,
 		 const struct run_counters *c, uint64_t now)
 {
+	report_stall_text(f, job);
 	title(f, job, now);
 	fputc('\n', f);
 	headline_block(f, job, now);
@@ -163,6 +164,7 @@ void report_summary(FILE *f, const struct job *job, const struct run_counters *c
 	int n = job->diag ? report_run_findings(job, now, fs) : -1;
 	struct report_verdict v;
 
+	report_stall_text(f, job);
 	title(f, job, now);
 	report_verdict(job, fs, n, &v);
 	report_verdict_text(f, &v);

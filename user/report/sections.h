@@ -132,4 +132,11 @@ void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
 void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
 void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
 
+/*
+ * A stalled job (stall.h), when the job is stalled now: the STALLED line
+ * and a row per rank, culprit first; the JSON report's "stall" member.
+ */
+void report_stall_text(FILE *f, const struct job *job);
+void report_stall_json(struct jw *w, const struct job *job);
+
 #endif

@@ -1,0 +1,114 @@
+"""A hung job named live (user/model/stall.c, docs/phases.md "A stalled job").
+
+torch_job.py's DataLoader worker 0 (torch 2.6 and 1.13) sleeps forever in the first item of its
+10th batch (--hang-after) and notes when (roles.jsonl, kind hang). With
+--stall-after 3 and steps of milliseconds, the threshold is its floor, 3 s:
+
+- the stall starts at the job's last progress, the trainer's fetch of the
+  batch that never comes: after the hang's start (the worker hangs first,
+  while the trainer still eats the batches the workers fetched ahead, at
+  most prefetch_factor 2 x 2 workers of them), by at most those steps and
+  a refresh (0.2 s): AHEAD_S;
+- the first tick past since + 3 s judges it; the live table (-i 1) shows
+  it within a second: the first STALLED line comes no sooner than 3 s
+  after the hang and no later than AHEAD_S + 3 + 0.2 + 1 s after it;
+- it names the trainer as culprit, in the data phase, in data_wait on the
+  hung worker's pid, which is sleeping; the durations it prints are within
+  what the clocks allow (below);
+- SIGINT to trainbpf alone (the job stays hung): the final report starts
+  with the STALLED line.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB, TRAINBPF
+
+THRESHOLD_S = 3.0
+TICK_S = 0.2
+INTERVAL_S = 1.0
+AHEAD_S = 1.0   # 4 batches ahead of steps of ~10 ms, and a tick, with room for a busy host
+LINE = re.compile(r"^STALLED for ([\d.]+) s \(no step or batch for more than ([\d.]+) s\): "
+                  r"culprit pid (\d+) in (\w+), waiting in (\w+) ([\d.]+) s "
+                  r"on DataLoader worker (\d+) \((\w+) ([\d.]+) s\)$")
+
+
+def roles(parts):
+    path = os.path.join(parts, "roles.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def read_lines(stream, out):
+    for line in stream:
+        out.append((time.monotonic(), line.rstrip("\n")))
+
+
+@pytest.mark.parametrize("torch26", [True, False], ids=["torch2.6", "torch1.13"])
+def test_hung_dataloader_worker_is_named(tmp_path, torch26):
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    truth, final = tmp_path / "truth.json", tmp_path / "final.txt"
+    parts = str(truth) + ".parts"
+    tb = subprocess.Popen([TRAINBPF, "-i", str(INTERVAL_S), "--stall-after", str(THRESHOLD_S),
+                           "-o", str(final), "--", *job, TORCH_JOB,
+                           "--truth", str(truth), "--epochs", "1", "--steps", "400",
+                           "--workers", "2", "--hang-after", "10"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+    lines = []
+    reader = threading.Thread(target=read_lines, args=(tb.stdout, lines), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 25
+        hang = None
+        while time.monotonic() < deadline and not hang:
+            hang = next((r for r in roles(parts) if r["kind"] == "hang"), None)
+            time.sleep(0.1)
+        assert hang, "the job never hung: " + tb.stderr.read() if tb.poll() is not None else ""
+        latest = hang["start_mono"] + AHEAD_S + THRESHOLD_S + TICK_S + INTERVAL_S
+        while time.monotonic() < latest + 0.5 and not any(LINE.match(l) for _, l in lines):
+            time.sleep(0.05)
+        seen = [(t, LINE.match(l)) for t, l in lines if l.startswith("STALLED")]
+        assert seen, "\n".join(l for _, l in lines[-30:])
+        t, m = seen[0]
+        assert m, seen[0]
+        since_hang = t - hang["start_mono"]
+        assert THRESHOLD_S - 0.01 <= since_hang <= latest - hang["start_mono"], since_hang
+        trainer = next(r["pid"] for r in roles(parts) if r["kind"] == "rank")
+        stalled_s, thr, pid, phase, cat, wait_s, worker, state, worker_s = m.groups()
+        print(f"stall line {since_hang:.2f} s after the hang: {m.group(0)}")
+        assert float(thr) == THRESHOLD_S
+        assert int(pid) == trainer
+        assert phase == "data" and cat == "data_wait"
+        assert int(worker) == hang["pid"] and state == "sleeping"
+        # Past the threshold (printed to 0.1 s: 3.04 shows as 3.0), judged at a
+        # tick before the line was read: no longer than the line's age.
+        assert THRESHOLD_S - 0.05 <= float(stalled_s) <= since_hang + 0.05
+        assert float(worker_s) <= since_hang + 0.05
+        # The worker began sleeping before the stall; the trainer waits since it began.
+        assert float(worker_s) >= float(stalled_s) - 0.05
+        assert abs(float(wait_s) - float(stalled_s)) <= TICK_S + 0.05
+        time.sleep(0.5)
+        tb.send_signal(signal.SIGINT)
+        tb.wait(timeout=30)
+        assert tb.returncode == 0, tb.stderr.read()[-2000:]
+        report = final.read_text().splitlines()
+        assert LINE.match(report[0]), report[:3]
+        assert report[1].startswith("  * pid %d in data, waiting in data_wait" % trainer)
+    finally:
+        if tb.poll() is None:
+            tb.kill()
+        # The job stays hung after trainbpf: every process it started goes.
+        try:
+            os.killpg(tb.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        tb.wait()
