@@ -37,6 +37,7 @@ static const char *const family_prefix[GF_NFAMILIES][2] = {
 	[GF_CUDA] = { "libcuda.", "libcuda-" },
 	[GF_NCCL] = { "libnccl.", "libnccl-" },
 	[GF_TORCH] = { "libtorch_cpu.", "libtorch_python." },	/* two libraries, no hashes */
+	[GF_PYTHON] = { "python3", "libpython3" },	/* python3.11, libpython3.12.so.1.0 */
 };
 
 void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
@@ -454,7 +455,7 @@ static bool gets(enum tb_api_kind k, enum gp_prog p)
 	case GP_LAUNCH:
 		return k == TB_AK_LAUNCH;
 	case GP_TORCH_RET:
-		return k == TB_AK_TORCH_BACKWARD;
+		return k == TB_AK_TORCH_BACKWARD || k == TB_AK_PYLOCK;
 	case GP_TORCH_ENTRY:
 		return gpu_kind_is_torch(k);
 	default:
@@ -606,7 +607,7 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 			  struct gp_map *am, const char *path)
 {
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
-	int failed = 0, err = 0;
+	int failed = 0, err = 0, n = 0;
 
 	/* Before the entries: an exit op's entry waits for its return site. */
 	if (attach_op_returns(gp, pid, am, path, o))
@@ -626,12 +627,12 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
 			failed, o->path, pid, strerror(err));
 done:
+	for (int f = 0; f < GF_NFAMILIES; f++)
+		n += mm->probes[f];
 	if (gp->verbose)
 		fprintf(stderr, "trainbpf: %.3f s: %d functions probed in %s (pid %d)%s\n",
-			(now_ns() - gp->t0) / 1e9,
-			mm->probes[GF_CUDART] + mm->probes[GF_CUDA] + mm->probes[GF_NCCL] +
-			mm->probes[GF_TORCH],
-			o->path, pid, uses_multi(am) ? " (uprobe_multi)" : "");
+			(now_ns() - gp->t0) / 1e9, n, o->path, pid,
+			uses_multi(am) ? " (uprobe_multi)" : "");
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */
