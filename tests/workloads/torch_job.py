@@ -112,8 +112,8 @@ VARIANTS = {
     "queue": ("batches from a queue.Queue fed by a producer thread (20 ms a batch)",
               "--workers 0 --data queue --produce-ms 20 --log plain"),
     "queue-decode": ("batches from a queue.Queue fed by a producer thread that decodes "
-                     "each one with numpy for 40 ms, holding the GIL most of that time",
-                     "--workers 0 --data queue --produce decode --produce-ms 40 --log plain"),
+                     "each one with numpy for 100 ms of CPU, holding the GIL most of that time",
+                     "--workers 0 --data queue --produce decode --produce-ms 100 --log plain"),
     "checkpoint": ("torch.save of model + Adam state, flush + fsync, every epoch; HF lines",
                    "--workers 2 --checkpoint --optimizer adam --log hf"),
     "ckpt-fsync": ("torch.save of model + Adam state to an open file, flush + os.fsync, "
