@@ -47,8 +47,9 @@ enum tb_cat {
  * persist). A thread that has never fetched (batches from a queue, a
  * custom iterator) but names its optimizer calls is in PEND_FWD from a
  * backward's end to the next backward: the next step's input and forward. Each wait there for input
- * (storage, or a thread that was itself waiting: a producer) makes what
- * is pending so far PEND_DATA; the next backward makes them data and
+ * (storage, a thread that was itself waiting, or CPython's lock wait: a
+ * producer thread's hand-off, tb_py_lock) makes what is pending so far
+ * PEND_DATA; the next backward makes them data and
  * forward.
  *
  * Worker start-up: iter(loader) forks the workers (fork and spawn
