@@ -56,7 +56,8 @@ void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 #define DETACH_THREADS 32
 
 struct detach_job {
-	struct bpf_link **links;
+	struct bpf_link **links;	/* or NULL: fds */
+	int *fds;
 	int n, stride;
 };
 
@@ -65,15 +66,19 @@ static void *detach_some(void *arg)
 	struct detach_job *j = arg;
 
 	for (int i = 0; i < j->n; i += j->stride)
-		bpf_link__destroy(j->links[i]);
+		if (j->links)
+			bpf_link__destroy(j->links[i]);
+		else
+			close(j->fds[i]);
 	return NULL;
 }
 
 /*
  * Removing a uprobe waits for an RCU grace period (~0.2 s here): one at a
  * time, a process's 66 probes took 13 s. Threads let the waits overlap.
+ * So do closing uprobe_multi links (25-60 ms each here): fds, links NULL.
  */
-static void destroy_links(struct bpf_link **links, int n)
+static void destroy_links(struct bpf_link **links, int *fds, int n)
 {
 	pthread_t tid[DETACH_THREADS];
 	struct detach_job jobs[DETACH_THREADS];
@@ -81,7 +86,8 @@ static void destroy_links(struct bpf_link **links, int n)
 	int nt = n < DETACH_THREADS ? n : DETACH_THREADS;
 
 	for (int t = 0; t < nt; t++) {
-		jobs[t] = (struct detach_job){ links + t, n - t, nt };
+		jobs[t] = (struct detach_job){ links ? links + t : NULL, fds ? fds + t : NULL,
+					       n - t, nt };
 		started[t] = !pthread_create(&tid[t], NULL, detach_some, &jobs[t]);
 		if (!started[t])
 			detach_some(&jobs[t]);	/* no thread: do it here */
@@ -95,14 +101,16 @@ static void destroy_links(struct bpf_link **links, int n)
 static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 {
 	struct bpf_link **all = NULL;
-	int n = 0;
+	int n = 0, *fds = calloc(p->nmaps * GP_NPROGS + 1, sizeof(*fds)), nfds = 0;
 
 	for (int i = 0; i < p->nmaps; i++) {
 		struct gp_map *m = &p->maps[i];
 		struct bpf_link **grown;
 
 		for (int k = 0; k < GP_NPROGS; k++) {
-			if (m->multi_fds[k] >= 0)
+			if (m->multi_fds[k] >= 0 && fds)
+				fds[nfds++] = m->multi_fds[k];
+			else if (m->multi_fds[k] >= 0)
 				close(m->multi_fds[k]);
 			m->multi_fds[k] = -1;
 		}
@@ -114,14 +122,16 @@ static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 			memcpy(all + n, m->links, m->nlinks * sizeof(*all));
 			n += m->nlinks;
 		} else {
-			destroy_links(m->links, m->nlinks);
+			destroy_links(m->links, NULL, m->nlinks);
 		}
 		free(m->links);
 		m->links = NULL;
 		m->nlinks = 0;
 	}
-	destroy_links(all, n);
+	destroy_links(all, NULL, n);
+	destroy_links(NULL, fds, nfds);
 	free(all);
+	free(fds);
 	if (!forget)
 		return;
 	free(p->maps);
