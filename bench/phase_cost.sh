@@ -49,9 +49,11 @@ need_root
 case $TORCH in
 2.6) "$ROOT_SH" path >/dev/null || die "no torch 2.6 root: run scripts/torch-root.sh"
      PYJOB=("$ROOT_SH" run python3 "${JOB[@]}")
-     LIBDIR=$("$ROOT_SH" path)/usr/lib/x86_64-linux-gnu ;;
+     LIBDIR=$("$ROOT_SH" path)/usr/lib/x86_64-linux-gnu
+     PYBIN=$("$ROOT_SH" path)/usr/bin/python3.13 ;;
 1.13) PYJOB=(/usr/bin/python3 "${JOB[@]}")
-      LIBDIR=/usr/lib/x86_64-linux-gnu ;;
+      LIBDIR=/usr/lib/x86_64-linux-gnu
+      PYBIN=/usr/bin/python3.11 ;;
 *) die "TORCH is 2.6 or 1.13" ;;
 esac
 build_all
@@ -90,7 +92,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 # hits: count-only uprobes on the functions trainbpf probes, by their
-# mangled names in this root's libraries; per step of a counted run.
+# mangled names in this root's libraries, and the interpreter's blocking
+# lock wait (a wait for a producer thread: it fires only where a thread
+# blocks for a Python lock), in the processes that ran a bracket (every
+# Python on the machine runs the interpreter); per step of a counted run.
 count_hits() {
 	local lib_cpu lib_py script
 	lib_cpu=$(ls "$LIBDIR"/libtorch_cpu.so.*.*.* | head -n1)
@@ -99,13 +104,18 @@ count_hits() {
 	{
 		for f in $(nm -D --defined-only "$lib_cpu" | awk '{print $3}' |
 			   grep -E '^_ZN5torch8autograd8profiler25record_function_enter_newE'); do
-			echo "uprobe:$lib_cpu:$f { @hits = count(); }"
+			echo "uprobe:$lib_cpu:$f { @job[pid] = 1; @hits = count(); }"
 		done
-		echo "uprobe:$lib_py:_Z22THPEngine_run_backwardP7_objectS0_S0_ { @hits = count(); }"
+		echo "uprobe:$lib_py:_Z22THPEngine_run_backwardP7_objectS0_S0_ { @job[pid] = 1; @hits = count(); }"
 		echo "uretprobe:$lib_py:_Z22THPEngine_run_backwardP7_objectS0_S0_ { @hits = count(); }"
 		for f in $(nm -D --defined-only "$lib_py" | awk '{print $3}' |
 			   grep -E '^(_ZN5torch3jit24invokeOperatorFromPythonE|_Z34DisableTorchFunctionSubclass__exit)'); do
 			echo "uprobe:$lib_py:$f { @hits = count(); }"
+		done
+		for f in $(nm -D --defined-only "$PYBIN" | awk '{print $3}' |
+			   grep -E '^(PyThread_acquire_lock_timed|_PySemaphore_Wait)$'); do
+			echo "uprobe:$PYBIN:$f /@job[pid]/ { @hits = count(); @py = count(); }"
+			echo "uretprobe:$PYBIN:$f /@job[pid]/ { @hits = count(); @py = count(); }"
 		done
 	} > "$script"
 	bpftrace -q "$script" > "$OUT/hits.txt" 2>&1 &
@@ -120,6 +130,8 @@ count_hits() {
 		"$PY" -c 'import json,sys; print(json.load(sys.stdin)["steps"])')
 	[ -n "$hits" ] && [ -n "$steps" ] || die "no hit count (see $OUT/hits.txt)"
 	"$PY" -c "print('%d uprobe hits in %d steps: %.2f per step' % ($hits, $steps, $hits / $steps))"
+	py=$(sed -n 's/^@py: //p' "$OUT/hits.txt")
+	"$PY" -c "print('of which the interpreter\'s lock wait: %d (%.2f per step)' % (${py:-0}, ${py:-0} / $steps))"
 }
 
 SUMMARY=$OUT/summary.md

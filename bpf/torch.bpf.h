@@ -144,17 +144,86 @@ static __always_inline __u32 resolve_step(struct tb_slot *s, int trained)
 }
 
 /*
+ * A wait for a producer thread (docs/phases.md): CPython blocks for a lock
+ * another thread releases (a queue.Queue's get, in Condition.wait's waiter
+ * lock, which the producer's put releases) with the GIL released, then
+ * takes the GIL back: inside the probed call on Python 3.13
+ * (_PySemaphore_Wait), after it before (PyThread_acquire_lock_timed,
+ * cookie il 1): there the waits that follow the return before the thread
+ * has run TB_GIL_RETAKE_CPU are the GIL's (take_gil runs a few µs between
+ * its 5 ms waits; the loop's first torch op after the get runs longer
+ * before it gives the GIL up). Python's own acquires pass intr_flag 1 and
+ * a timeout (0: a try that never blocks); 3.13's park with detach 1. The
+ * interpreter's internal mutexes (intr_flag 0) hold the GIL: not a
+ * hand-off. Only in threads that take no batch from a DataLoader.
+ */
+#define TB_GIL_RETAKE_CPU 50000ull
+
+static __always_inline void py_lock_enter(struct pt_regs *ctx, __u64 cookie, struct tb_slot *s)
+{
+	bool blocks = TB_COOKIE_IL(cookie) ?
+		PT_REGS_PARM2(ctx) && (__u32)PT_REGS_PARM3(ctx) : (__u32)PT_REGS_PARM3(ctx);
+
+	if (s->fetcher)
+		return;
+	if (blocks)
+		s->py_lock = TB_PY_WAIT;
+	else if (s->py_lock == TB_PY_GIL)
+		s->py_lock = TB_PY_NONE;	/* a try: it runs Python, the GIL held */
+}
+
+static __always_inline void py_lock_return(__u64 cookie, struct tb_slot *s)
+{
+	__u64 now;
+
+	if (s->py_lock != TB_PY_FED) {
+		if (s->py_lock == TB_PY_WAIT)
+			s->py_lock = TB_PY_NONE;
+		return;
+	}
+	s->py_lock = TB_PY_NONE;
+	if (!TB_COOKIE_IL(cookie))
+		return;		/* the GIL was taken back inside */
+	now = bpf_ktime_get_ns();
+	write_begin(s);
+	close_running(s, now);
+	s->py_cpu = s->own[TB_CPU];
+	s->py_lock = TB_PY_GIL;
+	write_end(s);
+}
+
+/* Whether the wait closing now is in a lock wait, or the GIL taken back after a fed one. */
+static __always_inline bool py_input(struct tb_slot *s)
+{
+	if (s->py_lock == TB_PY_WAIT || s->py_lock == TB_PY_FED) {
+		s->py_lock = TB_PY_FED;
+		return true;
+	}
+	if (s->py_lock != TB_PY_GIL)
+		return false;
+	if (s->own[TB_CPU] - s->py_cpu <= TB_GIL_RETAKE_CPU)
+		return true;
+	s->py_lock = TB_PY_NONE;
+	return false;
+}
+
+/*
  * A wait of a thread that takes no batch from a DataLoader, in the stretch
  * between backwards: its input came (it waited waited of d ns for storage,
  * or for a thread that was itself waiting: a queue's producer sleeping or
- * reading), so what is pending so far was the step's data. The forward
- * runs on the CPU after it; GIL and intra-op waits are for threads that
- * compute. A global function: verified once, called from the scheduler
- * hooks only for such a thread.
+ * reading; or in CPython's lock wait, py_input: a producer that decodes),
+ * so what is pending so far was the step's data. The forward runs on the
+ * CPU after it; GIL and intra-op waits are for threads that compute. A
+ * global function: verified once, called from the scheduler hooks only
+ * for such a thread.
  */
 __noinline int feed_wait(struct tb_slot *s, __u64 waited, __u64 d, __u64 now)
 {
-	if (!s || s->phase != TB_PH_PEND_FWD || s->fetcher || !d || 2 * waited < d)
+	if (!s || s->phase != TB_PH_PEND_FWD || s->fetcher || !d)
+		return 0;
+	if (py_input(s))
+		waited = d;
+	if (2 * waited < d)
 		return 0;
 	move_row(s, TB_PH_PEND_FWD, TB_PH_PEND_DATA);
 	phase_event(s, TB_BC_NONE, TB_RS_FED, now);
@@ -613,6 +682,10 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 
 	if (!s)
 		return 0;
+	if (kind == TB_AK_PYLOCK) {
+		py_lock_enter(ctx, cookie, s);
+		return 0;
+	}
 	/* A torch.ops call: the exit op of a bracket, or any other. */
 	if (kind == TB_AK_TORCH_OP && (cookie & TB_COOKIE_LEGACY)) {
 		legacy_op(ctx, cookie, s);
@@ -674,9 +747,13 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 static __always_inline int torch_return_prog(struct pt_regs *ctx)
 {
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
+	__u64 cookie = bpf_get_attach_cookie(ctx), now;
 	struct tb_bracket *b;
-	__u64 now;
 
+	if (s && TB_COOKIE_KIND(cookie) == TB_AK_PYLOCK) {
+		py_lock_return(cookie, s);
+		return 0;
+	}
 	if (!s || !(top(s, 0, TB_BC_BACKWARD) || top(s, 0, TB_BC_GRAD)))
 		return 0;
 	now = bpf_ktime_get_ns();

@@ -423,9 +423,13 @@ static __always_inline void close_blocked(struct tb_slot *s, struct task_struct 
 		close_interval(s, own, own, now);
 		if (own == TB_IO && (s->flags & TB_SF_WRITES))
 			s->wio[s->phase < TB_NPHASE ? s->phase : TB_PH_OTHER] += d;
+		/*
+		 * Idle, but not a futex's timeout: the GIL's 5 ms waits while
+		 * a producer holds it are that, in the forward too.
+		 */
 		if (s->phase == TB_PH_PEND_FWD)
-			feed_wait(s, own == TB_IDLE || own == TB_IO || own == TB_DATA_WAIT ? d : 0,
-				  d, now);
+			feed_wait(s, (own == TB_IDLE && s->wait != TB_W_FUTEX) || own == TB_IO ||
+				  own == TB_DATA_WAIT ? d : 0, d, now);
 	}
 	comm_wait_end(s, now);
 	if (w)

@@ -30,6 +30,12 @@ enum tb_api_kind {
 	TB_AK_TORCH_SAVE,	/* PyTorchStreamWriter constructor (entry) */
 	TB_AK_TORCH_SAVED,	/* PyTorchStreamWriter destructor (return) */
 	TB_AK_TORCH_OP_RET,	/* where a torch.ops call returns (torch < 2.0) */
+	/*
+	 * CPython's blocking lock wait (entry and return): a trainer's wait
+	 * for a batch from a thread of its own (bpf/torch.bpf.h, py_lock).
+	 * Cookie il 1: the GIL is taken back after it returns (Python < 3.13).
+	 */
+	TB_AK_PYLOCK,
 	TB_AK_NKINDS,
 };
 
@@ -47,6 +53,8 @@ enum tb_init_layout {
  * holding the element count (12-14) and the ncclDataType_t (15-17), 0 if
  * none, and the init layout (18-21).
  */
+/* The kind is 4 bits of the cookie. */
+_Static_assert(TB_AK_NKINDS <= 16, "the kind is 4 bits of the cookie");
 #define TB_COOKIE(api, kind, cnt, dt, il) \
 	((__u64)(api) | (__u64)(kind) << 8 | (__u64)(cnt) << 12 | \
 	 (__u64)(dt) << 15 | (__u64)(il) << 18)

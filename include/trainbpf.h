@@ -47,8 +47,9 @@ enum tb_cat {
  * persist). A thread that has never fetched (batches from a queue, a
  * custom iterator) but names its optimizer calls is in PEND_FWD from a
  * backward's end to the next backward: the next step's input and forward. Each wait there for input
- * (storage, or a thread that was itself waiting: a producer) makes what
- * is pending so far PEND_DATA; the next backward makes them data and
+ * (storage, a thread that was itself waiting, or CPython's lock wait: a
+ * producer thread's hand-off, tb_py_lock) makes what is pending so far
+ * PEND_DATA; the next backward makes them data and
  * forward.
  *
  * Worker start-up: iter(loader) forks the workers (fork and spawn
@@ -163,6 +164,18 @@ enum tb_waker {
 #define TB_SF_WRITES	0x2	/* blocked in a syscall that writes (tb_syscall_writes) */
 #define TB_SF_WOKEN	0x4	/* RUNNABLE since a waking closed its wait (wk_own, wk_cp) */
 
+/*
+ * A thread in CPython's blocking lock wait (tb_slot.py_lock; bpf/torch.bpf.h):
+ * in it, in it and a wait there was the step's input, or just out of such a
+ * one and taking the GIL back (Python < 3.13 takes it after the return).
+ */
+enum tb_py_lock {
+	TB_PY_NONE = 0,
+	TB_PY_WAIT,
+	TB_PY_FED,
+	TB_PY_GIL,
+};
+
 /* Process roles. BPF only needs WORKER (it makes waits data_wait). */
 enum tb_role {
 	TB_ROLE_OTHER = 0,
@@ -248,9 +261,10 @@ struct tb_slot {
 				 * are communication (torch.bpf.h, comm_wait) */
 	__u8 cm_woke;		/* woken from a communication wait, not yet on a CPU */
 	__u8 cm_from;		/* in PEND_COMM: the phase communication interrupted */
-	__u8 cm_pad;
+	__u8 py_lock;		/* in CPython's blocking lock wait (TB_PY_*; torch.bpf.h) */
 	__u32 cm_waits;		/* waits a collective's thread of its process ended */
 	__u64 cm_end;		/* in PEND_COMM: the end of the last communication wait */
+	__u64 py_cpu;		/* TB_PY_GIL: own[TB_CPU] when the lock wait returned */
 	struct tb_bracket br[TB_NBRACKET];
 	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */

@@ -306,6 +306,27 @@ def test_batches_from_a_queue_step_at_backward(tmp_path, torch26, produce_ms):
     assert (data > 2.0) == (produce_ms > 20), data
 
 
+@pytest.mark.parametrize("torch26,produce_ms", [(False, 100), (True, 100), (False, 15)],
+                         ids=["torch1.13-waited", "torch2.6-waited", "torch1.13-ahead"])
+def test_a_wait_for_a_producer_thread_is_data(tmp_path, torch26, produce_ms):
+    """No DataLoader: a producer thread decodes each batch with numpy,
+    holding the GIL most of the time, into a queue.Queue. The loop's wait
+    in q.get() (CPython's lock wait, probed) and for the GIL after it is
+    data, its waits for the GIL in the forward (the producer holds it)
+    forward (docs/phases.md, "A wait for a producer thread"). Waited: the
+    producer is slower than the loop (the job's data about 25%; before this
+    rule trainbpf said 6% on 1.13, its forward 35% against the job's 16%);
+    ahead: 15 ms a batch, it keeps ahead (data about 1%), and a producer
+    that computes, contending for the GIL, must not make the forward
+    data."""
+    report, truth = run("queue-decode", tmp_path, torch26,
+                        ["--produce-ms", str(produce_ms), "--steps", "20", "--epochs", "2"])
+    check_backward_steps(report, truth)
+    rank = truth["ranks"][0]
+    share = truth_phases(rank, False)["data"] / (rank["end_mono"] - rank["start_mono"])
+    assert (share > 0.12) == (produce_ms == 100), share
+
+
 def test_compile_is_forward(tmp_path):
     """torch.compile (aot_eager) under bf16 autocast, torch 2.6: AOTAutograd
     calls torch.autograd.grad while it compiles, in the first forward,

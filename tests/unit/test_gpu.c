@@ -129,6 +129,52 @@ START_TEST(finds_functions_by_pattern)
 }
 END_TEST
 
+/* The interpreter's lock wait, as python3.x exports it (its C API). */
+__attribute__((noinline, used)) int PyThread_acquire_lock_timed(void *lock, long long us, int intr)
+{
+	return lock != NULL && us && intr;
+}
+
+__attribute__((noinline, used)) int _PySemaphore_Wait(void *sema, long long timeout, int detach)
+{
+	return sema != NULL && timeout && detach;
+}
+
+/*
+ * A wait for a producer thread (bpf/torch.bpf.h, py_lock): both of
+ * CPython's lock waits are found by their exported names, are phase
+ * probes (entry and return), and say whether the GIL comes back after
+ * the return (il). An object that has only them is no sign of a GPU or
+ * torch job, and is not listed with the libraries.
+ */
+START_TEST(finds_python_lock_wait)
+{
+	const char *names[] = { "PyThread_acquire_lock_timed", "_PySemaphore_Wait" };
+	int timed = gpu_api_find(names[0]), sema = gpu_api_find(names[1]);
+	uint64_t offs[2];
+	struct elf_info info;
+	struct gpu g = { 0 };
+	int fd = open("/proc/self/exe", O_RDONLY), i;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(elf_find_functions(fd, names, 2, offs, &info), 2);
+	close(fd);
+	ck_assert_int_ge(timed, 0);
+	ck_assert_int_ge(sema, 0);
+	ck_assert_int_eq(gpu_apis[timed].family, GF_PYTHON);
+	ck_assert_int_eq(gpu_apis[timed].kind, TB_AK_PYLOCK);
+	ck_assert_int_eq(TB_COOKIE_IL(gpu_api_cookie(timed)), 1);
+	ck_assert_int_eq(TB_COOKIE_IL(gpu_api_cookie(sema)), 0);
+	ck_assert(gpu_kind_is_torch(TB_AK_PYLOCK));	/* probed with the phases only */
+	i = gpu_object_add(&g);
+	ck_assert_int_ge(i, 0);
+	g.objs[i].families = 1u << GF_PYTHON;
+	ck_assert(!gpu_any_library(&g));
+	ck_assert(!gpu_has_torch(&g));
+	gpu_free(&g);
+}
+END_TEST
+
 START_TEST(finds_version_string)
 {
 	char v[32];
@@ -294,6 +340,7 @@ int main(void)
 	tcase_add_test(tc, nccl_argument_positions);
 	tcase_add_test(tc, finds_functions_by_symbol);
 	tcase_add_test(tc, finds_functions_by_pattern);
+	tcase_add_test(tc, finds_python_lock_wait);
 	tcase_add_test(tc, finds_version_string);
 	tcase_add_test(tc, not_elf);
 	tcase_add_test(tc, maps_lines);

@@ -77,6 +77,7 @@ import tempfile
 import threading
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -110,6 +111,9 @@ VARIANTS = {
                    "--workers 0 --data cold-files --log steps"),
     "queue": ("batches from a queue.Queue fed by a producer thread (20 ms a batch)",
               "--workers 0 --data queue --produce-ms 20 --log plain"),
+    "queue-decode": ("batches from a queue.Queue fed by a producer thread that decodes "
+                     "each one with numpy for 100 ms of CPU, holding the GIL most of that time",
+                     "--workers 0 --data queue --produce decode --produce-ms 100 --log plain"),
     "checkpoint": ("torch.save of model + Adam state, flush + fsync, every epoch; HF lines",
                    "--workers 2 --checkpoint --optimizer adam --log hf"),
     "ckpt-fsync": ("torch.save of model + Adam state to an open file, flush + os.fsync, "
@@ -211,7 +215,10 @@ def parse_args(argv):
     p.add_argument("--getitem-ms", type=float, default=0.3,
                    help="CPU work per sample in __getitem__ (decoding, augmentation)")
     p.add_argument("--produce-ms", type=float, default=20.0,
-                   help="queue variant: the producer's sleep per batch")
+                   help="queue variant: the producer's sleep (or decoding) per batch")
+    p.add_argument("--produce", choices=["sleep", "decode"], default="sleep",
+                   help="queue variant: the producer sleeps, or decodes with numpy (small "
+                   "array operations in a Python loop: it holds the GIL most of the time)")
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--item-every-step", action="store_true")
@@ -430,6 +437,19 @@ def drop_cache(paths):
             os.close(fd)
 
 
+def decode(seconds, rng):
+    """A batch's decoding: samples unpacked and normalised with small numpy
+    operations in a Python loop, for about this many seconds of CPU. Each
+    operation holds the GIL (too small for numpy to release it)."""
+    raw = rng.integers(0, 256, 64 * FEATURES, dtype=np.uint8).tobytes()
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        for i in range(64):
+            row = np.frombuffer(raw, np.uint8, FEATURES, i * FEATURES).astype(np.float32)
+            row = (row - row.mean()) / (row.std() + 1e-6)
+            row.clip(-3, 3, out=row)
+
+
 class QueueFeed:
     """A producer thread puts ready batches on a queue.Queue (a stand-in for
     a feed from a reader service); the loop takes them with get()."""
@@ -444,9 +464,13 @@ class QueueFeed:
         note_role(self.parts, "thread", tid=threading.get_native_id(), pid=os.getpid(),
                   what="queue producer")
         g = torch.Generator().manual_seed(7)
+        rng = np.random.default_rng(7)
         for e in range(self.args.epochs):
             for i in range(self.steps):
-                time.sleep(self.args.produce_ms / 1000.0)
+                if self.args.produce == "decode":
+                    decode(self.args.produce_ms / 1000.0, rng)
+                else:
+                    time.sleep(self.args.produce_ms / 1000.0)
                 x = torch.randn(self.args.batch_size, FEATURES, generator=g)
                 y = torch.randint(0, CLASSES, (self.args.batch_size,), generator=g)
                 self.q.put((x, y, torch.zeros(self.args.batch_size)))

@@ -37,6 +37,7 @@ static const char *const family_prefix[GF_NFAMILIES][2] = {
 	[GF_CUDA] = { "libcuda.", "libcuda-" },
 	[GF_NCCL] = { "libnccl.", "libnccl-" },
 	[GF_TORCH] = { "libtorch_cpu.", "libtorch_python." },	/* two libraries, no hashes */
+	[GF_PYTHON] = { "python3", "libpython3" },	/* python3.11, libpython3.12.so.1.0 */
 };
 
 void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
@@ -56,14 +57,16 @@ void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 {
 	struct bpf_link **all = NULL;
-	int n = 0;
+	int n = 0, *fds = calloc(p->nmaps * GP_NPROGS + 1, sizeof(*fds)), nfds = 0;
 
 	for (int i = 0; i < p->nmaps; i++) {
 		struct gp_map *m = &p->maps[i];
 		struct bpf_link **grown;
 
 		for (int k = 0; k < GP_NPROGS; k++) {
-			if (m->multi_fds[k] >= 0)
+			if (m->multi_fds[k] >= 0 && fds)
+				fds[nfds++] = m->multi_fds[k];
+			else if (m->multi_fds[k] >= 0)
 				close(m->multi_fds[k]);
 			m->multi_fds[k] = -1;
 		}
@@ -82,7 +85,9 @@ static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 		m->nlinks = 0;
 	}
 	links_destroy(all, n);
+	links_close_fds(fds, nfds);
 	free(all);
+	free(fds);
 	if (!forget)
 		return;
 	free(p->maps);
@@ -416,7 +421,7 @@ static bool gets(enum tb_api_kind k, enum gp_prog p)
 	case GP_LAUNCH:
 		return k == TB_AK_LAUNCH;
 	case GP_TORCH_RET:
-		return k == TB_AK_TORCH_BACKWARD;
+		return k == TB_AK_TORCH_BACKWARD || k == TB_AK_PYLOCK;
 	case GP_TORCH_ENTRY:
 		return gpu_kind_is_torch(k);
 	default:
@@ -568,7 +573,7 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 			  struct gp_map *am, const char *path)
 {
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
-	int failed = 0, err = 0;
+	int failed = 0, err = 0, n = 0;
 
 	/* Before the entries: an exit op's entry waits for its return site. */
 	if (attach_op_returns(gp, pid, am, path, o))
@@ -588,12 +593,12 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
 			failed, o->path, pid, strerror(err));
 done:
+	for (int f = 0; f < GF_NFAMILIES; f++)
+		n += mm->probes[f];
 	if (gp->verbose)
 		fprintf(stderr, "trainbpf: %.3f s: %d functions probed in %s (pid %d)%s\n",
-			(now_ns() - gp->t0) / 1e9,
-			mm->probes[GF_CUDART] + mm->probes[GF_CUDA] + mm->probes[GF_NCCL] +
-			mm->probes[GF_TORCH],
-			o->path, pid, uses_multi(am) ? " (uprobe_multi)" : "");
+			(now_ns() - gp->t0) / 1e9, n, o->path, pid,
+			uses_multi(am) ? " (uprobe_multi)" : "");
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */

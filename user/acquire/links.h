@@ -10,5 +10,7 @@ struct bpf_link;
  * and waits that overlap share it.
  */
 void links_destroy(struct bpf_link **links, int n);
+/* The same for n link fds made without libbpf (uprobe_multi.c). */
+void links_close_fds(int *fds, int n);
 
 #endif

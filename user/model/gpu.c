@@ -161,7 +161,7 @@ int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size
 bool gpu_any_library(const struct gpu *g)
 {
 	for (int i = 0; i < g->nobjs; i++)
-		if (g->objs[i].families & ~(1u << GF_TORCH))
+		if (g->objs[i].families & ~(1u << GF_TORCH | 1u << GF_PYTHON))
 			return true;
 	return false;
 }

@@ -15,6 +15,7 @@
 #define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core }
 #define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false }
 #define TORCH(n, k, core)	{ n, GF_TORCH, k, 0, 0, 0, core }
+#define PYLOCK(n, gil_after)	{ n, GF_PYTHON, TB_AK_PYLOCK, 0, 0, gil_after, false }
 
 const struct gpu_api gpu_apis[] = {
 	SYNC("cudaDeviceSynchronize", GF_CUDART, true),
@@ -102,17 +103,30 @@ const struct gpu_api gpu_apis[] = {
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterC2E*function*", TB_AK_TORCH_SAVE, false),
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterD1Ev", TB_AK_TORCH_SAVED, false),
 	TORCH("_ZN6caffe29serialize19PyTorchStreamWriterD2Ev", TB_AK_TORCH_SAVED, false),
+
+	/*
+	 * Where a Python thread blocks for a lock another thread releases
+	 * (queue.Queue.get, Event.wait, Future.result: Condition.wait's
+	 * waiter lock), with the GIL released (docs/phases.md, "A wait for a
+	 * producer thread"). Python < 3.13: PyThread_acquire_lock_timed, the
+	 * GIL taken back after it returns; 3.13: threading's locks are
+	 * PyMutexes that park in _PySemaphore_Wait, which takes the GIL back
+	 * before it returns.
+	 */
+	PYLOCK("PyThread_acquire_lock_timed", 1),
+	PYLOCK("_PySemaphore_Wait", 0),
 };
 
 const int gpu_napis = sizeof(gpu_apis) / sizeof(gpu_apis[0]);
 _Static_assert(sizeof(gpu_apis) / sizeof(gpu_apis[0]) <= TB_MAX_APIS,
 	       "the api id is 8 bits of the cookie");
 
-const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl", "torch" };
+const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl", "torch",
+						      "python" };
 const char *const gpu_kind_names[TB_AK_NKINDS] = {
 	"sync", "memcpy", "collective", "p2p", "group", "comm_init",
 	"comm_destroy", "launch", "torch_open", "torch_op", "torch_close",
-	"torch_backward", "torch_save", "torch_saved", "torch_op_ret",
+	"torch_backward", "torch_save", "torch_saved", "torch_op_ret", "py_lock",
 };
 
 int gpu_api_find(const char *name)
@@ -137,7 +151,7 @@ bool gpu_kind_is_sync(enum tb_api_kind k)
 
 bool gpu_kind_is_torch(enum tb_api_kind k)
 {
-	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_TORCH_OP_RET;
+	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_PYLOCK;
 }
 
 bool gpu_kind_is_op(enum tb_api_kind k)

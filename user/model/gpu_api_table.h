@@ -17,6 +17,12 @@ enum gpu_family {
 	GF_CUDA,	/* the CUDA driver API, libcuda.so.* */
 	GF_NCCL,
 	GF_TORCH,	/* libtorch_cpu: training phases (bpf/torch.bpf.h), not calls */
+	/*
+	 * The Python interpreter (python3.x, libpython3.x.so): its blocking lock
+	 * wait, for the phases only. Not listed with the libraries, and no sign
+	 * of a torch job: every Python process has it.
+	 */
+	GF_PYTHON,
 	GF_NFAMILIES,
 };
 
@@ -37,7 +43,7 @@ extern const char *const gpu_kind_names[TB_AK_NKINDS];
 /* Index of name in gpu_apis, or -1. */
 int gpu_api_find(const char *name);
 uint64_t gpu_api_cookie(int api);
-/* PyTorch's phase probes: counted nowhere, listed with the libraries. */
+/* The phase probes (PyTorch's, and Python's lock wait): counted nowhere. */
 bool gpu_kind_is_torch(enum tb_api_kind k);
 /* Kinds counted as "syncs" and as "NCCL ops" in the reports. */
 bool gpu_kind_is_sync(enum tb_api_kind k);

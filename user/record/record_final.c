@@ -218,7 +218,7 @@ static void write_gpu_libraries(struct recorder *r, const struct gpu *g)
 		for (int m = 0; m < g->procs[i].nmaps && !r->failed; m++) {
 			const struct gpu_mapping *map = &g->procs[i].maps[m];
 
-			for (int f = 0; f < GF_NFAMILIES && !r->failed; f++)
+			for (int f = 0; f < GF_PYTHON && !r->failed; f++)	/* not the interpreter */
 				if (g->objs[map->obj].families & (1u << f))
 					write_gpu_library(r, g, i, map, f);
 		}

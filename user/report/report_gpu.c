@@ -20,7 +20,7 @@ static void text_libraries(FILE *f, const struct gpu *g)
 		const struct gpu_proc *p = &g->procs[i];
 
 		/* By kind, not by when each was found: that varies from run to run. */
-		for (int fam = 0; fam < GF_NFAMILIES; fam++) {
+		for (int fam = 0; fam < GF_PYTHON; fam++) {	/* not the interpreter */
 			for (int m = 0; m < p->nmaps; m++) {
 				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
@@ -147,7 +147,7 @@ static void json_libraries(struct jw *w, const struct gpu *g)
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
-		for (int fam = 0; fam < GF_NFAMILIES; fam++) {
+		for (int fam = 0; fam < GF_PYTHON; fam++) {	/* not the interpreter */
 			for (int m = 0; m < p->nmaps; m++) {
 				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 

@@ -93,8 +93,8 @@ static int scan_symtab(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 			continue;
 		*any = true;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		/* Every name we probe starts with "cu", "nccl" or "_Z" (C++). */
-		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != '_'))
+		/* Every name we probe starts with "cu", "nccl", "_Z" (C++), "Py" or "_Py". */
+		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != '_' && name[0] != 'P'))
 			continue;
 		/* Most symbols are not wanted: the address is looked up for those that are. */
 		if (!take_symbol(w, name, 0, offs))
