@@ -248,7 +248,7 @@ struct tb_slot {
 				 * are communication (torch.bpf.h, comm_wait) */
 	__u8 cm_woke;		/* woken from a communication wait, not yet on a CPU */
 	__u8 cm_from;		/* in PEND_COMM: the phase communication interrupted */
-	__u8 cm_pad;
+	__u8 ph_sent;		/* a phase event was sent: the first carries OTHER's row */
 	__u32 cm_waits;		/* waits a collective's thread of its process ended */
 	__u64 cm_end;		/* in PEND_COMM: the end of the last communication wait */
 	struct tb_bracket br[TB_NBRACKET];

@@ -142,6 +142,44 @@ def check_ranks(report, truth, compared=COMPARED, steps_lost=0):
         assert ours["steps"] == rank["steps"] - steps_lost, (ours["steps"], rank["steps"])
 
 
+LOOP = ("data", "forward", "backward", "optimizer", "validation", "checkpoint",
+        "communication")
+
+
+def check_ends(report, truth):
+    """Setup and teardown (docs/phases.md, "The share"), single process run
+    with --quick-exit: setup from the process's start (its fork: trainbpf's
+    launch, /proc/PID/stat for the job) to its loop's first interval (the
+    first iter(loader)); teardown from the end of its last bracketed
+    interval (the last fetch, validation pass or checkpoint) to its end
+    (the truth's wall.end_mono, the process exiting right after). Every
+    row's wall time then sums to the life, and each one's made-of to its
+    wall time."""
+    rank, = truth["ranks"]
+    ours = proc(report, rank["pid"])["phases"]
+    life = truth["wall"]["end_mono"] - rank["start_mono"]
+    iv = rank["intervals"]
+    first = next(s for i, s, _ in iv if PHASES[i] in LOOP)
+    last = max(s + d for i, s, d in iv if PHASES[i] in
+               ("data", "backward", "optimizer", "validation", "checkpoint"))
+    want = {"setup": first - rank["start_mono"], "teardown": truth["wall"]["end_mono"] - last}
+    for ph, w in want.items():
+        got = ours["wall_s"][ph]
+        assert abs(got - w) <= BOUND * life, \
+            f"{ph}: trainbpf {got:.3f}s, the job {w:.3f}s (bound {BOUND * life:.3f}s " \
+            f"of a {life:.2f}s life)"
+    assert abs(sum(ours["wall_s"].values()) - life) <= BOUND * life, (ours["wall_s"], life)
+    # other's made-of is other's time between brackets now, not the life's
+    # before and after them too (before: 0.02 s of wall made of 5.5 s).
+    made = sum(ours["critical_path_s"]["other"].values())
+    assert abs(made - ours["wall_s"]["other"]) <= BOUND * life, \
+        (made, ours["wall_s"]["other"])
+    rows = {r["phase"]: r for r in report["phases"]["list"]}
+    assert list(rows)[0] == "setup" and list(rows)[-1] == "teardown"
+    assert abs(sum(r["share"] for r in rows.values()) - 1) < 0.01
+    return want, ours["wall_s"]
+
+
 def check_backward_steps(report, truth):
     """Steps from one backward to the next: the last one's end is not known."""
     assert report["phases"]["step_source"] == "backward"
@@ -156,9 +194,12 @@ TORCHES = pytest.mark.parametrize("torch26", [True, False], ids=["torch2.6", "to
 def test_phases_match_the_jobs_own_timing(tmp_path, variant, torch26):
     """torch 2.6 names its brackets in record_function_enter_new, 1.13 in
     the arguments of its legacy ops (bpf/torch.bpf.h): the same table."""
-    report, truth = run(variant, tmp_path, torch26)
+    report, truth = run(variant, tmp_path, torch26, ("--quick-exit",))
     assert report["phases"]["source"] == "brackets"
     check_ranks(report, truth)
+    want, got = check_ends(report, truth)
+    print(f"{variant}: setup job {want['setup']:.3f}s trainbpf {got['setup']:.3f}s, "
+          f"teardown job {want['teardown']:.3f}s trainbpf {got['teardown']:.3f}s")
 
 
 @TORCHES

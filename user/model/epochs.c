@@ -446,6 +446,8 @@ static void main_phase_rows(const struct epochs *ep, const struct job *job, bool
 				for (int c = 0; !ph_is_pending(p) && c < TB_NCAT; c++)
 					rows[ph_shown_of(p)][c] += t->ph[p][c];
 		}
+		/* Setup and teardown belong to no epoch (docs/phases.md, "The share"). */
+		phases_split_ends(rows, t->ends);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
 				out[p][c] += rows[p][c];
