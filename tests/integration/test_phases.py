@@ -22,6 +22,8 @@ comparison:
   trainbpf's (a fetch with no backward right after a training step,
   docs/phases.md): compared as it is.
 - log and subprocess time, setup after the first bracket: trainbpf's other.
+- setup before the loop's first interval and teardown after its last
+  bracketed one: trainbpf's setup and teardown rows (check_ends).
 - a DDP validation pass's allreduce after the job's last bracket (rank 1's
   last pass: it saves no checkpoint): the wait for the slowest rank, up to
   0.6 s in CI, after the thread's last bracket: trainbpf's other

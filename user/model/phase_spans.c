@@ -13,7 +13,7 @@ const int ph_order[PH_NSHOWN] = {
 };
 
 const char *const ph_short[PH_NSHOWN] = {
-	"data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other", "setup", "tdown",
+	"data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other", "setup", "teardown",
 };
 
 const char *const tb_phase_names[TB_NPHASE] = {

@@ -31,7 +31,7 @@ enum ph_shown {
 extern const int ph_order[PH_NSHOWN];
 
 extern const char *const ph_names[PH_NSHOWN];
-/* The same, short, for narrow tables: data fwd bwd opt ckpt val comm other setup tdown. */
+/* The same, short, for narrow tables: data fwd bwd opt ckpt val comm other setup teardown. */
 extern const char *const ph_short[PH_NSHOWN];
 /* BPF's phases, pending ones included (the recording's phase_times rows). */
 extern const char *const tb_phase_names[TB_NPHASE];

@@ -269,8 +269,10 @@ void phases_sync_ends(struct phases *p, struct job *job)
 		struct ph_thread *pt = &p->th[i];
 		struct thread_rec *t;
 
-		if (!pt->sp.since || !(t = thread_of(job, pt->pid, pt->tid)))
+		/* Once: the setup is fixed at the first event (a refresh, 10 a second). */
+		if (pt->setup_synced || !pt->sp.since || !(t = thread_of(job, pt->pid, pt->tid)))
 			continue;
+		pt->setup_synced = true;
 		if (found_running(p, t)) {
 			memset(t->ends[0], 0, sizeof(t->ends[0]));
 			pt->lead_ns = sum_cats(pt->setup_row);

@@ -111,6 +111,7 @@ struct ph_thread {
 	 * (mid-loop, no setup), other's wall time as its rows are other's.
 	 */
 	uint64_t lead_ns;
+	bool setup_synced;		/* its thread_rec has its setup (phases_sync_ends) */
 	bool backward;			/* it ran a backward (live) */
 	bool trainer;			/* its process's loop thread so far (live) */
 };
