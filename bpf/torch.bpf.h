@@ -23,10 +23,11 @@
 
 #define TB_NAME_MAX 32	/* enough to tell the names below apart */
 
-static __always_inline void phase_event(const struct tb_slot *s, __u32 cls, __u32 resolved,
+static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 resolved,
 					__u64 now)
 {
 	struct tb_phase_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u64 *row;
 
 	if (!e) {
 		__sync_fetch_and_add(&counters.events_lost, 1);
@@ -40,8 +41,15 @@ static __always_inline void phase_event(const struct tb_slot *s, __u32 cls, __u3
 	e->resolved = resolved;
 	e->pad = 0;
 	e->ts = now;
+	/*
+	 * The thread's first event carries OTHER's row, all of its time
+	 * before it (its setup: imports, the model, the process group); the
+	 * new phase's row is still empty then, unless it is OTHER.
+	 */
+	row = s->ph_sent ? phase_row(s) : s->ph[TB_PH_OTHER];
+	s->ph_sent = 1;
 	for (int c = 0; c < TB_NCAT; c++)
-		e->row[c] = phase_row((struct tb_slot *)s)[c];
+		e->row[c] = row[c];
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 

@@ -182,8 +182,26 @@ def test_epochs_from_dataloader_passes(tmp_path, variant, extra, torch26):
     # The first pass's start too: its first fetch, iter(loader) before it.
     w = truth_epochs(truth, rep)[0]
     assert abs(got[0]["start_s"] - w["start"]) <= SLACK_S + w["first"]
+    check_last_end(rep, truth, got)
     check_no_tail_block(rep, truth)
     check_no_negative(rep, text)
+
+
+def check_last_end(rep, truth, got):
+    """The last epoch ends at the loop's last bracket (the job's last
+    fetch, validation pass or checkpoint), not at the end of tracing: the
+    job's own epoch end but for what it did after that bracket (its log
+    lines); complete, the teardown after it no epoch's (docs/phases.md,
+    "The share"; before, the last epoch ran on through the teardown)."""
+    w0 = window_start_mono(truth, rep)
+    ep = truth["ranks"][0]["epochs"][-1]
+    last = max(s + d for i, s, d in truth["ranks"][0]["intervals"]
+               if PHASES[i] in ("data", "backward", "optimizer", "validation", "checkpoint")
+               and ep["start_mono"] - 1e-6 <= s < ep["end_mono"])
+    after = ep["end_mono"] - last
+    assert abs(got[-1]["end_s"] - (ep["end_mono"] - w0)) <= SLACK_S + after, \
+        (got[-1]["end_s"], ep["end_mono"] - w0, after)
+    assert got[-1]["complete"] and rep["epochs"]["after_last_s"] > 0, rep["epochs"]
 
 
 def first_fetch_s(truth, rep, first):

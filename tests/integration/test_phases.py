@@ -22,6 +22,8 @@ comparison:
   trainbpf's (a fetch with no backward right after a training step,
   docs/phases.md): compared as it is.
 - log and subprocess time, setup after the first bracket: trainbpf's other.
+- setup before the loop's first interval and teardown after its last
+  bracketed one: trainbpf's setup and teardown rows (check_ends).
 - a DDP validation pass's allreduce after the job's last bracket (rank 1's
   last pass: it saves no checkpoint): the wait for the slowest rank, up to
   0.6 s in CI, after the thread's last bracket: trainbpf's other
@@ -142,6 +144,44 @@ def check_ranks(report, truth, compared=COMPARED, steps_lost=0):
         assert ours["steps"] == rank["steps"] - steps_lost, (ours["steps"], rank["steps"])
 
 
+LOOP = ("data", "forward", "backward", "optimizer", "validation", "checkpoint",
+        "communication")
+
+
+def check_ends(report, truth):
+    """Setup and teardown (docs/phases.md, "The share"), single process run
+    with --quick-exit: setup from the process's start (its fork: trainbpf's
+    launch, /proc/PID/stat for the job) to its loop's first interval (the
+    first iter(loader)); teardown from the end of its last bracketed
+    interval (the last fetch, validation pass or checkpoint) to its end
+    (the truth's wall.end_mono, the process exiting right after). Every
+    row's wall time then sums to the life, and each one's made-of to its
+    wall time."""
+    rank, = truth["ranks"]
+    ours = proc(report, rank["pid"])["phases"]
+    life = truth["wall"]["end_mono"] - rank["start_mono"]
+    iv = rank["intervals"]
+    first = next(s for i, s, _ in iv if PHASES[i] in LOOP)
+    last = max(s + d for i, s, d in iv if PHASES[i] in
+               ("data", "backward", "optimizer", "validation", "checkpoint"))
+    want = {"setup": first - rank["start_mono"], "teardown": truth["wall"]["end_mono"] - last}
+    for ph, w in want.items():
+        got = ours["wall_s"][ph]
+        assert abs(got - w) <= BOUND * life, \
+            f"{ph}: trainbpf {got:.3f}s, the job {w:.3f}s (bound {BOUND * life:.3f}s " \
+            f"of a {life:.2f}s life)"
+    assert abs(sum(ours["wall_s"].values()) - life) <= BOUND * life, (ours["wall_s"], life)
+    # other's made-of is other's time between brackets now, not the life's
+    # before and after them too (before: 0.02 s of wall made of 5.5 s).
+    made = sum(ours["critical_path_s"]["other"].values())
+    assert abs(made - ours["wall_s"]["other"]) <= BOUND * life, \
+        (made, ours["wall_s"]["other"])
+    rows = {r["phase"]: r for r in report["phases"]["list"]}
+    assert list(rows)[0] == "setup" and list(rows)[-1] == "teardown"
+    assert abs(sum(r["share"] for r in rows.values()) - 1) < 0.01
+    return want, ours["wall_s"]
+
+
 def check_backward_steps(report, truth):
     """Steps from one backward to the next: the last one's end is not known."""
     assert report["phases"]["step_source"] == "backward"
@@ -156,9 +196,12 @@ TORCHES = pytest.mark.parametrize("torch26", [True, False], ids=["torch2.6", "to
 def test_phases_match_the_jobs_own_timing(tmp_path, variant, torch26):
     """torch 2.6 names its brackets in record_function_enter_new, 1.13 in
     the arguments of its legacy ops (bpf/torch.bpf.h): the same table."""
-    report, truth = run(variant, tmp_path, torch26)
+    report, truth = run(variant, tmp_path, torch26, ("--quick-exit",))
     assert report["phases"]["source"] == "brackets"
     check_ranks(report, truth)
+    want, got = check_ends(report, truth)
+    print(f"{variant}: setup job {want['setup']:.3f}s trainbpf {got['setup']:.3f}s, "
+          f"teardown job {want['teardown']:.3f}s trainbpf {got['teardown']:.3f}s")
 
 
 @TORCHES
@@ -488,7 +531,8 @@ def record(variant, tmp_path, name):
 
 
 SHORT = {"data": "data", "fwd": "forward", "bwd": "backward", "opt": "optimizer",
-         "ckpt": "checkpoint", "val": "validation", "comm": "communication", "other": "other"}
+         "ckpt": "checkpoint", "val": "validation", "comm": "communication", "other": "other",
+         "setup": "setup", "teardown": "teardown"}
 
 
 def made_of_lines(lines, i):
@@ -513,7 +557,9 @@ def check_made_of(items, wall_s, cp):
     """A made-of line against the JSON: the phases of 5% of wall and up,
     each with its two largest categories (1% and up), rounded percents."""
     all_s = sum(wall_s.values())
-    want = [ph for ph in SHORT.values() if wall_s[ph] >= 0.05 * all_s and sum(cp[ph].values())]
+    # an epoch's rows have no setup or teardown (no epoch's), a rank's have
+    want = [ph for ph in SHORT.values() if ph in wall_s and wall_s[ph] >= 0.05 * all_s and
+            sum(cp[ph].values())]
     assert sorted(items) == sorted(want), (items, wall_s)
     for ph, cats in items.items():
         tot = sum(cp[ph].values())
@@ -581,7 +627,10 @@ def test_phases_in_csv_and_diff(tmp_path):
     named = shares[verdict[1]]
     assert float(verdict[2]) == pytest.approx(named[0], abs=0.06)
     assert float(verdict[3]) == pytest.approx(named[1], abs=0.06)
-    assert abs(named[1] - named[0]) >= max(abs(b - a) for a, b in shares.values()) - 0.2
+    # The loop's phases: a setup or teardown that moved is no change to the loop.
+    assert verdict[1] in LOOP + ("other",)
+    assert abs(named[1] - named[0]) >= max(abs(b - a) for p, (a, b) in shares.items()
+                                           if p not in ("setup", "teardown")) - 0.2
     table = diff[diff.index("Phases ("):].split("\n\n")[0].splitlines()
     for e_a, e_b in zip(fork["phases"]["list"], val["phases"]["list"]):
         line = [l for l in table if l.split()[0] == e_a["phase"]][0].split()
@@ -625,10 +674,11 @@ def test_live_phase_lines(tmp_path):
 
 
 def test_trace_phase_spans(tmp_path):
-    """The trace's phase track of the trainer: spans that tile its time from
-    the first bracket to its end, each phase's sum the JSON table's wall
-    time (the table stops at the last bracket: the span after it is the
-    trace's own), and the validation batches on it."""
+    """The trace's phase track of the trainer: spans that tile its life, a
+    setup span first and a teardown span last, each phase's sum the JSON
+    table's wall time (the teardown span runs to the thread's exit, the
+    table's teardown to its last refresh: not compared), and the validation
+    batches on it."""
     db, live = record("validation", tmp_path, "val")
     out = tmp_path / "t.json"
     read("trace", str(db), "-o", str(out))
@@ -638,6 +688,7 @@ def test_trace_phase_spans(tmp_path):
     spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "phase"
                     and e["tid"] == track), key=lambda e: e["ts"])
     assert spans and trace["otherData"]["phase_events_dropped"] == 0
+    assert spans[0]["name"] == "setup" and spans[-1]["name"] == "teardown"
     names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["tid"] == track]
     assert names and names[0]["args"]["name"].endswith(" phases")
     for a, b in zip(spans, spans[1:]):
@@ -646,7 +697,9 @@ def test_trace_phase_spans(tmp_path):
     for e in spans[:-1]:
         sums[e["name"]] = sums.get(e["name"], 0.0) + e["dur"] / 1e6
     for e in live["phases"]["list"]:
-        assert sums.get(e["phase"], 0.0) == pytest.approx(e["wall_s"], abs=1e-5), e["phase"]
+        if e["phase"] != "teardown":
+            assert sums.get(e["phase"], 0.0) == pytest.approx(e["wall_s"], abs=1e-5), \
+                e["phase"]
     assert sums["validation"] > 0.1
 
 

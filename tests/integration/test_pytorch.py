@@ -103,6 +103,10 @@ def test_slow_dataset_makes_data_wait_the_top_category(tmp_path):
         0.01 * times["data_wait"], waits
     # In flight at the attach: at most one fetch a rank, of 16 a rank here.
     assert waits["data"] > 0.75 * times["data_wait"], waits
+    # Attached mid-run: no setup (docs/phases.md, "The share"); the time to
+    # each rank's first event is other's.
+    walls = {p["phase"]: p["wall_s"] for p in report["phases"]["list"]}
+    assert walls["setup"] == 0 and waits["setup"] == 0, walls
 
 
 def test_large_model_tiny_batches_make_comm_the_top_category(tmp_path):

@@ -276,6 +276,40 @@ static void train(struct epochs *ep, uint64_t ts, unsigned how)
  * while the two disagree (two passes, three epochs by the lines), and
  * passes outrank the lines again where they agree.
  */
+/*
+ * The last epoch ends at the loop's last phase event (its last step's
+ * end), not at the end of tracing: the teardown after it is no epoch's
+ * (docs/phases.md, "The share"; issue: 18.1 s against the job's 13.2 s).
+ */
+START_TEST(last_epoch_ends_at_the_last_step)
+{
+	struct epochs ep;
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	const struct epoch *e;
+
+	init(&ep, EP_AUTO, NULL);
+	job_at(&job, &p, &t, 0);
+	for (int k = 0; k < 3; k++) {
+		train(&ep, (100 * k + 2) * MS, k ? TB_RS_LONE | TB_RS_END_DATA : TB_RS_NONE);
+		train(&ep, (100 * k + 10) * MS, TB_RS_NONE);
+		phase(&ep, (100 * k + 20) * MS, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+		epochs_tick(&ep, &job, (100 * k + 50) * MS);
+	}
+	epochs_tick(&ep, &job, 300 * MS);	/* the teardown: no event */
+	if (_i)		/* the job exited: its last epoch complete, the teardown a tail */
+		p.end_ns = t.end_ns = 390 * MS;
+	epochs_finish(&ep, &job, 400 * MS);
+	ck_assert_int_eq(epochs_source(&ep), EP_PASSES);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 3);
+	e = &ep.src[EP_PASSES].list[2];
+	ck_assert_uint_eq(e->end, 220 * MS);
+	ck_assert(e->complete == (_i == 1));	/* still running: cut by the end of tracing */
+	epochs_free(&ep);
+}
+END_TEST
+
 START_TEST(passes_that_never_end_yield_to_lines)
 {
 	struct epochs ep;
@@ -1274,6 +1308,7 @@ int main(void)
 	tcase_add_test(tc, regex_without_number_counts);
 	tcase_add_test(tc, markers_and_source_choice);
 	tcase_add_test(tc, passes_that_never_end_yield_to_lines);
+	tcase_add_loop_test(tc, last_epoch_ends_at_the_last_step, 0, 2);
 	tcase_add_test(tc, boundary_interpolated_between_refreshes);
 	tcase_add_test(tc, zip_of_loaders_epochs);
 	tcase_add_test(tc, passes_take_the_jobs_numbers);

@@ -175,6 +175,33 @@ START_TEST(findings_per_job)
 END_TEST
 
 /*
+ * The setup of a trainer thread the daemon saw born is a phase series; no
+ * teardown series: a daemon settles no thread's tail (docs/metrics.md).
+ */
+START_TEST(setup_series_no_teardown)
+{
+	struct phases ph = { 0 };
+	struct ph_thread *t;
+	char *text;
+
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	job.phases = &ph;
+	t = phases_add_thread(&ph, 10, 10);
+	t->tot[PH_FORWARD] = 2 * S;
+	t->ends_ns[0] = 3 * S;
+	t->ends_ns[1] = 1 * S;
+	metrics_update(&m, &job, 100 * S);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "role=\"trainer\",phase=\"setup\"} 3.000000000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "role=\"trainer\",phase=\"forward\"} 2.000000000\n"));
+	ck_assert_ptr_null(strstr(text, "phase=\"teardown\""));
+	free(text);
+	job.phases = NULL;
+	phases_free(&ph);
+}
+END_TEST
+
+/*
  * Steps and passes from the phases: the current step time is the mean of
  * the steps completed at the last update that had any; a pass counts once.
  */
@@ -457,6 +484,7 @@ int main(void)
 	tcase_add_test(tc, findings_per_job);
 	tcase_add_test(tc, step_time_and_epochs);
 	tcase_add_test(tc, stalled_job_gauge);
+	tcase_add_test(tc, setup_series_no_teardown);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <string.h>
+#include "categories.h"
 #include "job.h"
 #include "phases.h"
 
@@ -491,8 +492,11 @@ START_TEST(communication_at_the_end)
 	struct job job = { 0 };
 	struct proc_rec *pr;
 	struct thread_rec *t;
+	/* The first event carries OTHER's row (its setup), the next its phase's. */
+	struct tb_phase_event e0 = ev(1, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE);
 	struct tb_phase_event e = ev(10, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE);
 
+	e0.row[TB_CPU] = 1 * MS;
 	e.row[TB_COMM] = 5 * MS;	/* communication's row at the event */
 	pr = job_add_proc(&job, 7, 1, "python3", AT(0));
 	ck_assert_ptr_nonnull(pr);
@@ -501,9 +505,12 @@ START_TEST(communication_at_the_end)
 	t->ph[TB_PH_COMM][TB_COMM] = 8 * MS;	/* 3 ms of waits after it */
 	t->ph[TB_PH_PEND_COMM][TB_CPU] = 1 * MS;
 	t->ph[TB_PH_OTHER][TB_CPU] = 2 * MS;
+	phases_on_event(&p, &e0);
 	phases_on_event(&p, &e);
 	phases_settle_tail(&p, &job);
 	t = &job_proc(&job, 7)->threads[0];
+	ck_assert_uint_eq(t->ends[0][TB_CPU], 1 * MS);	/* setup */
+	ck_assert_uint_eq(t->ends[1][TB_COMM], 3 * MS);	/* teardown */
 	ck_assert_uint_eq(t->ph[TB_PH_COMM][TB_COMM], 5 * MS);
 	ck_assert_uint_eq(t->ph[TB_PH_OTHER][TB_COMM], 3 * MS);
 	ck_assert_uint_eq(t->ph[TB_PH_OTHER][TB_CPU], 3 * MS);
@@ -578,6 +585,128 @@ static void two_steps(struct phases *p)
 	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
 		phases_on_event(p, &e[i]);
 }
+
+/*
+ * One step between a setup and a teardown, as BPF sends it: the first
+ * event carries OTHER's row (all of the thread's time before it), each
+ * later one its new phase's. Life 0-30 ms: setup 0-10 (cpu 7, io 3);
+ * fetch 10-12, forward 12-15, backward 15-19, other 19-20, optimizer
+ * 20-21; teardown 21-30 (cpu 2, idle 7). thread_rec rows as BPF's at the end.
+ */
+static struct thread_rec *one_step_life(struct phases *p, struct job *job, bool found)
+{
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(12, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(19, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(20, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(21, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
+	};
+	struct proc_rec *pr = job_add_proc(job, 7, 1, "python3", AT(0));
+	struct thread_rec *t;
+
+	ck_assert_ptr_nonnull(pr);
+	pr->role = TB_ROLE_TRAINER;
+	t = job_add_thread(pr, 7, "python3", AT(0));
+	ck_assert_ptr_nonnull(t);
+	t->end_ns = AT(30);
+	t->found = found;	/* registered from /proc: running before */
+	e[0].row[TB_CPU] = 7 * MS;
+	e[0].row[TB_IO] = 3 * MS;
+	e[3].row[TB_CPU] = 7 * MS;	/* OTHER's row at 19: the setup's still */
+	e[3].row[TB_IO] = 3 * MS;
+	e[5].row[TB_CPU] = 8 * MS;	/* and 1 ms of other between */
+	e[5].row[TB_IO] = 3 * MS;
+	t->ph[TB_PH_DATA][TB_DATA_WAIT] = 2 * MS;
+	t->ph[TB_PH_FORWARD][TB_CPU] = 3 * MS;
+	t->ph[TB_PH_BACKWARD][TB_CPU] = 4 * MS;
+	t->ph[TB_PH_OPTIMIZER][TB_CPU] = 1 * MS;
+	t->ph[TB_PH_OTHER][TB_CPU] = 10 * MS;
+	t->ph[TB_PH_OTHER][TB_IO] = 3 * MS;
+	t->ph[TB_PH_OTHER][TB_IDLE] = 7 * MS;
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		phases_on_event(p, &e[i]);
+	phases_settle_tail(p, job);
+	return &job_proc(job, 7)->threads[0];
+}
+
+/*
+ * The share (docs/phases.md): setup and teardown are rows of their own,
+ * the rows' wall time sums to the thread's life, and each row's made-of
+ * covers exactly its wall time.
+ */
+START_TEST(setup_and_teardown_sum_to_life)
+{
+	struct phases p = { 0 };
+	struct job job = { 0 };
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	double wall = 0;
+	const struct thread_rec *t;
+
+	job.phases = &p;
+	t = one_step_life(&p, &job, false);
+	ck_assert_uint_eq(t->ends[0][TB_CPU], 7 * MS);
+	ck_assert_uint_eq(t->ends[0][TB_IO], 3 * MS);
+	ck_assert_uint_eq(t->ends[1][TB_CPU], 2 * MS);
+	ck_assert_uint_eq(t->ends[1][TB_IDLE], 7 * MS);
+	ck_assert_int_eq(phases_job(&job, rows, &sum), 1);
+	ck_assert_uint_eq(sum_cats(rows[PH_SETUP]), 10 * MS);
+	ck_assert_uint_eq(sum_cats(rows[PH_TEARDOWN]), 9 * MS);
+	ck_assert_uint_eq(rows[PH_OTHER][TB_CPU], 1 * MS);
+	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 1 * MS);
+	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+		/* A step still pending folds as data and forward: 2 and 3 ms. */
+		ck_assert_double_eq_tol(sum.wall_ms[ph], sum_cats(rows[ph]) / 1e6, 1e-9);
+		wall += sum.wall_ms[ph];
+	}
+	ck_assert_double_eq_tol(sum.wall_ms[PH_SETUP], 10.0, 1e-9);
+	ck_assert_double_eq_tol(sum.wall_ms[PH_TEARDOWN], 9.0, 1e-9);
+	ck_assert_double_eq_tol(wall, thread_lifetime(t, AT(30)) / 1e6, 1e-9);
+	ck_assert_uint_eq(ph_order[0], PH_SETUP);
+	ck_assert_uint_eq(ph_order[PH_NSHOWN - 1], PH_TEARDOWN);
+	phases_free(&p);
+	job_free(&job);
+}
+END_TEST
+
+/*
+ * Attached (-p) to a thread that was running: no setup; its time from the
+ * attach to its first event is other's, wall time and made-of alike. A
+ * launched command's threads are registered too (before its exec): theirs
+ * is a setup.
+ */
+START_TEST(attached_has_no_setup)
+{
+	struct phases p = { 0 }, launched = { .launched = true };
+	struct job job2 = { 0 };
+	struct job job = { 0 };
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	double wall = 0;
+	const struct thread_rec *t;
+
+	job.phases = &p;
+	t = one_step_life(&p, &job, true);
+	ck_assert_uint_eq(sum_cats(t->ends[0]), 0);
+	ck_assert_uint_eq(sum_cats(t->ends[1]), 9 * MS);	/* a teardown still */
+	phases_job(&job, rows, &sum);
+	ck_assert_uint_eq(sum_cats(rows[PH_SETUP]), 0);
+	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 11 * MS);
+	ck_assert_double_eq_tol(sum.wall_ms[PH_OTHER], 11.0, 1e-9);
+	for (int ph = 0; ph < PH_NSHOWN; ph++)
+		wall += sum.wall_ms[ph];
+	ck_assert_double_eq_tol(wall, 30.0, 1e-9);
+	job2.phases = &launched;
+	t = one_step_life(&launched, &job2, true);
+	ck_assert_uint_eq(sum_cats(t->ends[0]), 10 * MS);
+	phases_free(&p);
+	phases_free(&launched);
+	job_free(&job);
+	job_free(&job2);
+}
+END_TEST
 
 /* The table's side: steps, their phase times, the wall time per phase. */
 START_TEST(steps_and_wall)
@@ -814,6 +943,8 @@ int main(void)
 	tcase_add_test(tc, forget_gone);
 	tcase_add_test(tc, no_rings);
 	tcase_add_test(tc, worker_startup_is_data);
+	tcase_add_test(tc, setup_and_teardown_sum_to_life);
+	tcase_add_test(tc, attached_has_no_setup);
 	tcase_add_test(tc, startup_follows_its_step);
 	tcase_add_test(tc, startup_undone_in_setup);
 	suite_add_tcase(s, tc);

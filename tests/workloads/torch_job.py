@@ -275,6 +275,10 @@ def parse_args(argv):
                    "(a hung job: roles.jsonl notes it, kind hang)")
     p.add_argument("--hang-rank", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--quick-exit", action="store_true",
+                   help="--launch single: os._exit right after writing the truth, so "
+                   "that its wall.end_mono is the process's end (the interpreter's own "
+                   "shutdown, which no clock of the job sees, is skipped)")
     p.add_argument("--loop-thread", action="store_true",
                    help="run each rank's loop in a threading.Thread while the main thread "
                         "waits for it, waking every 100 ms (Ray Train's shape; not torchrun)")
@@ -977,6 +981,10 @@ def main(argv):
     if args.launch == "single":
         (run_in_thread if args.loop_thread else run_rank)(0, args, parts)
         assemble(args, parts, os.getpid(), None, wall_start)
+        if args.quick_exit:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return 0
     args.port = free_port()
     ctx = mp.spawn(run_in_thread if args.loop_thread else run_rank, args=(args, parts),

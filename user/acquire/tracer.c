@@ -382,6 +382,7 @@ static int add_thread(struct tracer *tr, struct proc_rec *p, pid_t tid)
 	}
 	t = job_add_thread(p, tid, st.comm, now);
 	t->slot = idx;
+	t->found = true;
 	procfs_schedstat(p->pid, tid, &t->base_cpu, &t->base_rq);
 	tr->owner[idx].proc = p - tr->job->procs;
 	tr->owner[idx].thread = t - p->threads;

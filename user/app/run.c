@@ -406,6 +406,8 @@ static uint64_t refresh(struct run *r, bool tick)
 	for (int i = 0; i < nended; i++)
 		exit_unheard(r, ended[i], codes[i], now);
 	now = account_refresh(&r->tr, now);
+	if (job->phases)
+		phases_sync_ends(job->phases, job);
 	sync_roles(&r->tr, job);
 	/*
 	 * A fork asks for a refresh of its own (epochs.c), 25 a second in a
@@ -858,6 +860,7 @@ static int start(struct run *r)
 	r->ep.calls = &r->steps;
 	r->ep.phases = &r->phases;
 	r->phases.no_rings = env->serve;	/* a daemon cuts no epochs */
+	r->phases.launched = env->command != NULL;	/* its setup is the command's */
 	r->job.epochs = &r->ep;
 	r->job.phases = env->no_phases ? NULL : &r->phases;
 	r->stall.floor_ns = env->stall_after_s * 1e9;

@@ -362,6 +362,8 @@ static void main_phase_rows(const struct epochs *ep, const struct job *job, bool
 				for (int c = 0; !ph_is_pending(p) && c < TB_NCAT; c++)
 					rows[ph_shown_of(p)][c] += t->ph[p][c];
 		}
+		/* Setup and teardown belong to no epoch (docs/phases.md, "The share"). */
+		phases_split_ends(rows, t->ends);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
 				out[p][c] += rows[p][c];
@@ -1013,6 +1015,8 @@ static void stall_on_phase(struct epochs *ep, pid_t pid, pid_t tid, unsigned int
 
 void epochs_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 {
+	if (is_loop_thread(ep, e->pid, e->tid) && e->ts > ep->loop_ev)
+		ep->loop_ev = e->ts;
 	passes_on_phase(ep, e);
 	stall_on_phase(ep, e->pid, e->tid, e->phase, e->ts);
 }
@@ -1074,6 +1078,10 @@ void epochs_on_fold(struct epochs *ep, const struct job *job, const struct job_f
 	ep_snap_remap(ep, &ep->prev, job, f);
 	for (int i = 0; i < ep->nhist; i++)
 		ep_snap_remap(ep, &ep->hist[i], job, f);
+	if (ep->loop_end) {
+		ep_snap_remap(ep, &ep->loop_a, job, f);
+		ep_snap_remap(ep, &ep->loop_b, job, f);
+	}
 }
 
 void epochs_on_exit(struct epochs *ep, pid_t pid, uint64_t ts)
@@ -1419,6 +1427,36 @@ static void push_hist(struct epochs *ep, uint64_t now)
 	ep->hist[ep->nhist++] = ep->prev;
 }
 
+/* dst becomes a copy of src (its own array). */
+static int snap_copy(struct epochs *ep, struct ep_snap *dst, const struct ep_snap *src)
+{
+	struct ep_tot *p;
+	int cap;
+
+	ep_snap_release(ep, dst);
+	if (ep_snap_alloc(ep, dst, src->n))
+		return -1;
+	p = dst->p;
+	cap = dst->cap;
+	*dst = *src;
+	dst->p = p;
+	dst->cap = cap;
+	memcpy(p, src->p, src->n * sizeof(*p));
+	return 0;
+}
+
+/* The loop's last event came since the last tick: the ticks around it, kept. */
+static void keep_loop_end(struct epochs *ep, const struct ep_snap *cur)
+{
+	if (ep->loop_ev <= ep->prev.ts || ep->loop_ev > cur->ts)
+		return;
+	if (snap_copy(ep, &ep->loop_a, &ep->prev) || snap_copy(ep, &ep->loop_b, cur)) {
+		ep->loop_end = 0;	/* out of memory: the end of tracing, as before */
+		return;
+	}
+	ep->loop_end = ep->loop_ev;
+}
+
 static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool final)
 {
 	struct ep_snap cur;
@@ -1438,6 +1476,7 @@ static void tick(struct epochs *ep, const struct job *job, uint64_t now, bool fi
 	prune_workers(ep, now);
 	for (int s = 0; s < EP_NSRC; s++)
 		place(ep, &ep->src[s], &cur);
+	keep_loop_end(ep, &cur);
 	push_hist(ep, now);
 	ep->prev = cur;
 	ep->fork_seen = false;
@@ -1546,19 +1585,65 @@ static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_
 	return len < EP_TAIL_S * NS_PER_S && len < (last->end - last->start) / 2;
 }
 
+/*
+ * Where the last epoch ends: at the loop threads' last phase event (the
+ * job's last step, or the bracket after it), its processes' totals
+ * between the ticks around it, its phases all of the loop's (they stop at
+ * that event; a step pending then folded as the table folds it); at the
+ * end of tracing when no loop ran, or it ran into it. The teardown after
+ * it is no epoch's. Returns the end (at, or prev).
+ */
+static const struct ep_snap *last_end(struct epochs *ep, struct ep_snap *at)
+{
+	if (!ep->loop_end || ep->loop_end >= ep->prev.ts || ep->loop_a.ts > ep->loop_end ||
+	    interp(ep, at, &ep->loop_a, &ep->loop_b, ep->loop_end))
+		return &ep->prev;
+	memcpy(at->ph, ep->prev.ph, sizeof(at->ph));
+	memcpy(at->ph_cp, ep->prev.ph_cp, sizeof(at->ph_cp));
+	return at;
+}
+
+/* Every trainer process has exited: the loop ended before tracing did. */
+static bool trainers_ended(const struct job *job)
+{
+	int n = 0;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		if (job->procs[i].role != TB_ROLE_TRAINER)
+			continue;
+		if (!job->procs[i].end_ns)
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
+	struct ep_snap at = { 0 };
+	const struct ep_snap *end;
+	bool ended;
+
 	tick(ep, job, now, true);
+	end = last_end(ep, &at);
+	/* Cut at the last step of a job that ended: complete, its teardown a tail. */
+	ended = end == &at && trainers_ended(job);
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
+		/* The windows asked for run to the end of tracing. */
+		const struct ep_snap *e = s == EP_INTERVAL ? &ep->prev : end;
 
-		/* A window that has just begun is no epoch, nor a tail (below). */
-		if (st->is_open && ep->prev.ts > st->open.ts && !is_tail(ep, st, ep->prev.ts))
-			close_epoch(ep, st, &ep->prev, false);
+		/*
+		 * A window that has just begun is no epoch, nor a tail (below),
+		 * judged to the end of tracing as before the cut.
+		 */
+		if (st->is_open && e->ts > st->open.ts && !is_tail(ep, st, ep->prev.ts))
+			close_epoch(ep, st, e, ended && e == end);
 		ep_snap_release(ep, &st->open);
 		gu_drop(ep->gu, &st->gu_h);	/* a tail, or one that just began */
 		st->is_open = false;
 	}
+	ep_snap_release(ep, &at);
 	epochs_align_labels(ep, now);
 }
 
@@ -1620,6 +1705,8 @@ void epochs_free(struct epochs *ep)
 	free(ep->prev.p);
 	for (int i = 0; i < ep->nhist; i++)
 		free(ep->hist[i].p);
+	free(ep->loop_a.p);
+	free(ep->loop_b.p);
 	ep_pool_free(ep);
 	free(ep->marks.t);
 	free(ep->loop.t);

@@ -288,6 +288,14 @@ struct epochs {
 	struct ep_snap prev;	/* totals at the last tick */
 	struct ep_snap hist[EP_HIST_MAX];	/* the ticks before prev, oldest first */
 	int nhist;
+	/*
+	 * The loop threads' last phase event so far (loop_ev), and copies of
+	 * the two ticks around it (loop_end: its instant; 0: none): the last
+	 * epoch ends there, not at the end of tracing, the teardown after it
+	 * no epoch's (docs/phases.md, "The share").
+	 */
+	uint64_t loop_ev, loop_end;
+	struct ep_snap loop_a, loop_b;
 	struct ep_worker_gen *gens;
 	int ngens, capgens;
 	long gen_epochs;	/* epochs the generations opened */

@@ -27,12 +27,20 @@ struct thread_rec {
 	uint64_t cp[TB_NCAT];
 	uint64_t ph[TB_NPHASE][TB_NCAT];	/* cp by training phase (bpf/torch.bpf.h) */
 	uint64_t wio[TB_NPHASE];	/* of ph's io: blocked in syscalls that write */
+	/*
+	 * Of ph[TB_PH_OTHER], a trainer thread's setup (before its first
+	 * phase event) and teardown (after its last): docs/phases.md, "The
+	 * share". Set live by phases_sync_ends / phases_settle_tail, read
+	 * back from a recording (schema 8).
+	 */
+	uint64_t ends[2][TB_NCAT];
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
 	uint64_t fed;		/* wakes of a non-worker's thread in another process */
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;
 	int folded;		/* 0: one thread; N: N exited threads summed (tid 0) */
+	bool found;		/* registered from /proc (running before, not seen born) */
 };
 
 /*

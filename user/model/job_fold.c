@@ -338,6 +338,9 @@ static void add_thread(struct thread_rec *dst, const struct thread_rec *t)
 			dst->ph[ph][c] += t->ph[ph][c];
 		dst->wio[ph] += t->wio[ph];
 	}
+	for (int e = 0; e < 2; e++)
+		for (int c = 0; c < TB_NCAT; c++)
+			dst->ends[e][c] += t->ends[e][c];
 	dst->io_rbytes += t->io_rbytes;
 	dst->io_wbytes += t->io_wbytes;
 	dst->nswitch += t->nswitch;

@@ -4,11 +4,16 @@
 
 const char *const ph_names[PH_NSHOWN] = {
 	"data", "forward", "backward", "optimizer", "checkpoint", "validation", "communication",
-	"other",
+	"other", "setup", "teardown",
+};
+
+const int ph_order[PH_NSHOWN] = {
+	PH_SETUP, PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
+	PH_COMM, PH_OTHER, PH_TEARDOWN,
 };
 
 const char *const ph_short[PH_NSHOWN] = {
-	"data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other",
+	"data", "fwd", "bwd", "opt", "ckpt", "val", "comm", "other", "setup", "teardown",
 };
 
 const char *const tb_phase_names[TB_NPHASE] = {

@@ -16,13 +16,22 @@
 #include "gpu_api.h"
 #include "trainbpf.h"
 
+/*
+ * The phases shown. The first PH_NLOOP are the loop's, from the phase
+ * events (spans, steps, epochs); setup and teardown are a trainer
+ * thread's life before its first phase event and after its last
+ * (docs/phases.md, "The share"), from its rows alone: no step, no epoch.
+ */
 enum ph_shown {
 	PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_CHECKPOINT, PH_VALIDATION,
-	PH_COMM, PH_OTHER, PH_NSHOWN,
+	PH_COMM, PH_OTHER, PH_NLOOP,
+	PH_SETUP = PH_NLOOP, PH_TEARDOWN, PH_NSHOWN,
 };
+/* The order tables show them in: setup first, teardown last. */
+extern const int ph_order[PH_NSHOWN];
 
 extern const char *const ph_names[PH_NSHOWN];
-/* The same, short, for narrow tables: data fwd bwd opt ckpt val comm other. */
+/* The same, short, for narrow tables: data fwd bwd opt ckpt val comm other setup teardown. */
 extern const char *const ph_short[PH_NSHOWN];
 /* BPF's phases, pending ones included (the recording's phase_times rows). */
 extern const char *const tb_phase_names[TB_NPHASE];

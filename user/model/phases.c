@@ -29,6 +29,25 @@ void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 			out[fold_to(p, in_val)][c] += ph[p][c];
 }
 
+void phases_fold_ends(const uint64_t ph[TB_NPHASE][TB_NCAT],
+		      const uint64_t ends[2][TB_NCAT], bool in_val,
+		      uint64_t out[PH_NSHOWN][TB_NCAT])
+{
+	phases_fold(ph, in_val, out);
+	phases_split_ends(out, ends);
+}
+
+void phases_split_ends(uint64_t out[PH_NSHOWN][TB_NCAT], const uint64_t ends[2][TB_NCAT])
+{
+	for (int e = 0; e < 2; e++)
+		for (int c = 0; c < TB_NCAT; c++) {
+			uint64_t v = ends[e][c] < out[PH_OTHER][c] ? ends[e][c] : out[PH_OTHER][c];
+
+			out[PH_OTHER][c] -= v;
+			out[PH_SETUP + e][c] = v;
+		}
+}
+
 struct ph_thread *phases_add_thread(struct phases *p, pid_t pid, pid_t tid)
 {
 	struct ph_thread *t;
@@ -169,8 +188,14 @@ bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	if (!t)
 		return false;
 	moved = take_trainer(p, t, p->nth > nth, e);
+	/* Its first event: OTHER's row (bpf/torch.bpf.h); the new phase's is still 0. */
+	if (!t->sp.since)
+		memcpy(t->setup_row, e->row, sizeof(t->setup_row));
 	t->last_phase = e->phase < TB_NPHASE ? e->phase : -1;
-	memcpy(t->last_row, e->row, sizeof(t->last_row));
+	if (t->sp.since || e->phase == TB_PH_OTHER)
+		memcpy(t->last_row, e->row, sizeof(t->last_row));
+	else
+		memset(t->last_row, 0, sizeof(t->last_row));
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
 		t->trained = true;
@@ -230,25 +255,63 @@ static void tail_writes(struct thread_rec *t, int ph, uint64_t io)
 	t->wio[TB_PH_OTHER] += w;
 }
 
+/* A thread found running (-p, a scan): mid-loop then, no setup of its own. */
+static bool found_running(const struct phases *p, const struct thread_rec *t)
+{
+	return t->found && !p->launched;
+}
+
+void phases_sync_ends(struct phases *p, struct job *job)
+{
+	for (int i = 0; i < p->nth; i++) {
+		struct ph_thread *pt = &p->th[i];
+		struct thread_rec *t;
+
+		/* Once: the setup is fixed at the first event (a refresh, 10 a second). */
+		if (pt->setup_synced || !pt->sp.since || !(t = thread_of(job, pt->pid, pt->tid)))
+			continue;
+		pt->setup_synced = true;
+		if (found_running(p, t)) {
+			memset(t->ends[0], 0, sizeof(t->ends[0]));
+			pt->lead_ns = sum_cats(pt->setup_row);
+		} else {
+			memcpy(t->ends[0], pt->setup_row, sizeof(t->ends[0]));
+		}
+		pt->ends_ns[0] = sum_cats(t->ends[0]);
+	}
+}
+
+/* Its teardown: what came after its last event, moved to other (other's own too). */
+static void settle_one(struct ph_thread *pt, struct thread_rec *t)
+{
+	int ph = pt->last_phase;
+
+	for (int c = 0; c < TB_NCAT; c++) {
+		uint64_t tail = t->ph[ph][c] > pt->last_row[c] ? t->ph[ph][c] - pt->last_row[c] : 0;
+
+		t->ends[1][c] = tail;
+		if (ph == TB_PH_OTHER)
+			continue;
+		t->ph[ph][c] -= tail;
+		t->ph[TB_PH_OTHER][c] += tail;
+		/* Its writes are no phase's either (fsync after the last save). */
+		if (c == TB_IO)
+			tail_writes(t, ph, tail);
+	}
+	pt->ends_ns[1] = sum_cats(t->ends[1]);
+}
+
 void phases_settle_tail(struct phases *p, struct job *job)
 {
+	phases_sync_ends(p, job);
 	for (int i = 0; i < p->nth; i++) {
 		struct ph_thread *pt = &p->th[i];
 		int ph = pt->last_phase;
 		struct thread_rec *t;
 
-		if (ph < 0 || ph == TB_PH_OTHER || !(t = thread_of(job, pt->pid, pt->tid)))
+		if (ph < 0 || !(t = thread_of(job, pt->pid, pt->tid)))
 			continue;
-		for (int c = 0; c < TB_NCAT; c++) {
-			uint64_t tail = t->ph[ph][c] > pt->last_row[c] ?
-					t->ph[ph][c] - pt->last_row[c] : 0;
-
-			t->ph[ph][c] -= tail;
-			t->ph[TB_PH_OTHER][c] += tail;
-			/* Its writes are no phase's either (fsync after the last save). */
-			if (c == TB_IO)
-				tail_writes(t, ph, tail);
-		}
+		settle_one(pt, t);
 		/* After a communication wait, nothing told: the teardown's. */
 		row_to_other(t, TB_PH_PEND_COMM);
 		if (!pt->sp.fetcher) {
@@ -296,7 +359,7 @@ void phases_free(struct phases *p)
 
 bool ph_stat_defined(const struct ph_stat *s, int phase)
 {
-	return s->steps > 0 && phase != PH_VALIDATION;
+	return s->steps > 0 && phase != PH_VALIDATION && phase < PH_NLOOP;
 }
 
 double ph_stat_avg(const struct ph_stat *s, int phase)
@@ -356,6 +419,9 @@ static void wall(const struct ph_thread *t, double ms[PH_NSHOWN], double *startu
 	uint64_t ns[PH_NSHOWN] = { 0 };
 
 	wall_ns(t, ns);
+	ns[PH_OTHER] += t->lead_ns;
+	ns[PH_SETUP] += t->ends_ns[0];
+	ns[PH_TEARDOWN] += t->ends_ns[1];
 	for (int p = 0; p < PH_NSHOWN; p++)
 		ms[p] += ns[p] / 1e6;
 	*startup_ms += startup_ns(t) / 1e6;
@@ -429,7 +495,7 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 
 		if (!t)
 			continue;
-		phases_fold(t->ph, pt && pt->sp.in_val, one);
+		phases_fold_ends(t->ph, t->ends, pt && pt->sp.in_val, one);
 		for (int p = 0; p < PH_NSHOWN; p++)
 			for (int c = 0; c < TB_NCAT; c++)
 				rows[p][c] += one[p][c];

@@ -26,6 +26,15 @@
  */
 void phases_fold(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 		 uint64_t out[PH_NSHOWN][TB_NCAT]);
+/*
+ * The same, with setup and teardown (thread_rec.ends: parts of its other
+ * row) taken out of other into their rows.
+ */
+void phases_fold_ends(const uint64_t ph[TB_NPHASE][TB_NCAT],
+		      const uint64_t ends[2][TB_NCAT], bool in_val,
+		      uint64_t out[PH_NSHOWN][TB_NCAT]);
+/* Setup and teardown out of other (shown rows) into their rows. */
+void phases_split_ends(uint64_t out[PH_NSHOWN][TB_NCAT], const uint64_t ends[2][TB_NCAT]);
 
 /*
  * Training steps: from a fetch to the next, with a backward between. A
@@ -91,6 +100,20 @@ struct ph_thread {
 	/* Its last event (live): its phase, and that phase's row then. */
 	int last_phase;			/* enum tb_phase; -1: none yet */
 	uint64_t last_row[TB_NCAT];
+	/*
+	 * Its setup: OTHER's row at its first event (BPF sends that row with
+	 * a thread's first event), all of its time before it; and its ends'
+	 * wall time (setup, teardown: the rows' sums, as the categories sum
+	 * to the time), set with thread_rec.ends.
+	 */
+	uint64_t setup_row[TB_NCAT];
+	uint64_t ends_ns[2];
+	/*
+	 * Found running at an attach: its time from then to its first event
+	 * (mid-loop, no setup), other's wall time as its rows are other's.
+	 */
+	uint64_t lead_ns;
+	bool setup_synced;		/* its thread_rec has its setup (phases_sync_ends) */
 	bool backward;			/* it ran a backward (live) */
 	bool trainer;			/* its process's loop thread so far (live) */
 };
@@ -121,6 +144,12 @@ struct phases {
 	int source;		/* enum ph_source, as of phases_finish */
 	int nrings;
 	bool no_rings;		/* no per-epoch cut wanted (serve): no rings */
+	/*
+	 * The command was launched: its threads, registered before its exec,
+	 * have a setup. Else a thread found running (-p, serve's scans:
+	 * thread_rec.found) was mid-loop or mid-setup then: no setup.
+	 */
+	bool launched;
 };
 
 struct gpu;
@@ -193,6 +222,12 @@ void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN]);
  * fetched: what is pending met no backward after it, other too.
  */
 void phases_settle_tail(struct phases *p, struct job *job);
+/*
+ * Each thread's setup (its row before its first event) into its
+ * thread_rec.ends[0], at each refresh: none for a thread found running at
+ * an attach or by serve's scans (thread_rec.found), unless launched.
+ */
+void phases_sync_ends(struct phases *p, struct job *job);
 
 /*
  * The loop threads' (phases_trainer: the ranks') wall time per phase before

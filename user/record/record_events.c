@@ -224,11 +224,11 @@ static void bind_epoch_steps(struct recorder *r, const struct ep_steps *st)
  */
 static void bind_epoch_made_of(struct recorder *r, const struct epoch *e)
 {
-	char buf[PH_NSHOWN * TB_NCAT * 36 + 64];
+	char buf[PH_NLOOP * TB_NCAT * 36 + 64];
 	size_t n = 0;
 
 	n += snprintf(buf + n, sizeof(buf) - n, "{");
-	for (int p = 0; p < PH_NSHOWN; p++) {
+	for (int p = 0; p < PH_NLOOP; p++) {
 		n += snprintf(buf + n, sizeof(buf) - n, "%s\"%s\":{", p ? "," : "", ph_names[p]);
 		for (int c = 0, k = 0; c < TB_NCAT; c++)
 			if (e->ph_cp[p][c])
@@ -237,7 +237,7 @@ static void bind_epoch_made_of(struct recorder *r, const struct epoch *e)
 		n += snprintf(buf + n, sizeof(buf) - n, "}");
 	}
 	snprintf(buf + n, sizeof(buf) - n, "}");
-	rec_bind_text(r, RS_EPOCH, 15 + PH_NSHOWN, buf);
+	rec_bind_text(r, RS_EPOCH, 15 + PH_NLOOP, buf);
 }
 
 /*
@@ -257,7 +257,7 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 	rec_bind_int(r, RS_EPOCH, 6, seq);
 	bind_epoch_steps(r, &e->steps);
 	rec_bind_int(r, RS_EPOCH, 14, e->late_start);
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		rec_bind_int(r, RS_EPOCH, 15 + p, (int64_t)e->ph[p]);
 	bind_epoch_made_of(r, e);
 	rec_step(r, RS_EPOCH);

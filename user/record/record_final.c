@@ -118,6 +118,23 @@ static int write_diagnosis(struct recorder *r, const struct job *job, uint64_t n
 	return r->failed ? -1 : 0;
 }
 
+/* Its setup and teardown rows (schema 8): parts of its other row, named apart. */
+static void write_ends(struct recorder *r, const struct proc_rec *p, const struct thread_rec *t)
+{
+	for (int e = 0; e < 2 && !r->failed; e++) {
+		if (!sum_cats(t->ends[e]))
+			continue;
+		rec_bind_int(r, RS_PHASE_TIME, 1, t->tid);
+		rec_bind_int(r, RS_PHASE_TIME, 2, p->pid);
+		rec_bind_int(r, RS_PHASE_TIME, 3, t->start_ns);
+		rec_bind_text(r, RS_PHASE_TIME, 4, ph_names[PH_SETUP + e]);
+		for (int c = 0; c < TB_NCAT; c++)
+			rec_bind_int(r, RS_PHASE_TIME, 5 + c, t->ends[e][c]);
+		rec_bind_int(r, RS_PHASE_TIME, 5 + TB_NCAT, 0);
+		rec_step(r, RS_PHASE_TIME);
+	}
+}
+
 /* Each thread's critical-path time per phase (BPF's, pending rows too). */
 static void write_phase_times(struct recorder *r, const struct job *job)
 {
@@ -139,8 +156,17 @@ static void write_phase_times(struct recorder *r, const struct job *job)
 				rec_bind_int(r, RS_PHASE_TIME, 5 + TB_NCAT, t->wio[ph]);
 				rec_step(r, RS_PHASE_TIME);
 			}
+			write_ends(r, p, t);
 		}
 	}
+}
+
+/* Its wall time in shown phase p: other's with its lead at an attach, its ends'. */
+static uint64_t wall_ns(const struct ph_thread *t, int p)
+{
+	if (p >= PH_NLOOP)
+		return t->ends_ns[p - PH_NLOOP];
+	return t->tot[p] + (p == PH_OTHER ? t->lead_ns : 0);
 }
 
 /* Each thread's steps and wall time per phase, as the phase events gave them. */
@@ -158,7 +184,7 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_int(r, RS_PHASE_STEP, 6, t->sp.pend_ns[PH_PEND_FWD]);
 			rec_bind_int(r, RS_PHASE_STEP, 7, t->sp.pend_ns[PH_PEND_HELD]);
 			rec_bind_text(r, RS_PHASE_STEP, 8, ph_names[p]);
-			rec_bind_int(r, RS_PHASE_STEP, 9, t->tot[p]);
+			rec_bind_int(r, RS_PHASE_STEP, 9, wall_ns(t, p));
 			rec_bind_double(r, RS_PHASE_STEP, 10, t->steps.total_ms[p]);
 			rec_bind_double(r, RS_PHASE_STEP, 11, t->steps.min_ms[p]);
 			rec_bind_double(r, RS_PHASE_STEP, 12, t->steps.max_ms[p]);

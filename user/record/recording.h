@@ -20,7 +20,12 @@
  * 7 added the communication phase (epochs.ph_communication, phase_times
  * and phase_steps rows named communication, phase_events.phase 13); an
  * older file has none: its reports show communication 0.
+ * 8 added the trainer threads' setup and teardown (phase_times and
+ * phase_steps rows named setup and teardown: their made-of, parts of the
+ * other row, and their wall time); an older file has none: its reports
+ * show setup and teardown 0, that time in other's made-of and in no
+ * phase's wall time, as its version wrote them.
  */
-#define REC_SCHEMA_VERSION 7
+#define REC_SCHEMA_VERSION 8
 
 #endif

@@ -528,7 +528,7 @@ static bool has_column(struct recording *r, const char *table, const char *colum
 #define EPOCH_PH5 "e.ph_data, e.ph_forward, e.ph_backward, e.ph_optimizer, " \
 	"e.ph_checkpoint, e.ph_validation, 0, e.ph_other"
 #define NO_PH "0, 0, 0, 0, 0, 0, 0, 0"
-_Static_assert(PH_NSHOWN == 8, "EPOCH_PH names every shown phase");
+_Static_assert(PH_NLOOP == 8, "EPOCH_PH names every phase of the loop");
 static const char epochs_sql[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
 					    EPOCH_PH ", e.ph_critical_path");
 static const char epochs_sql_5[] = EPOCHS_SQL("p.ppid, p.role, p.folded, e.late_start, "
@@ -539,7 +539,7 @@ static const char epochs_sql_bounds[] = EPOCHS_SQL("p.ppid, p.role, p.folded, 0,
 static const char epochs_sql_old[] = EPOCHS_SQL("NULL, NULL, NULL, 0, " NO_PH ", NULL");
 enum { EC_PID = 13, EC_OWN = 16, EC_CP = EC_OWN + TB_NCAT, EC_MAIN = EC_CP + TB_NCAT,
        EC_WHO = EC_MAIN + TB_NCAT, EC_LATE = EC_WHO + 3, EC_PH = EC_LATE + 1,
-       EC_MADE_OF = EC_PH + PH_NSHOWN };
+       EC_MADE_OF = EC_PH + PH_NLOOP };
 
 /* One epoch being read: its epoch_procs rows follow its own. */
 struct ep_read {
@@ -576,7 +576,7 @@ static void read_made_of(struct recording *r, struct epoch *e, const char *json)
 		goto cleanup;
 	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		int p = find_name((const char *)sqlite3_column_text(st, 0), ph_names, PH_NSHOWN);
+		int p = find_name((const char *)sqlite3_column_text(st, 0), ph_names, PH_NLOOP);
 		int c = find_name((const char *)sqlite3_column_text(st, 1), tb_cat_names, TB_NCAT);
 
 		if (p >= 0 && c >= 0 && sqlite3_column_int64(st, 2) > 0)
@@ -598,7 +598,7 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 		if (!x->e)
 			abort();	/* as job.c: out of memory, nothing left to say */
 		x->e->late_start = col_i64(q, EC_LATE) != 0;
-		for (int p = 0; p < PH_NSHOWN; p++)
+		for (int p = 0; p < PH_NLOOP; p++)
 			x->e->ph[p] = (uint64_t)col_i64(q, EC_PH + p);
 		if (!col_null(q, EC_MADE_OF))
 			read_made_of(r, x->e, col_str(q, EC_MADE_OF));
@@ -1207,10 +1207,16 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
 		const struct tref *t = thread_at(ix, nix, tid, col_ns(&q, 2));
 		int ph = phase_index(col_str(&q, 3), tb_phase_names, TB_NPHASE);
+		int end = phase_index(col_str(&q, 3), ph_names + PH_NLOOP, 2);
 
-		if ((flt->pid && pid != flt->pid) || !t || ph < 0 ||
+		if ((flt->pid && pid != flt->pid) || !t || (ph < 0 && end < 0) ||
 		    r->job.procs[t->proc].pid != pid)
 			continue;
+		if (ph < 0) {	/* schema 8: setup or teardown, of its other row */
+			for (int c = 0; c < TB_NCAT; c++)
+				t->t->ends[end][c] = col_ns(&q, 4 + c);
+			continue;
+		}
 		for (int c = 0; c < TB_NCAT; c++)
 			t->t->ph[ph][c] += col_ns(&q, 4 + c);
 		t->t->wio[ph] += col_ns(&q, 4 + TB_NCAT);
@@ -1242,6 +1248,10 @@ static void phase_step_row(struct ph_thread *t, struct q *q)
 	t->sp.pend_ns[PH_PEND_SHELD] = col_ns(q, 17);
 	if (p < 0)
 		return;
+	if (p >= PH_NLOOP) {	/* schema 8: setup or teardown, no step's */
+		t->ends_ns[p - PH_NLOOP] = col_ns(q, 8);
+		return;
+	}
 	t->tot[p] = col_ns(q, 8);
 	t->steps.total_ms[p] = col_double(q, 9);
 	t->steps.min_ms[p] = col_double(q, 10);

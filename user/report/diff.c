@@ -111,10 +111,13 @@ static void phases_table(FILE *f, const struct recording *a, const struct record
 
 	if (!ha && !hb)
 		return;
-	fprintf(f, "Phases (trainer threads, %% of their wall time)\n");
+	fprintf(f, "Phases (trainer threads, %% of their lives)\n");
 	fprintf(f, "  %-16s %7s %7s %9s\n", "", "A", "B", "B-A (pt)");
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int p = ph_order[k];
+
 		fprintf(f, "  %-16s %6.1f%% %6.1f%% %+9.1f\n", ph_names[p], pa[p], pb[p], pb[p] - pa[p]);
+	}
 	fprintf(f, "  %-16s %7.1f %7.1f", "ms/step", ma, mb);
 	if (ma > 0 && mb > 0)
 		fprintf(f, " %+8.1f%%", rel_pct(ma, mb));
@@ -255,7 +258,8 @@ static int moved_phase(const struct recording *a, const struct recording *b,
 
 	if (!diff_phase_shares(a, pa, &ma) || !diff_phase_shares(b, pb, &mb))
 		return -1;
-	for (int p = 0; p < PH_NSHOWN; p++)
+	/* The loop's phases: a setup or teardown that moved is no change to the loop. */
+	for (int p = 0; p < PH_NLOOP; p++)
 		if (best < 0 || fabs(pb[p] - pa[p]) > fabs(pb[best] - pa[best]))
 			best = p;
 	return best;

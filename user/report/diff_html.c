@@ -98,11 +98,13 @@ static void phase_bar(FILE *f, int i, const double pct[PH_NSHOWN])
 {
 	struct svg_part p[PH_NSHOWN];
 
-	for (int ph = 0; ph < PH_NSHOWN; ph++) {
-		p[ph].px = BAR_W * pct[ph] / 100;
-		p[ph].key = ph_names[ph];
-		p[ph].color = html_ph_color[ph];
-		snprintf(p[ph].title, sizeof(p[ph].title), "%s, %s: %.1f%%", i ? "B" : "A",
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int ph = ph_order[k];
+
+		p[k].px = BAR_W * pct[ph] / 100;
+		p[k].key = ph_names[ph];
+		p[k].color = html_ph_color[ph];
+		snprintf(p[k].title, sizeof(p[k].title), "%s, %s: %.1f%%", i ? "B" : "A",
 			 ph_names[ph], pct[ph]);
 	}
 	run_bar(f, i, p, PH_NSHOWN);
@@ -116,7 +118,7 @@ static void phases(FILE *f, const struct recording *a, const struct recording *b
 
 	if (!has[0] && !has[1])
 		return;
-	fputs("<section id=\"phases\"><h2>Training phases (% of their wall time)</h2>\n", f);
+	fputs("<section id=\"phases\"><h2>Training phases (% of the trainer threads' lives)</h2>\n", f);
 	html_legend(f, ph_names, html_ph_color, PH_NSHOWN);
 	svg_open(f, "diff", LEAD + BAR_W, 2 * 26 + 4, "A and B by phase",
 		 "data-chart=\"diff-phases\" data-px=\"800\"");

@@ -79,8 +79,12 @@ static void phase_row(FILE *f, int p, const uint64_t row[TB_NCAT], const struct 
 	char made[128];
 
 	report_made_of(made, sizeof(made), row, 3);
-	fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td><td>%.1f</td>", ph_names[p],
-		wall > 0 ? 100.0 * s->wall_ms[p] / wall : 0.0, s->wall_ms[p] / st->steps);
+	fprintf(f, "<tr><td class=\"l\">%s</td><td>%.1f</td>", ph_names[p],
+		wall > 0 ? 100.0 * s->wall_ms[p] / wall : 0.0);
+	if (p < PH_NLOOP)
+		fprintf(f, "<td>%.1f</td>", s->wall_ms[p] / st->steps);
+	else
+		fputs("<td>-</td>", f);	/* before the first step, after the last */
 	if (ph_stat_defined(st, p))
 		fprintf(f, "<td>%.1f</td><td>%.1f</td><td>%.1f</td>", st->min_ms[p],
 			st->max_ms[p], ph_stat_std(st, p));
@@ -95,8 +99,8 @@ static void phase_table(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct
 	fputs("<table><tr><th class=\"l\">phase</th><th>share %</th><th>ms/step</th>"
 	      "<th>min</th><th>max</th><th>std</th><th class=\"l\">made of (critical path)</th>"
 	      "</tr>\n", f);
-	for (int p = 0; p < PH_NSHOWN; p++)
-		phase_row(f, p, rows[p], s, wall);
+	for (int k = 0; k < PH_NSHOWN; k++)
+		phase_row(f, ph_order[k], rows[ph_order[k]], s, wall);
 	fputs("</table>\n", f);
 }
 
@@ -110,16 +114,17 @@ static void phase_rows_svg(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const str
 
 	svg_open(f, "rows", BAR_W, PH_NSHOWN * 20 + 4, "each phase by what it was made of",
 		 "data-chart=\"phase-rows\"");
-	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int ph = ph_order[k];
 		double len = wall > 0 ? w * s->wall_ms[ph] / wall : 0;
 
 		for (int c = 0; c < TB_NCAT; c++)
 			v[c] = (double)rows[ph][c];
 		snprintf(who, sizeof(who), "%s, ", ph_names[ph]);
 		html_cat_parts(p, v, (double)sum_cats(rows[ph]), len, who);
-		svg_text(f, lead - 6, ph * 20 + 14, "end", ph_names[ph]);
+		svg_text(f, lead - 6, k * 20 + 14, "end", ph_names[ph]);
 		fprintf(f, "<g data-phase=\"%s\">\n", ph_names[ph]);
-		svg_hstack(f, lead, ph * 20 + 2, 16, p, TB_NCAT);
+		svg_hstack(f, lead, k * 20 + 2, 16, p, TB_NCAT);
 		fputs("</g>\n", f);
 	}
 	svg_close(f);
@@ -140,20 +145,26 @@ void html_chart_phases(FILE *f, const struct job *job)
 		return;
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
 		wall += s.wall_ms[ph];
-	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int ph = ph_order[k];
 		char made[128];
 
 		report_made_of(made, sizeof(made), rows[ph], 3);
-		p[ph].px = wall > 0 ? BAR_W * s.wall_ms[ph] / wall : 0;
-		p[ph].key = ph_names[ph];
-		p[ph].color = html_ph_color[ph];
-		snprintf(p[ph].title, sizeof(p[ph].title), "%s: %.1f%% (%.1f ms/step); made of %s",
-			 ph_names[ph], wall > 0 ? 100 * s.wall_ms[ph] / wall : 0.0,
-			 s.wall_ms[ph] / s.steps.steps, *made ? made : "-");
+		p[k].px = wall > 0 ? BAR_W * s.wall_ms[ph] / wall : 0;
+		p[k].key = ph_names[ph];
+		p[k].color = html_ph_color[ph];
+		if (ph < PH_NLOOP)
+			snprintf(p[k].title, sizeof(p[k].title), "%s: %.1f%% (%.1f ms/step); made of %s",
+				 ph_names[ph], wall > 0 ? 100 * s.wall_ms[ph] / wall : 0.0,
+				 s.wall_ms[ph] / s.steps.steps, *made ? made : "-");
+		else
+			snprintf(p[k].title, sizeof(p[k].title), "%s: %.1f%% (%.2f s); made of %s",
+				 ph_names[ph], wall > 0 ? 100 * s.wall_ms[ph] / wall : 0.0,
+				 s.wall_ms[ph] / 1e3, *made ? made : "-");
 	}
 	fprintf(f, "<section id=\"phases\"><h2>Training phases</h2>\n<p class=\"note\">%d "
-		"trainer thread%s, %d training steps, %.1f ms/step; share of the phases' "
-		"wall time.</p>\n", n, n == 1 ? "" : "s", s.steps.steps,
+		"trainer thread%s, %d training steps, %.1f ms/step; share of the trainer "
+		"threads' lives, setup and teardown included.</p>\n", n, n == 1 ? "" : "s", s.steps.steps,
 		s.steps.step_ms / s.steps.steps);
 	svg_open(f, "bar", BAR_W, 28, "the phases' shares of wall time",
 		 "data-chart=\"phases\" data-px=\"800\"");

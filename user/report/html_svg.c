@@ -11,6 +11,7 @@ const char *const html_cat_color[TB_NCAT] = {
 };
 const char *const html_ph_color[PH_NSHOWN] = {
 	"#e15759", "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#edc948", "#f28e2b", "#bab0ac",
+	"#d7d7d7", "#8c8c8c",
 };
 
 static const char *entity(unsigned char c)

@@ -145,7 +145,8 @@ static void phases_line(FILE *f, struct live *lv, const struct job *job)
 	if (!job->phases || !job->gpu || !gpu_has_torch(job->gpu))
 		return;
 	phases_job(job, rows, &s);
-	for (int p = 0; p < PH_NSHOWN; p++) {
+	/* The interval's loop: a setup that became known in it ran before it. */
+	for (int p = 0; p < PH_NLOOP; p++) {
 		d[p] = s.wall_ms[p] - lv->ph.wall_ms[p];
 		wall += d[p] > 0 ? d[p] : 0;
 		lv->ph.wall_ms[p] = s.wall_ms[p];
@@ -153,7 +154,7 @@ static void phases_line(FILE *f, struct live *lv, const struct job *job)
 	steps = s.steps.steps - lv->ph.steps;
 	if (wall > 0) {
 		fprintf(f, "phases:");
-		for (int p = 0; p < PH_NSHOWN; p++)
+		for (int p = 0; p < PH_NLOOP; p++)
 			if (d[p] > 0)
 				fprintf(f, " %s %.0f%%", ph_short[p], 100.0 * d[p] / wall);
 		if (steps > 0)

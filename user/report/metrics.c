@@ -50,6 +50,7 @@ static void proc_values(const struct job *job, const struct proc_rec *p,
 		return;
 	*phases = true;
 	memcpy(v->phase_ns, pt->tot, sizeof(v->phase_ns));
+	v->phase_ns[PH_SETUP] = pt->ends_ns[0];	/* a thread born under the daemon's eye */
 	v->steps = pt->steps.steps;
 	v->step_ms = pt->steps.step_ms;
 	v->epochs = pt->passes;

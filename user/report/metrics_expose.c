@@ -75,7 +75,8 @@ static void times(const struct metrics *m, FILE *f)
 	       "Wall time of a trainer's trainer thread by training phase, from PyTorch's "
 	       "own brackets (settled steps).");
 	for (int i = 0; i < m->nseries; i++)
-		for (int p = 0; p < PH_NSHOWN && live(&m->series[i]) && m->series[i].phases; p++) {
+		/* No teardown: a daemon settles no thread's tail (docs/metrics.md). */
+		for (int p = 0; p < PH_TEARDOWN && live(&m->series[i]) && m->series[i].phases; p++) {
 			metrics_put_series(f, "trainbpf_phase_seconds_total", &m->series[i], "phase",
 				   ph_names[p]);
 			fprintf(f, "%.9f\n", m->series[i].v.phase_ns[p] / 1e9);

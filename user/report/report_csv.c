@@ -48,12 +48,14 @@ static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
 	const struct ph_thread *pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT], in_phases = 0;
 
-	phases_fold(t->ph, pt && pt->sp.in_val, rows);
-	for (int ph = 0; ph < PH_NSHOWN; ph++)
-		in_phases += ph == PH_OTHER ? 0 : sum_cats(rows[ph]);
+	phases_fold_ends(t->ph, t->ends, pt && pt->sp.in_val, rows);
+	for (int ph = 0; ph < PH_OTHER; ph++)
+		in_phases += sum_cats(rows[ph]);
 	if (!in_phases)
 		return;
-	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int ph = ph_order[k];
+
 		fprintf(f, "phase,%d,%d,", p->pid, t->tid);
 		csv_str(f, t->comm);
 		fprintf(f, ",%s", role_name(p->role));

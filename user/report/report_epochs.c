@@ -21,16 +21,16 @@ static double pct_of(int64_t v, int64_t total)
 static void epoch_phases_line(FILE *f, const struct epoch *e)
 {
 	uint64_t t = epoch_phase_ns(e);
-	double wall[PH_NSHOWN];
+	double wall[PH_NSHOWN] = { 0 };
 
 	if (!t)
 		return;
 	fprintf(f, "  phases:");
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		if (200 * e->ph[p] >= t)	/* 0.5% and up */
 			fprintf(f, " %s %.0f%%", ph_short[p], 100.0 * e->ph[p] / t);
 	fputc('\n', f);
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		wall[p] = (double)e->ph[p];
 	report_phases_made_of(f, "  made of: ", wall, e->ph_cp);
 }
@@ -448,17 +448,17 @@ static void json_epoch_phases(struct jw *w, const struct epoch *e)
 	jw_object(w);
 	jw_name(w, "wall_s");
 	jw_object(w);
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		jw_float_field(w, ph_names[p], e->ph[p] / 1e9, 6);
 	jw_end_object(w);
 	jw_name(w, "share");
 	jw_object(w);
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		jw_float_field(w, ph_names[p], (double)e->ph[p] / t, 4);
 	jw_end_object(w);
 	jw_name(w, "critical_path_s");
 	jw_object(w);
-	for (int p = 0; p < PH_NSHOWN; p++) {
+	for (int p = 0; p < PH_NLOOP; p++) {
 		int64_t ns[TB_NCAT];
 
 		for (int c = 0; c < TB_NCAT; c++)

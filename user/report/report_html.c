@@ -55,7 +55,7 @@ static void verdict(FILE *f, const struct job *job, const struct dg_finding *fs,
 	report_verdict(job, fs, n, &v);
 	fputs("<section id=\"verdict\"><h2>Verdict</h2><p class=\"verdict\">", f);
 	if (v.phase >= 0)
-		fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the training phases' wall time "
+		fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the trainers' time "
 			"(%.1f ms per step)%s%s.", ph_names[v.phase], v.share, v.ms_per_step,
 			*v.made_of ? "; made of " : "", v.made_of);
 	else if (v.cat >= 0)

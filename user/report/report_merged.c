@@ -304,7 +304,8 @@ static void text_phases(FILE *f, const struct merged *m)
 	if (!any)
 		return;
 	fprintf(f, "  by rank, training phases (ms/step):\n  %4s", "RANK");
-	for (int p = 0; p < PH_NSHOWN; p++)
+	/* ms per step: the loop's phases (setup and teardown are no step's) */
+	for (int p = 0; p < PH_NLOOP; p++)
 		fprintf(f, " %8s", ph_short[p]);
 	fputc('\n', f);
 	for (int i = 0; i < m->nranks; i++) {
@@ -314,7 +315,7 @@ static void text_phases(FILE *f, const struct merged *m)
 			continue;
 		rank_label(rk, sizeof(rk), k);
 		fprintf(f, "  %4s", rk);
-		for (int p = 0; p < PH_NSHOWN; p++)
+		for (int p = 0; p < PH_NLOOP; p++)
 			fprintf(f, " %8.1f", k->ph.wall_ms[p] / k->ph.steps.steps);
 		fputc('\n', f);
 	}

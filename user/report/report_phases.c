@@ -140,10 +140,15 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 
 	fprintf(f, "  %-13s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
 		"MAX", "STD", "MADE OF (critical path)");
-	for (int p = 0; p < PH_NSHOWN; p++) {
-		fprintf(f, "  %-13s %5.1f%% %8.1f ", ph_names[p],
-			wall > 0 ? 100.0 * sum->wall_ms[p] / wall : 0.0,
-			sum->wall_ms[p] / st->steps);
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int p = ph_order[k];
+
+		fprintf(f, "  %-13s %5.1f%% ", ph_names[p],
+			wall > 0 ? 100.0 * sum->wall_ms[p] / wall : 0.0);
+		if (p < PH_NLOOP)
+			fprintf(f, "%8.1f ", sum->wall_ms[p] / st->steps);
+		else
+			fprintf(f, "%8s ", "-");	/* before the first step, after the last */
 		if (ph_stat_defined(st, p))
 			fprintf(f, "%7.1f %7.1f %7.1f  ", st->min_ms[p], st->max_ms[p],
 				ph_stat_std(st, p));
@@ -160,7 +165,7 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 static void side_head(FILE *f, const char *by, const char *key)
 {
 	fprintf(f, "  by %s (ms/step):\n  %7s %6s", by, key, "STEPS");
-	for (int p = 0; p < PH_NSHOWN; p++)
+	for (int p = 0; p < PH_NLOOP; p++)
 		fprintf(f, " %8s", ph_short[p]);
 	fputc('\n', f);
 }
@@ -182,7 +187,7 @@ static void rank_made_of(FILE *f, const struct job *job)
 		    !(pt = phases_thread(job->phases, t->tid)) || !pt->steps.steps)
 			continue;
 		phases_thread_sum(pt, &s);
-		phases_fold(t->ph, pt->sp.in_val, rows);
+		phases_fold_ends(t->ph, t->ends, pt->sp.in_val, rows);
 		snprintf(lead, sizeof(lead), "  %7d  ", pr->pid);
 		report_phases_made_of(f, lead, s.wall_ms, rows);
 	}
@@ -207,7 +212,7 @@ static void rank_rows(FILE *f, const struct job *job)
 			continue;
 		phases_thread_sum(pt, &s);
 		fprintf(f, "  %7d %6d", pr->pid, s.steps.steps);
-		for (int p = 0; p < PH_NSHOWN; p++)
+		for (int p = 0; p < PH_NLOOP; p++)
 			fprintf(f, " %8.1f", s.wall_ms[p] / s.steps.steps);
 		fputc('\n', f);
 	}
@@ -247,7 +252,7 @@ static void epoch_rows(FILE *f, const struct job *job, int nranks)
 		else
 			snprintf(label, sizeof(label), "%ld", e->label);
 		fprintf(f, "  %7s %6d", label, e->steps.count);
-		for (int p = 0; p < PH_NSHOWN; p++)
+		for (int p = 0; p < PH_NLOOP; p++)
 			fprintf(f, " %8.1f", e->ph[p] / per);
 		fputc('\n', f);
 	}
@@ -281,8 +286,9 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
 	text_rows(f, rows, startup, &sum);
-	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
-		"and epoch ends spread over them; min/max/std: within training steps)\n");
+	fprintf(f, "  (share: of the trainer threads' lives, setup before the first phase and "
+		"teardown after the last;\n   ms/step: per training step, validation and epoch ends "
+		"spread over them; min/max/std: within training steps)\n");
 	if (n > 1)
 		rank_rows(f, job);
 	epoch_rows(f, job, n);
@@ -309,7 +315,10 @@ static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph
 	jw_string_field(w, "phase", ph_names[p]);
 	jw_float_field(w, "wall_s", sum->wall_ms[p] / 1e3, 6);
 	jw_float_field(w, "share", wall > 0 ? sum->wall_ms[p] / wall : 0.0, 4);
-	jw_float_field(w, "ms_per_step", st->steps ? sum->wall_ms[p] / st->steps : 0.0, 4);
+	if (p < PH_NLOOP)
+		jw_float_field(w, "ms_per_step", st->steps ? sum->wall_ms[p] / st->steps : 0.0, 4);
+	else
+		jw_null_field(w, "ms_per_step");	/* before the first step, after the last */
 	if (ph_stat_defined(st, p)) {
 		jw_float_field(w, "step_avg_ms", ph_stat_avg(st, p), 4);
 		jw_float_field(w, "step_min_ms", st->min_ms[p], 4);
@@ -364,8 +373,8 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_name(w, "list");
 	jw_array(w);
 	/* No libtorch: no rows of zeros that look like a measurement. */
-	for (int p = 0; p < PH_NSHOWN && strcmp(src, "none"); p++)
-		json_row(w, p, rows[p], &sum);
+	for (int k = 0; k < PH_NSHOWN && strcmp(src, "none"); k++)
+		json_row(w, ph_order[k], rows[ph_order[k]], &sum);
 	jw_end_array(w);
 	json_startup(w, job, &sum);
 	jw_end_object(w);
@@ -385,7 +394,7 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 	if (!pt)
 		return;
 	phases_thread_sum(pt, &sum);
-	phases_fold(t->ph, pt->sp.in_val, rows);
+	phases_fold_ends(t->ph, t->ends, pt->sp.in_val, rows);
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_int_field(w, "steps", sum.steps.steps);

@@ -45,9 +45,10 @@ static bool largest_phase(const struct job *job, struct report_verdict *v)
 	phases_job(job, rows, &sum);
 	if (!sum.steps.steps)
 		return false;
+	/* Of the trainers' lives, as the table's shares; the loop's phases only. */
 	for (int p = 0; p < PH_NSHOWN; p++) {
 		wall += sum.wall_ms[p];
-		if (sum.wall_ms[p] > sum.wall_ms[best])
+		if (p < PH_NLOOP && sum.wall_ms[p] > sum.wall_ms[best])
 			best = p;
 	}
 	if (wall <= 0)
@@ -102,7 +103,7 @@ void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
 void report_verdict_text(FILE *f, const struct report_verdict *v)
 {
 	if (v->phase >= 0)
-		fprintf(f, "Verdict: %s is %.1f%% of the training loop (%.1f ms a step)%s%s\n",
+		fprintf(f, "Verdict: %s is %.1f%% of the trainers' time (%.1f ms a step)%s%s\n",
 			ph_names[v->phase], v->share, v->ms_per_step, *v->made_of ? ", made of " :
 			"", v->made_of);
 	else if (v->cat >= 0)

@@ -109,7 +109,7 @@ void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
 struct report_verdict {
 	int phase;			/* the largest phase; -1: no phases or steps */
 	int cat;			/* else the headline's largest category; -1: no time */
-	double share;			/* of the phases' wall time, or of the headline, % */
+	double share;			/* of the trainer threads' lives, or of the headline, % */
 	double ms_per_step;		/* the phase's, per training step */
 	double total_s;			/* the headline's critical path */
 	int trainers;

@@ -285,11 +285,41 @@ static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
 	return r->end_ns;
 }
 
-/* The thread replayed so far: its open span and what is pending, out. */
+/* The thread's steps as the table has them (its setup and teardown), or NULL. */
+static const struct ph_thread *table_thread(const struct tw *w)
+{
+	return w->r->job.phases ? phases_thread(w->r->job.phases, w->ph.tid) : NULL;
+}
+
+/*
+ * The thread replayed so far: its open span and what is pending, out; its
+ * teardown, where the recording has one (schema 8), from its last event on
+ * (before: the last span ran to the thread's end).
+ */
 static void phase_thread_end(struct tw *w)
 {
-	if (w->ph.tid)
-		ph_spans_end(&w->ph.sp, thread_end(w->r, w->ph.pid, w->ph.tid), phase_span, w);
+	const struct ph_thread *pt = table_thread(w);
+	uint64_t end, last = w->ph.sp.since;
+
+	if (!w->ph.tid)
+		return;
+	end = thread_end(w->r, w->ph.pid, w->ph.tid);
+	if (!pt || !pt->ends_ns[1] || !last || last >= end) {
+		ph_spans_end(&w->ph.sp, end, phase_span, w);
+		return;
+	}
+	ph_spans_end(&w->ph.sp, last, phase_span, w);
+	phase_span(w, &(struct ph_span){ .start = last, .end = end, .phase = PH_TEARDOWN });
+}
+
+/* Its setup, where the recording has one: the time before its first event. */
+static void phase_thread_setup(struct tw *w, uint64_t first)
+{
+	const struct ph_thread *pt = table_thread(w);
+
+	if (pt && pt->ends_ns[0] && pt->ends_ns[0] < first)
+		phase_span(w, &(struct ph_span){ .start = first - pt->ends_ns[0], .end = first,
+						 .phase = PH_SETUP });
 }
 
 static void phase_thread_start(struct tw *w, pid_t pid, pid_t tid)
@@ -318,6 +348,7 @@ static void phase_row(sqlite3_stmt *st, void *arg)
 	if ((pid_t)e.tid != w->ph.tid || (pid_t)e.pid != w->ph.pid) {
 		phase_thread_end(w);
 		phase_thread_start(w, e.pid, e.tid);
+		phase_thread_setup(w, e.ts);
 	}
 	ph_spans_event(&w->ph.sp, &e, phase_span, w);
 }
