@@ -10,6 +10,7 @@
 #include "epochs.h"
 #include "epochs_fold.h"
 #include "job.h"
+#include "phases.h"
 
 #define MS 1000000ull
 
@@ -261,6 +262,70 @@ static void train(struct epochs *ep, uint64_t ts, unsigned how)
 	phase(ep, ts, TB_PH_PEND_DATA, TB_BC_DATA, how);
 	phase(ep, ts + MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
 }
+
+/* An event to both the phase table (phases.c) and the epochs, as run.c sends it. */
+static void both(struct epochs *ep, struct phases *ph, uint64_t ts, unsigned p, unsigned cls,
+		 unsigned how)
+{
+	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = p,
+				    .cls = cls, .resolved = how, .ts = ts };
+
+	phases_on_event(ph, &e);
+	epochs_on_phase(ep, &e);
+}
+
+/*
+ * Issue 24: "120 training steps" in the phase table, "119 steps" below it;
+ * the run's longest step 889.7 ms, the last epoch's 5544.8 ms (its last
+ * step ran to the end of tracing, the teardown with it). Three passes of
+ * four steps (10 ms, the third epoch's third 30 ms), each ended by the
+ * fetch that raises StopIteration, then 5 s of teardown: one count of 12
+ * in the table, the run and the epochs, and the last step ends at that
+ * fetch, as the table closes it.
+ */
+START_TEST(one_count_of_steps)
+{
+	struct epochs ep;
+	struct phases ph = { 0 };
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct ep_steps run;
+	int sum = 0;
+
+	init(&ep, EP_AUTO, NULL);
+	job_at(&job, &p, &t, 0);
+	for (int e = 0; e < 3; e++) {
+		uint64_t at = (1000 + 100 * e) * MS;
+
+		for (int i = 0; i < 4; i++) {
+			both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA,
+			     e && !i ? TB_RS_LONE | TB_RS_END_DATA : TB_RS_NONE);
+			both(&ep, &ph, at + MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+			both(&ep, &ph, at + 5 * MS, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE);
+			at += (e == 2 && i == 2 ? 30 : 10) * MS;
+		}
+		both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);	/* StopIteration */
+		epochs_tick(&ep, &job, (1000 + 100 * e + 60) * MS);
+	}
+	epochs_finish(&ep, &job, 6300 * MS);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 3);
+	ck_assert_int_eq(ph.th[0].steps.steps, 12);
+	epochs_run_steps(&ep, 0, ep.prev.ts, &run);
+	ck_assert_int_eq(run.count, 12);
+	for (int i = 0; i < ep.src[EP_PASSES].n; i++) {
+		const struct ep_steps *es = &ep.src[EP_PASSES].list[i].steps;
+
+		sum += es->count;
+		ck_assert_double_ge(run.max_ms, es->max_ms);
+	}
+	ck_assert_int_eq(sum, 12);
+	/* The last step: to the StopIteration fetch 30 ms later, not to the end 5 s on. */
+	ck_assert_double_eq_tol(ep.src[EP_PASSES].list[2].steps.max_ms, 30.0, 1e-9);
+	phases_free(&ph);
+	epochs_free(&ep);
+}
+END_TEST
 
 /*
  * A loop that leaves each pass early (next() N times, then a new iter()):
@@ -1226,6 +1291,7 @@ int main(void)
 	tcase_add_test(tc, many_epochs_merge);
 	tcase_add_test(tc, many_parents_gens_merge);
 	tcase_add_test(tc, many_steps_whole_window);
+	tcase_add_test(tc, one_count_of_steps);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -130,6 +130,7 @@ void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, 
 			return;
 		ep->loop.n = 0;
 		ep->loop.folded = (struct st_sum){ 0 };
+		ep->loop.done = 0;
 	}
 	ep->loop_tid = tid;
 	ep->loop_pid = pid;
@@ -281,6 +282,19 @@ static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct 
 }
 
 /*
+ * A fetch of the loop thread closes its last training step, as the phase
+ * table closes it (phases.c): where that step ends when no step follows.
+ */
+static void loop_closed(struct epochs *ep, const struct tb_phase_event *e)
+{
+	struct ep_step_list *l = &ep->loop;
+
+	if ((pid_t)e->tid == ep->loop_tid && ep->loop_src == EP_STEPS_FETCH && l->n &&
+	    l->done <= l->last && e->ts > l->last)
+		l->done = e->ts;
+}
+
+/*
  * Of a thread's fetches, the one back fetches before the next (1: the
  * last); the oldest kept when back reaches past them.
  */
@@ -365,6 +379,7 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 			ep->pass_ended = true;
 		t->ended |= how == TB_RS_LONE && (e->resolved & TB_RS_END_DATA);
 		t->val |= how == TB_RS_VALIDATION;
+		loop_closed(ep, e);
 		t->fetch = e->ts;
 		t->from = held ? t->start : e->ts;
 		t->last[t->nfetch++ % EP_PASS_RING] = (struct ep_pass_fetch){ t->from, held };
@@ -704,6 +719,27 @@ static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, ui
 	return f->count;
 }
 
+/*
+ * Where the last step starting before b ends (0: unknown, left out): at b
+ * if b ends a span and a step follows; else where the next starts. With
+ * none after it, a training loop's where the phase table closed it, a
+ * marker's or the call period's at b if b ends a span before the run's
+ * end (the teardown is no step's).
+ */
+static uint64_t last_end(const struct epochs *ep, enum ep_step_src src, uint64_t last,
+			 uint64_t b, uint64_t next, bool closed)
+{
+	uint64_t done = ep->loop.done;
+
+	if (next)
+		return closed ? b : next;
+	if (src != EP_STEPS_FETCH && src != EP_STEPS_BACKWARD)
+		return closed && !(ep->ended && b >= ep->ended) ? b : 0;
+	if (done <= last)
+		return 0;
+	return closed && b < done ? b : done;
+}
+
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
 		      struct ep_steps *s)
 {
@@ -718,8 +754,7 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 		s->source = EP_STEPS_NONE;
 		return 0;
 	}
-	/* The last step ends at b if b ends a span, else where the next starts. */
-	end = closed ? b : next;
+	end = last_end(ep, s->source, t[n - 1], b, next, closed);
 	step_times(t, end ? n : n - 1, end ? end : t[n - 1], s);
 	folded = add_folded(ep, t, a, b, s);
 	if (!s->count) {
@@ -733,6 +768,11 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
 		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], from, end);
 	return n + folded;
+}
+
+int epochs_run_steps(const struct epochs *ep, uint64_t a, uint64_t b, struct ep_steps *s)
+{
+	return epochs_step_stats(ep, a, b, false, s);
 }
 
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i)
@@ -1558,6 +1598,7 @@ static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
 	tick(ep, job, now, true);
+	ep->ended = now;
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
 

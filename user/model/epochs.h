@@ -114,6 +114,12 @@ struct ep_step_list {
 	int n, cap;
 	long seen;		/* ever added */
 	uint64_t last;		/* the one added last */
+	/*
+	 * The training loop's (phases): where the phase table closed the step
+	 * added last (the next fetch), if it did; a step with no next one and
+	 * no close is pending (docs/model.md, "Epochs and steps").
+	 */
+	uint64_t done;
 	struct st_sum folded;
 };
 
@@ -345,6 +351,12 @@ struct epochs {
 	 * (`break`, a new iter()) from one long pass: epochs_source.
 	 */
 	bool pass_ended;
+	/*
+	 * Where the run ended (epochs_finish's now; a recording's end), 0
+	 * while it runs: a step with no next one, that would run to it, has
+	 * no known end (the teardown follows it) and is left out.
+	 */
+	uint64_t ended;
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
@@ -413,11 +425,23 @@ void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, 
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span
- * (an epoch's end), else where the next step starts, if one did yet.
- * Returns how many steps start in [a, b), counted or not.
+ * (an epoch's end), else where the next step starts, if one did yet. With
+ * no next step, a training loop's last step (fetch, backward) ends where
+ * the phase table closed it (ep_step_list.done), never later than b, and
+ * is left out while pending, as the table leaves it out; a marker's or the
+ * call period's runs to b when b closes a span other than the run's end
+ * (ended). Returns how many steps start in [a, b), counted or not.
  */
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
 		      struct ep_steps *s);
+/*
+ * The run's steps, [a, b) the whole window: each ends where the next
+ * starts; the last one, a training loop's, where the phase table closed it
+ * (else it is pending and left out), a marker's or the call period's is
+ * left out (its end is unknown). The epochs leave out the same step, so
+ * that the count is one and the longest step the epochs' longest.
+ */
+int epochs_run_steps(const struct epochs *ep, uint64_t a, uint64_t b, struct ep_steps *s);
 /* The start of the i-th step (0-based) that starts in [a, b); 0 if none. */
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 const char *epochs_step_source_name(enum ep_step_src s);

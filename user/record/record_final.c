@@ -184,8 +184,12 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 		rec_meta(r, "phase_threads_over", buf);
 	}
 	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
-	if (job->epochs)
+	if (job->epochs) {
 		rec_meta(r, "epochs_pass_ended", job->epochs->pass_ended ? "1" : "0");
+		/* Schema 11: where the loop's last step ended (epochs.h), 0 if pending. */
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->loop.done);
+		rec_meta(r, "steps_loop_done_ns", buf);
+	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
 	rec_meta(r, "end_mono_ns", buf);
 	return rec_meta(r, "complete", "1");

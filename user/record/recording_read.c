@@ -185,6 +185,9 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
+		} else if (!strcmp(k, "steps_loop_done_ns")) {
+			r->loop_done = strtoull(v, NULL, 10);
+			r->has_loop_done = true;
 		} else if (!strcmp(k, "epochs_pass_ended")) {
 			r->ep.pass_ended = !strcmp(v, "1");
 		} else if (!strcmp(k, "epochs_wanted")) {
@@ -794,6 +797,9 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 			steps_add_start(&r->steps, pid, tid, col_ns(&q, 2));
 	}
 	r->ep.calls = &r->steps;
+	/* Before schema 11 nothing says where the loop's last step ended: pending. */
+	r->ep.ended = r->end_ns;
+	r->ep.loop.done = r->has_loop_done ? r->loop_done : 0;
 	return q_close(r, &q, err, errlen);
 }
 

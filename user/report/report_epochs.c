@@ -96,7 +96,7 @@ void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	struct ep_steps s;
 
-	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	epochs_run_steps(ep, job->window_start_ns, ep->prev.ts, &s);
 	if (!s.count) {
 		fprintf(f, "Steps: none seen (no step marker, no PyTorch training step, no periodic CUDA/NCCL calls)\n");
 		return;
@@ -505,7 +505,7 @@ static void json_steps_total(struct jw *w, const struct job *job, const struct e
 					     "syncs_per_step" };
 	struct ep_steps s;
 
-	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	epochs_run_steps(ep, job->window_start_ns, ep->prev.ts, &s);
 	jw_name(w, "steps");
 	jw_object(w);
 	if (!s.count) {
