@@ -125,17 +125,30 @@ void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, 
 	if (ep->loop_tid && tid != ep->loop_tid)
 		return;
 	/* Backwards before its first fetch (a warm-up): the fetches, once seen, win. */
-	if (ep->loop_tid && src != ep->loop_src) {
+	if (ep->loop_src && src != ep->loop_src) {
 		if (src != EP_STEPS_FETCH)
 			return;
 		ep->loop.n = 0;
 		ep->loop.folded = (struct st_sum){ 0 };
 		ep->loop.done = 0;
+		ep->optim.n = 0;
+		ep->optim.folded = (struct st_sum){ 0 };
+		ep->optim.done = ep->og_start = 0;
+		ep->og_opt = false;
 	}
 	ep->loop_tid = tid;
 	ep->loop_pid = pid;
 	ep->loop_src = src;
 	add_step(&ep->loop, ts);
+}
+
+void epochs_add_optim_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid)
+{
+	if (ep->loop_tid && tid != ep->loop_tid)
+		return;
+	ep->loop_tid = tid;
+	ep->loop_pid = pid;
+	add_step(&ep->optim, ts);
 }
 
 static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
@@ -269,16 +282,46 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
  * at each backward, as the phase table does. One thread counts, the first
  * to train (the ranks of a DDP job step together).
  */
+/*
+ * The loop thread's micro-batch under way closed at ts (its next fetch, or
+ * with no DataLoader its next backward): if it called the optimizer after
+ * its backward, the optimizer step it ends is one, from its first
+ * micro-batch's start; it ended at ts, as the phase table closes it.
+ */
+static void optim_close(struct epochs *ep, uint64_t ts)
+{
+	if (ep->og_opt && ep->og_start) {
+		epochs_add_optim_step(ep, ep->og_start, ep->loop_pid, ep->loop_tid);
+		ep->optim.done = ts;
+		ep->og_start = 0;
+	}
+	ep->og_opt = ep->og_bwd = false;
+}
+
+/* The loop thread's micro-batch that began at ts ran its backward. */
+static void optim_micro(struct epochs *ep, pid_t tid, uint64_t ts)
+{
+	if (tid != ep->loop_tid)
+		return;
+	ep->og_bwd = true;
+	if (!ep->og_start)
+		ep->og_start = ts;
+}
+
 static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
 {
 	if (!t->fetch) {
+		if ((pid_t)e->tid == ep->loop_tid)
+			optim_close(ep, e->ts);
 		epochs_add_loop_step(ep, EP_STEPS_BACKWARD, e->ts, e->pid, e->tid);
+		optim_micro(ep, e->tid, e->ts);
 		return;
 	}
 	if ((e->resolved & TB_RS_HOW) != TB_RS_TRAINED || t->fetch == t->stepped)
 		return;
 	t->stepped = t->fetch;
 	epochs_add_loop_step(ep, EP_STEPS_FETCH, t->fetch, e->pid, e->tid);
+	optim_micro(ep, e->tid, t->fetch);
 }
 
 /*
@@ -289,9 +332,11 @@ static void loop_closed(struct epochs *ep, const struct tb_phase_event *e)
 {
 	struct ep_step_list *l = &ep->loop;
 
-	if ((pid_t)e->tid == ep->loop_tid && ep->loop_src == EP_STEPS_FETCH && l->n &&
-	    l->done <= l->last && e->ts > l->last)
+	if ((pid_t)e->tid != ep->loop_tid || ep->loop_src != EP_STEPS_FETCH)
+		return;
+	if (l->n && l->done <= l->last && e->ts > l->last)
 		l->done = e->ts;
+	optim_close(ep, e->ts);
 }
 
 /*
@@ -389,6 +434,10 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 		return;
 	}
 	t->in_start = false;
+	/* An optimizer call after the micro-batch's backward ends its optimizer step. */
+	if (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER && ep->og_bwd &&
+	    (pid_t)e->tid == ep->loop_tid)
+		ep->og_opt = true;
 	if (e->cls != TB_BC_BACKWARD || e->phase != TB_PH_BACKWARD)
 		return;
 	loop_step(ep, t, e);
@@ -584,9 +633,10 @@ static bool changed(const struct ep_proc *d)
 
 const char *epochs_step_source_name(enum ep_step_src s)
 {
-	static const char *const names[] = { "none", "marker", "calls", "fetch", "backward" };
+	static const char *const names[] = { "none", "marker", "calls", "fetch", "backward",
+					     "optimizer" };
 
-	return s <= EP_STEPS_BACKWARD ? names[s] : "none";
+	return s <= EP_STEPS_OPTIM ? names[s] : "none";
 }
 
 double ep_steps_avg(const struct ep_steps *s)
@@ -690,6 +740,11 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 		*src = EP_STEPS_MARKER;
 		return list_bounds(&ep->marks, a, b, n, next);
 	}
+	if (ep->optim.n) {
+		*src = EP_STEPS_OPTIM;
+		*pid = ep->loop_pid;
+		return list_bounds(&ep->optim, a, b, n, next);
+	}
 	if (ep->loop.n) {
 		*src = ep->loop_src;
 		*pid = ep->loop_pid;
@@ -703,7 +758,8 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, uint64_t b,
 		      struct ep_steps *s)
 {
-	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks : &ep->loop;
+	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks :
+				       s->source == EP_STEPS_OPTIM ? &ep->optim : &ep->loop;
 	const struct st_sum *f = s->source == EP_STEPS_CALLS ? steps_folded(ep->calls, t) :
 		l->folded.count ? &l->folded : NULL;
 
@@ -729,11 +785,11 @@ static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, ui
 static uint64_t last_end(const struct epochs *ep, enum ep_step_src src, uint64_t last,
 			 uint64_t b, uint64_t next, bool closed)
 {
-	uint64_t done = ep->loop.done;
+	uint64_t done = src == EP_STEPS_OPTIM ? ep->optim.done : ep->loop.done;
 
 	if (next)
 		return closed ? b : next;
-	if (src != EP_STEPS_FETCH && src != EP_STEPS_BACKWARD)
+	if (src != EP_STEPS_FETCH && src != EP_STEPS_BACKWARD && src != EP_STEPS_OPTIM)
 		return closed && !(ep->ended && b >= ep->ended) ? b : 0;
 	if (done <= last)
 		return 0;
@@ -763,6 +819,9 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	}
 	end = end ? end : t[n - 1];
 	from = folded ? a : t[0];
+	if (s->source == EP_STEPS_OPTIM)
+		s->micro = st_lower_bound(ep->loop.t, ep->loop.n, end) -
+			   st_lower_bound(ep->loop.t, ep->loop.n, from);
 	if (s->source != EP_STEPS_MARKER)
 		s->syncs = steps_syncs(ep->calls, pid, from, end);
 	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
@@ -1672,6 +1731,7 @@ void epochs_free(struct epochs *ep)
 	ep_pool_free(ep);
 	free(ep->marks.t);
 	free(ep->loop.t);
+	free(ep->optim.t);
 	free(ep->gens);
 	free(ep->forks);
 	free(ep->workers);

@@ -101,12 +101,15 @@ struct ep_proc {
 
 /*
  * Where step boundaries come from: the job's markers whenever it wrote any,
- * else its training loop as PyTorch's phases show it (a training step
- * begins at its DataLoader fetch; with no fetch seen, at its backward),
- * else the period of its CUDA/NCCL calls.
+ * else its training loop as PyTorch's phases show it: its optimizer steps
+ * where it called the optimizer (EP_STEPS_OPTIM: from the first training
+ * step, or micro-batch, after the last optimizer call to the next), else
+ * its training steps (a training step begins at its DataLoader fetch;
+ * with no fetch seen, at its backward), else the period of its CUDA/NCCL
+ * calls.
  */
 enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS, EP_STEPS_FETCH,
-		   EP_STEPS_BACKWARD };
+		   EP_STEPS_BACKWARD, EP_STEPS_OPTIM };
 
 /* Step starts from one source, ascending; the oldest folded past ST_MAX_BOUNDS. */
 struct ep_step_list {
@@ -126,6 +129,8 @@ struct ep_step_list {
 struct ep_steps {
 	int count;
 	double total_ms, min_ms, max_ms, sum_sq;
+	int micro;		/* optimizer steps: the training steps (micro-batches)
+				 * that start in them; 0 for other sources */
 	int syncs;		/* outermost CUDA syncs and blocking copies of the
 				 * trainers' threads during these steps: the
 				 * processes that marked the steps, or whose
@@ -321,6 +326,14 @@ struct epochs {
 	struct ep_step_list loop;	/* training steps' starts, of one thread */
 	enum ep_step_src loop_src;	/* EP_STEPS_FETCH or _BACKWARD: its first step's */
 	pid_t loop_tid, loop_pid;	/* that thread: the first to train */
+	struct ep_step_list optim;	/* its optimizer steps' starts (EP_STEPS_OPTIM) */
+	/*
+	 * Live: the optimizer step under way of that thread: its first
+	 * micro-batch's start (0: none yet), whether the micro-batch under way
+	 * ran a backward, and called the optimizer after it (it ends the step).
+	 */
+	uint64_t og_start;
+	bool og_bwd, og_opt;
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
 	struct gpu_util *gu;	/* the GPU's readings (gpu_util.h); may be NULL */
@@ -422,6 +435,8 @@ void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
  */
 void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, pid_t pid,
 			  pid_t tid);
+/* An optimizer step's start, of the loop thread tid (the reader: from a recording). */
+void epochs_add_optim_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid);
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span

@@ -98,15 +98,11 @@ static void on_span(void *arg, const struct ph_span *sp)
 	ring_push(x->p, t, sp);
 }
 
-/* A training step ends at the next fetch: its phases' times. */
-static void close_step(struct ph_thread *t, uint64_t end)
+/* One step's phase times (ns) and wall time into s. */
+static void stat_add(struct ph_stat *s, const uint64_t ns[PH_NSHOWN], uint64_t wall_ns)
 {
-	struct ph_stat *s = &t->steps;
-
-	if (!t->start || end <= t->start || !t->trained)
-		return;
 	for (int p = 0; p < PH_NSHOWN; p++) {
-		double ms = t->ns[p] / 1e6;
+		double ms = ns[p] / 1e6;
 
 		if (!s->steps || ms < s->min_ms[p])
 			s->min_ms[p] = ms;
@@ -115,8 +111,30 @@ static void close_step(struct ph_thread *t, uint64_t end)
 		s->total_ms[p] += ms;
 		s->sum_sq[p] += ms * ms;
 	}
-	s->step_ms += (end - t->start) / 1e6;
+	s->step_ms += wall_ns / 1e6;
 	s->steps++;
+}
+
+/*
+ * A training step ends at the next fetch: its phases' times. It joins the
+ * optimizer step under way, which it ends if it called the optimizer.
+ */
+static void close_step(struct ph_thread *t, uint64_t end)
+{
+	if (!t->start || end <= t->start || !t->trained)
+		return;
+	stat_add(&t->steps, t->ns, end - t->start);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t->acc[p] += t->ns[p];
+	t->acc_ns += end - t->start;
+	t->acc_n++;
+	if (!t->opt)
+		return;
+	stat_add(&t->osteps, t->acc, t->acc_ns);
+	t->omicro += t->acc_n;
+	memset(t->acc, 0, sizeof(t->acc));
+	t->acc_ns = 0;
+	t->acc_n = 0;
 }
 
 static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
@@ -125,6 +143,7 @@ static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
 	memset(t->ns, 0, sizeof(t->ns));
 	t->start = ts;
 	t->trained = trained;
+	t->opt = false;
 }
 
 const struct ph_thread *phases_trainer(const struct phases *p, pid_t pid)
@@ -173,6 +192,8 @@ bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	ph_spans_event(&t->sp, e, on_span, &(struct span_ctx){ p, t });
 	if ((e->resolved & TB_RS_HOW) == TB_RS_TRAINED)
 		t->trained = t->in_pass = true;
+	if (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER && t->trained)
+		t->opt = true;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
 		unsigned int how = e->resolved & TB_RS_HOW;
@@ -395,11 +416,20 @@ void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN])
 			wall_ns(&p->th[i], out);
 }
 
+/*
+ * Its steps are optimizer steps where it called the optimizer after a
+ * backward, else its training steps (no optimizer bracket: torch < 2 with
+ * no legacy names, an optimizer of the job's own).
+ */
 void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 {
 	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
+	bool optim = t->osteps.steps > 0;
 
-	merge(&sum->steps, &t->steps);
+	merge(&sum->steps, optim ? &t->osteps : &t->steps);
+	sum->micro += t->steps.steps;
+	sum->micro_in += optim ? t->omicro : t->steps.steps;
+	sum->optim += optim;
 	wall(t, sum->wall_ms, &sum->startup_ms);
 	if (t->steps.steps)
 		sum->step_source = !sum->step_source || sum->step_source == src ? src :

@@ -21,6 +21,6 @@
  * and phase_steps rows named communication, phase_events.phase 13); an
  * older file has none: its reports show communication 0.
  */
-#define REC_SCHEMA_VERSION 7
+#define REC_SCHEMA_VERSION 11
 
 #endif

@@ -253,6 +253,35 @@ static void epoch_rows(FILE *f, const struct job *job, int nranks)
 	}
 }
 
+/* Micro-batches per optimizer step: "4", or "3.75" where they varied. */
+static void per_step(char *buf, size_t len, const struct ph_sum *sum)
+{
+	double k = (double)sum->micro_in / sum->steps.steps;
+
+	if (sum->micro_in % sum->steps.steps)
+		snprintf(buf, len, "%.2f", k);
+	else
+		snprintf(buf, len, "%d", sum->micro_in / sum->steps.steps);
+}
+
+/*
+ * "120 training steps", or with gradient accumulation "30 optimizer steps
+ * of 120 micro-batches (4 per step)": the steps are optimizer steps where
+ * the optimizer was seen, the same ones the Steps line counts.
+ */
+static void text_count(FILE *f, const struct ph_sum *sum)
+{
+	char k[16];
+
+	if (sum->micro == sum->steps.steps) {
+		fprintf(f, "%d training steps", sum->steps.steps);
+		return;
+	}
+	per_step(k, sizeof(k), sum);
+	fprintf(f, "%d optimizer steps of %d micro-batches (%s per step)", sum->steps.steps,
+		sum->micro, k);
+}
+
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
@@ -269,9 +298,10 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "Phases: no training step (no backward) seen\n\n");
 		return;
 	}
-	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, %d training steps "
-		"from %s, %.1f ms/step)\n", n, n == 1 ? "" : "s", sum.steps.steps,
-		step_source_text[sum.step_source], sum.steps.step_ms / sum.steps.steps);
+	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, ", n, n == 1 ? "" : "s");
+	text_count(f, &sum);
+	fprintf(f, " from %s, %.1f ms/step)\n", step_source_text[sum.step_source],
+		sum.steps.step_ms / sum.steps.steps);
 	if (strcmp(src, "brackets"))
 		fprintf(f, "  (%s: data, forward and optimizer are in other)\n",
 			!strcmp(src, "unnamed") ? "torch < 2.0 closes its brackets out of sight" :
@@ -359,6 +389,8 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_int_field(w, "threads", n);
 	jw_uint_field(w, "threads_over_events", job->phases ? job->phases->threads_over : 0);
 	jw_int_field(w, "steps", sum.steps.steps);
+	jw_int_field(w, "micro_batches", sum.micro);
+	jw_string_field(w, "step_unit", sum.optim ? "optimizer" : "micro_batch");
 	jw_string_field(w, "step_source", step_source_key[sum.step_source]);
 	jw_float_field(w, "step_ms", sum.steps.steps ? sum.steps.step_ms / sum.steps.steps : 0.0, 4);
 	jw_name(w, "list");
