@@ -134,7 +134,8 @@ void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, 
 		ep->optim.n = 0;
 		ep->optim.folded = (struct st_sum){ 0 };
 		ep->optim.done = ep->og_start = 0;
-		ep->og_opt = false;
+		ep->og_n = 0;
+		ep->og_opt = ep->optim_multi = false;
 	}
 	ep->loop_tid = tid;
 	ep->loop_pid = pid;
@@ -285,27 +286,36 @@ static struct ep_pass_thread *pass_thread(struct epochs *ep, pid_t tid)
 /*
  * The loop thread's micro-batch under way closed at ts (its next fetch, or
  * with no DataLoader its next backward): if it called the optimizer after
- * its backward, the optimizer step it ends is one, from its first
- * micro-batch's start; it ended at ts, as the phase table closes it.
+ * its backward, it ends the optimizer step under way there, as the phase
+ * table closes it.
  */
 static void optim_close(struct epochs *ep, uint64_t ts)
 {
 	if (ep->og_opt && ep->og_start) {
-		epochs_add_optim_step(ep, ep->og_start, ep->loop_pid, ep->loop_tid);
 		ep->optim.done = ts;
+		ep->optim_multi |= ep->og_n > 1;
 		ep->og_start = 0;
+		ep->og_n = 0;
 	}
 	ep->og_opt = ep->og_bwd = false;
 }
 
-/* The loop thread's micro-batch that began at ts ran its backward. */
+/*
+ * The loop thread's micro-batch that began at ts ran its backward. The
+ * first after an optimizer step begins the next one, there and then (an
+ * epoch closed before it ends ends where it starts); until an optimizer
+ * call ends it, it is pending, as the step under way is.
+ */
 static void optim_micro(struct epochs *ep, pid_t tid, uint64_t ts)
 {
 	if (tid != ep->loop_tid)
 		return;
 	ep->og_bwd = true;
-	if (!ep->og_start)
+	ep->og_n++;
+	if (!ep->og_start) {
 		ep->og_start = ts;
+		epochs_add_optim_step(ep, ts, ep->loop_pid, ep->loop_tid);
+	}
 }
 
 static void loop_step(struct epochs *ep, struct ep_pass_thread *t, const struct tb_phase_event *e)
@@ -740,7 +750,7 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 		*src = EP_STEPS_MARKER;
 		return list_bounds(&ep->marks, a, b, n, next);
 	}
-	if (ep->optim.n) {
+	if (ep->optim.n && ep->optim_multi) {
 		*src = EP_STEPS_OPTIM;
 		*pid = ep->loop_pid;
 		return list_bounds(&ep->optim, a, b, n, next);

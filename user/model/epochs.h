@@ -333,7 +333,14 @@ struct epochs {
 	 * ran a backward, and called the optimizer after it (it ends the step).
 	 */
 	uint64_t og_start;
+	int og_n;		/* its micro-batches so far */
 	bool og_bwd, og_opt;
+	/*
+	 * An optimizer step took more than one micro-batch (gradient
+	 * accumulation): the steps are the optimizer steps. Where each took
+	 * one they are the training steps, the same ones, as before.
+	 */
+	bool optim_multi;
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
 	struct gpu_util *gu;	/* the GPU's readings (gpu_util.h); may be NULL */

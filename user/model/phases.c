@@ -418,13 +418,15 @@ void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN])
 
 /*
  * Its steps are optimizer steps where it called the optimizer after a
- * backward, else its training steps (no optimizer bracket: torch < 2 with
- * no legacy names, an optimizer of the job's own).
+ * backward and an optimizer step took more than one training step
+ * (gradient accumulation), else its training steps: the same steps where
+ * each calls the optimizer, and where none does (no optimizer bracket:
+ * torch < 2 with no legacy names, an optimizer of the job's own).
  */
 void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 {
 	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
-	bool optim = t->osteps.steps > 0;
+	bool optim = t->osteps.steps > 0 && t->omicro > t->osteps.steps;
 
 	merge(&sum->steps, optim ? &t->osteps : &t->steps);
 	sum->micro += t->steps.steps;

@@ -199,6 +199,7 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 		rec_meta(r, "steps_loop_done_ns", buf);
 		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->optim.done);
 		rec_meta(r, "steps_optim_done_ns", buf);
+		rec_meta(r, "steps_optim_multi", job->epochs->optim_multi ? "1" : "0");
 	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
 	rec_meta(r, "end_mono_ns", buf);

@@ -185,6 +185,8 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
+		} else if (!strcmp(k, "steps_optim_multi")) {
+			r->optim_multi = !strcmp(v, "1");
 		} else if (!strcmp(k, "steps_optim_done_ns")) {
 			r->optim_done = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "steps_loop_done_ns")) {
@@ -805,6 +807,7 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 	r->ep.ended = r->end_ns;
 	r->ep.loop.done = r->has_loop_done ? r->loop_done : 0;
 	r->ep.optim.done = r->optim_done;
+	r->ep.optim_multi = r->optim_multi;
 	return q_close(r, &q, err, errlen);
 }
 

@@ -57,6 +57,7 @@ struct recording {
 	int world_size;		/* meta world_size; -1 */
 	uint64_t loop_done;	/* meta steps_loop_done_ns (schema 11): epochs.h */
 	uint64_t optim_done;	/* meta steps_optim_done_ns (schema 11) */
+	bool optim_multi;	/* meta steps_optim_multi (schema 11) */
 	bool has_loop_done;
 	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };
