@@ -288,6 +288,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 	struct ph_sum sum;
 	const char *src = source(job);
 	int n = phases_job(job, rows, &sum);
+	const char *unit = sum.micro == sum.steps.steps ? "training step" : "optimizer step";
 
 	phases_job_startup(job, startup);
 	if (!strcmp(src, "none")) {
@@ -311,8 +312,8 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
 	text_rows(f, rows, startup, &sum);
-	fprintf(f, "  (share: of the phases' wall time; ms/step: per training step, validation "
-		"and epoch ends spread over them; min/max/std: within training steps)\n");
+	fprintf(f, "  (share: of the phases' wall time; ms/step: per %s, validation "
+		"and epoch ends spread over them; min/max/std: within %ss)\n", unit, unit);
 	if (n > 1)
 		rank_rows(f, job);
 	epoch_rows(f, job, n);
@@ -421,6 +422,7 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_int_field(w, "steps", sum.steps.steps);
+	jw_int_field(w, "micro_batches", sum.micro);
 	jw_name(w, "wall_s");
 	jw_object(w);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
