@@ -322,6 +322,9 @@ START_TEST(one_count_of_steps)
 	ck_assert_int_eq(sum, 12);
 	/* The last step: to the StopIteration fetch 30 ms later, not to the end 5 s on. */
 	ck_assert_double_eq_tol(ep.src[EP_PASSES].list[2].steps.max_ms, 30.0, 1e-9);
+	ck_assert_uint_eq(epochs_step_end(&ep, 0, ep.prev.ts, 11), 1260 * MS);
+	ck_assert_uint_eq(epochs_step_end(&ep, 0, ep.prev.ts, 10),
+			  epochs_step_start(&ep, 0, ep.prev.ts, 11));
 	phases_free(&ph);
 	epochs_free(&ep);
 }

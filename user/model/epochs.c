@@ -856,6 +856,22 @@ uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int 
 	return i >= 0 && i < n ? t[i] : 0;
 }
 
+uint64_t epochs_step_end(const struct epochs *ep, uint64_t a, uint64_t b, int i)
+{
+	enum ep_step_src src;
+	const uint64_t *t;
+	uint64_t next;
+	pid_t pid;
+	int n;
+
+	t = bounds(ep, a, b, &n, &next, &pid, &src);
+	if (i < 0 || i >= n)
+		return 0;
+	if (i + 1 < n)
+		return t[i + 1];
+	return last_end(ep, src, t[i], b, next, false);
+}
+
 /* A new epoch at the end of st's list, zeroed; NULL if out of memory. */
 static struct epoch *append(struct ep_stream *st)
 {

@@ -464,6 +464,12 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
  * that the count is one and the longest step the epochs' longest.
  */
 int epochs_run_steps(const struct epochs *ep, uint64_t a, uint64_t b, struct ep_steps *s);
+/*
+ * The end of the i-th step (0-based) that starts in [a, b), as
+ * epochs_run_steps takes it: the next one's start, or for the last the
+ * close the phase table gave it; 0 if unknown (pending) or none.
+ */
+uint64_t epochs_step_end(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 /* The start of the i-th step (0-based) that starts in [a, b); 0 if none. */
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 const char *epochs_step_source_name(enum ep_step_src s);
