@@ -365,6 +365,13 @@ def test_text_table_by_trainer(tmp_path):
         for name, cell in zip(names, row[2:]):
             assert float(cell) == pytest.approx(1e3 * ours["wall_s"][name] / ours["steps"],
                                                 abs=0.051), (pid, name)
+    # One count: the title's steps of each rank are the Steps line's (the
+    # ranks step together) and each rank's own (docs/model.md, "One count").
+    each = re.search(r"^Phases \(.*, (\d+) training steps \((\d+)(?:-(\d+))? each\)", text, re.M)
+    steps = re.search(r"^Steps: [\d.]+/s, (\d+) steps", text, re.M)
+    assert each and steps, text
+    assert int(each.group(3) or each.group(2)) == int(steps.group(1)) == \
+        max(r["steps"] for r in truth["ranks"])
 
 
 @TORCHES

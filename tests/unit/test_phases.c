@@ -649,6 +649,8 @@ START_TEST(optimizer_steps)
 	ck_assert_int_eq(sum.micro, 7);
 	ck_assert_int_eq(sum.micro_in, 6);
 	ck_assert_int_eq(sum.optim, 1);
+	ck_assert_int_eq(sum.each_min, 2);
+	ck_assert_int_eq(sum.each_max, 2);
 	/* Each optimizer step: three micro-batches, 36 ms. */
 	ck_assert_double_eq_tol(sum.steps.step_ms, 72.0, 1e-9);
 	ck_assert_double_eq_tol(sum.steps.max_ms[PH_BACKWARD], 12.0, 1e-9);

@@ -428,7 +428,13 @@ void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
 	bool optim = t->osteps.steps > 0 && t->omicro > t->osteps.steps;
 
-	merge(&sum->steps, optim ? &t->osteps : &t->steps);
+	const struct ph_stat *st = optim ? &t->osteps : &t->steps;
+
+	if (st->steps && (!sum->each_max || st->steps < sum->each_min))
+		sum->each_min = st->steps;
+	if (st->steps > sum->each_max)
+		sum->each_max = st->steps;
+	merge(&sum->steps, st);
 	sum->micro += t->steps.steps;
 	sum->micro_in += optim ? t->omicro : t->steps.steps;
 	sum->optim += optim;

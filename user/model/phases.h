@@ -50,6 +50,7 @@ struct ph_sum {
 	int micro;			/* training steps (micro-batches) closed */
 	int micro_in;			/* of them, in the optimizer steps counted */
 	int optim;			/* threads whose steps are optimizer steps */
+	int each_min, each_max;		/* the fewest and most steps one thread counted */
 	double wall_ms[PH_NSHOWN];
 	double startup_ms;		/* of wall_ms[PH_DATA], the workers' start-up */
 	int step_source;		/* enum ph_step_source */

@@ -269,17 +269,23 @@ static void per_step(char *buf, size_t len, const struct ph_sum *sum)
  * of 120 micro-batches (4 per step)": the steps are optimizer steps where
  * the optimizer was seen, the same ones the Steps line counts.
  */
-static void text_count(FILE *f, const struct ph_sum *sum)
+static void text_count(FILE *f, const struct ph_sum *sum, int n)
 {
 	char k[16];
 
-	if (sum->micro == sum->steps.steps) {
+	if (sum->micro == sum->steps.steps)
 		fprintf(f, "%d training steps", sum->steps.steps);
+	else
+		fprintf(f, "%d optimizer steps", sum->steps.steps);
+	/* Ranks step together: the count a user knows is one rank's (the Steps line's). */
+	if (n > 1 && sum->each_min == sum->each_max)
+		fprintf(f, " (%d each)", sum->each_max);
+	else if (n > 1)
+		fprintf(f, " (%d-%d each)", sum->each_min, sum->each_max);
+	if (sum->micro == sum->steps.steps)
 		return;
-	}
 	per_step(k, sizeof(k), sum);
-	fprintf(f, "%d optimizer steps of %d micro-batches (%s per step)", sum->steps.steps,
-		sum->micro, k);
+	fprintf(f, " of %d micro-batches (%s per step)", sum->micro, k);
 }
 
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
@@ -300,7 +306,7 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		return;
 	}
 	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, ", n, n == 1 ? "" : "s");
-	text_count(f, &sum);
+	text_count(f, &sum, n);
 	fprintf(f, " from %s, %.1f ms/step)\n", step_source_text[sum.step_source],
 		sum.steps.step_ms / sum.steps.steps);
 	if (strcmp(src, "brackets"))
@@ -390,6 +396,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_int_field(w, "threads", n);
 	jw_uint_field(w, "threads_over_events", job->phases ? job->phases->threads_over : 0);
 	jw_int_field(w, "steps", sum.steps.steps);
+	jw_int_field(w, "steps_per_trainer", sum.each_max);
 	jw_int_field(w, "micro_batches", sum.micro);
 	jw_string_field(w, "step_unit", sum.optim ? "optimizer" : "micro_batch");
 	jw_string_field(w, "step_source", step_source_key[sum.step_source]);
