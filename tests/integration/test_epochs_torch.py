@@ -242,9 +242,18 @@ def truth_step_starts(truth, rep):
     return out
 
 
+def next_fetch_s(truth, rep, t):
+    """The start of the job's first next() after its fetch at t (seconds
+    from the window's start): where the phase table closes that step."""
+    w0 = window_start_mono(truth, rep)
+    return min(s - w0 for i, s, d in truth["ranks"][0]["intervals"]
+               if PHASES[i] == "data" and s - w0 > t + 1e-6)
+
+
 # Each variant's steps: training steps only (a validation batch, the
-# StopIteration fetch are none); with accumulation every micro-batch's
-# fetch is a step, as in the phase table.
+# StopIteration fetch are none); with accumulation (opt.step() every 4th
+# micro-batch) the optimizer steps, each from its first micro-batch's fetch,
+# as in the phase table (docs/model.md, "Epochs and steps").
 @pytest.mark.parametrize("variant,extra,torch26", [
     ("dl-fork-persist", [], True),
     ("validation", [], True),
@@ -256,18 +265,27 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
     """No step marker: steps begin at the training steps' fetches
     (before the CUDA/NCCL period finder), per epoch and for the run, in the
     recording as live. A step lasts until the next begins (the last of an
-    epoch to its end, as with markers): the durations of all steps but the
+    epoch to its end, the run's last to the fetch that closed it): the durations of all steps but the
     last of each epoch are differences of two fetch starts, each off the
     job's clock read around next() by the bracket's entry (microseconds;
     1 ms allowed for the min and max)."""
     rep, truth, text = run(tmp_path, variant, extra, torch26=torch26)
-    want = truth_step_starts(truth, rep)
-    assert rep["steps"]["source"] == "fetch", rep["steps"]
+    micro = truth_step_starts(truth, rep)
+    accum = truth["settings"]["accum"]
+    want = [w[::accum] for w in micro]     # the job's i restarts each epoch
+    source = "optimizer" if accum > 1 else "fetch"
+    assert rep["steps"]["source"] == source, rep["steps"]
+    assert [e["optimizer_steps"] for e in truth["ranks"][0]["epochs"]] == [len(w) for w in want]
     assert rep["epochs"]["source"] == "passes"
     got = rep["epochs"]["list"]
     assert [e["steps"]["count"] for e in got] == [len(w) for w in want], \
         ([e["steps"] for e in got], [len(w) for w in want])
-    assert rep["steps"]["count"] == sum(len(w) for w in want) - 1   # the last: still open
+    # One count: the run's steps are the epochs' (the last one closed at the
+    # fetch that raised StopIteration, as the phase table closes it).
+    assert rep["steps"]["count"] == sum(len(w) for w in want)
+    assert rep["phases"]["steps"] == rep["steps"]["count"]
+    assert rep["steps"]["micro_batches"] == (sum(len(w) for w in micro) if accum > 1 else 0)
+    assert rep["phases"]["micro_batches"] == sum(len(w) for w in micro)
     # The first step starts at its bracket's entry, inside the job's first
     # next(), after the process's first record_function: 3.5 ms after
     # next() in torch 1.13 alone, but 28-64 ms under trainbpf on a 2-CPU
@@ -276,7 +294,7 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
     # Where iter() forks workers (the first pass's, persistent or not), the
     # pass, and the epoch, begins at their start-up (docs/model.md,
     # Passes), inside iter(): 0.22 s forking 2 workers on torch 2.6 here.
-    first, last = want[0][0], want[-1][-1]
+    first, last = want[0][0], next_fetch_s(truth, rep, micro[-1][-1])
     seen = got[0]["start_s"]
     fetch = first_fetch_s(truth, rep, first)
     it = iter_start_s(truth, rep, first) if truth["settings"]["workers"] else first
@@ -286,20 +304,26 @@ def test_steps_from_dataloader_fetches(tmp_path, variant, extra, torch26):
     step0 = e0["end_s"] - e0["steps"]["avg_ms"] * e0["steps"]["count"] / 1e3
     assert first - 1e-3 <= step0 <= first + fetch + 1e-3, (step0, first)
     for k, (e, w) in enumerate(zip(got, want)):
-        assert e["steps"]["source"] == "fetch"
+        assert e["steps"]["source"] == source
         durs = [b - a for a, b in zip(w[1:], w[2:])]
         # trainbpf's min/max include the last step (to the epoch's end):
         # its min is at most the job's, its median as the job's.
         assert e["steps"]["min_ms"] <= min(durs) * 1e3 + 1.0, (e["steps"], min(durs))
+        # The last epoch's last step ends at the fetch that closed it (the
+        # StopIteration), not with the teardown at the end of tracing.
+        end = e["end_s"] if k + 1 < len(got) else last
         assert abs(e["steps"]["avg_ms"] * e["steps"]["count"] / 1e3 -
-                   (e["end_s"] - (step0 if k == 0 else w[0]))) <= SLACK_S, (e, w[0])
+                   (end - (step0 if k == 0 else w[0]))) <= SLACK_S, (e, w[0], end)
         assert e["steps"]["max_ms"] >= max(durs) * 1e3 - 1.0, (e["steps"], max(durs))
-    # The run's steps, the open last one aside: from the first fetch to the
-    # last, each end off the job's clock by a wakeup at most (10 ms).
+    # The run's steps: from the first fetch to the fetch that closed the
+    # last step, each end off the job's clock by a wakeup at most (10 ms).
     job_avg_ms = (last - step0) / rep["steps"]["count"] * 1e3
     assert abs(rep["steps"]["avg_ms"] - job_avg_ms) <= 2 * 10.0 / rep["steps"]["count"], \
         (rep["steps"], job_avg_ms)
-    assert "steps (fetch)" in text
+    assert rep["steps"]["max_ms"] >= max(e["steps"]["max_ms"] for e in got)
+    assert f"steps ({source})" in text
+    if accum > 1:
+        assert f"; {sum(len(w) for w in micro)} micro-batches, {accum} per step" in text
 
 
 def truth_backwards(truth, rep):
@@ -319,9 +343,11 @@ def test_steps_from_backwards(tmp_path, torch26):
     assert rep["epochs"]["source"] == "regex"
     assert rep["steps"]["source"] == "backward", rep["steps"]
     want = [len(w) for w in truth_backwards(truth, rep)]
-    assert [e["steps"]["count"] for e in rep["epochs"]["list"]] == want
+    # From one backward to the next: the last one's end is not known (the
+    # job's teardown follows it), and it is counted nowhere, as in the table.
+    assert [e["steps"]["count"] for e in rep["epochs"]["list"]] == want[:-1] + [want[-1] - 1]
     assert rep["steps"]["count"] == sum(want) - 1
-    assert rep["phases"]["steps"] == sum(want) - 1   # from one backward to the next
+    assert rep["phases"]["steps"] == sum(want) - 1
     assert "steps (backward)" in text
 
 

@@ -268,6 +268,137 @@ static void train(struct epochs *ep, uint64_t ts, unsigned how)
 	phase(ep, ts + MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
 }
 
+/* An event to both the phase table (phases.c) and the epochs, as run.c sends it. */
+static void both(struct epochs *ep, struct phases *ph, uint64_t ts, unsigned p, unsigned cls,
+		 unsigned how)
+{
+	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = p,
+				    .cls = cls, .resolved = how, .ts = ts };
+
+	phases_on_event(ph, &e);
+	epochs_on_phase(ep, &e);
+}
+
+/*
+ * Issue 24: "120 training steps" in the phase table, "119 steps" below it;
+ * the run's longest step 889.7 ms, the last epoch's 5544.8 ms (its last
+ * step ran to the end of tracing, the teardown with it). Three passes of
+ * four steps (10 ms, the third epoch's third 30 ms), each ended by the
+ * fetch that raises StopIteration, then 5 s of teardown: one count of 12
+ * in the table, the run and the epochs, and the last step ends at that
+ * fetch, as the table closes it.
+ */
+START_TEST(one_count_of_steps)
+{
+	struct epochs ep;
+	struct phases ph = { 0 };
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct ep_steps run;
+	int sum = 0;
+
+	init(&ep, EP_AUTO, NULL);
+	job_at(&job, &p, &t, 0);
+	for (int e = 0; e < 3; e++) {
+		uint64_t at = (1000 + 100 * e) * MS;
+
+		for (int i = 0; i < 4; i++) {
+			both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA,
+			     e && !i ? TB_RS_LONE | TB_RS_END_DATA : TB_RS_NONE);
+			both(&ep, &ph, at + MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+			both(&ep, &ph, at + 5 * MS, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE);
+			at += (e == 2 && i == 2 ? 30 : 10) * MS;
+		}
+		both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);	/* StopIteration */
+		epochs_tick(&ep, &job, (1000 + 100 * e + 60) * MS);
+	}
+	epochs_finish(&ep, &job, 6300 * MS);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 3);
+	ck_assert_int_eq(ph.th[0].steps.steps, 12);
+	epochs_run_steps(&ep, 0, ep.prev.ts, &run);
+	ck_assert_int_eq(run.count, 12);
+	for (int i = 0; i < ep.src[EP_PASSES].n; i++) {
+		const struct ep_steps *es = &ep.src[EP_PASSES].list[i].steps;
+
+		sum += es->count;
+		ck_assert_double_ge(run.max_ms, es->max_ms);
+	}
+	ck_assert_int_eq(sum, 12);
+	/* The last step: to the StopIteration fetch 30 ms later, not to the end 5 s on. */
+	ck_assert_double_eq_tol(ep.src[EP_PASSES].list[2].steps.max_ms, 30.0, 1e-9);
+	ck_assert_uint_eq(epochs_step_end(&ep, 0, ep.prev.ts, 11), 1260 * MS);
+	ck_assert_uint_eq(epochs_step_end(&ep, 0, ep.prev.ts, 10),
+			  epochs_step_start(&ep, 0, ep.prev.ts, 11));
+	phases_free(&ph);
+	epochs_free(&ep);
+}
+END_TEST
+
+/*
+ * Gradient accumulation over 3 micro-batches of 12 ms, zero_grad at the top
+ * of each group (before its backward) and step() after the third's
+ * backward; two passes of 6 micro-batches, the second with a seventh that
+ * steps nowhere (pending), each ended by StopIteration. The steps are
+ * optimizer steps, 36 ms, the same 4 in the table, the run and the
+ * epochs, the micro-batches named beside them.
+ */
+START_TEST(optimizer_steps_are_the_steps)
+{
+	struct epochs ep;
+	struct phases ph = { 0 };
+	struct job job;
+	struct proc_rec p;
+	struct thread_rec t;
+	struct ep_steps run;
+	struct ph_sum sum = { 0 };
+	uint64_t at = 1000 * MS;
+	int sum_epochs = 0;
+
+	init(&ep, EP_AUTO, NULL);
+	job_at(&job, &p, &t, 0);
+	for (int e = 0; e < 2; e++) {
+		for (int i = 0; i < 6 + e; i++) {
+			both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA,
+			     e && !i ? TB_RS_LONE | TB_RS_END_DATA : TB_RS_NONE);
+			if (i % 3 == 0) {
+				both(&ep, &ph, at + 2 * MS, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE);
+				both(&ep, &ph, at + 3 * MS, TB_PH_PEND_FWD, TB_BC_OPTIM, TB_RS_NONE);
+			}
+			both(&ep, &ph, at + 5 * MS, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+			both(&ep, &ph, at + 9 * MS, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE);
+			if (i % 3 == 2) {
+				both(&ep, &ph, at + 9 * MS, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE);
+				both(&ep, &ph, at + 10 * MS, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE);
+			}
+			at += 12 * MS;
+		}
+		both(&ep, &ph, at, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);	/* StopIteration */
+		at += 50 * MS;
+		epochs_tick(&ep, &job, at);
+	}
+	epochs_finish(&ep, &job, at + 5000 * MS);
+	phases_thread_sum(&ph.th[0], &sum);
+	ck_assert_int_eq(sum.steps.steps, 4);
+	ck_assert_int_eq(sum.micro, 13);
+	epochs_run_steps(&ep, 0, ep.prev.ts, &run);
+	ck_assert_int_eq(run.source, EP_STEPS_OPTIM);
+	ck_assert_int_eq(run.count, 4);
+	ck_assert_int_eq(run.micro, 12);
+	ck_assert_double_eq_tol(run.min_ms, 36.0, 1e-9);
+	ck_assert_int_eq(ep.src[EP_PASSES].n, 2);
+	for (int i = 0; i < ep.src[EP_PASSES].n; i++) {
+		sum_epochs += ep.src[EP_PASSES].list[i].steps.count;
+		ck_assert_double_ge(run.max_ms, ep.src[EP_PASSES].list[i].steps.max_ms);
+	}
+	ck_assert_int_eq(sum_epochs, 4);
+	/* The last optimizer step ends at its last micro-batch's close, the teardown not in it. */
+	ck_assert_double_eq_tol(ep.src[EP_PASSES].list[1].steps.max_ms, 36.0, 1e-9);
+	phases_free(&ph);
+	epochs_free(&ep);
+}
+END_TEST
+
 /*
  * A loop that leaves each pass early (next() N times, then a new iter()):
  * no fetch ever ends a pass, so passes see one; the lines' three epochs
@@ -1328,6 +1459,8 @@ int main(void)
 	tcase_add_test(tc, many_epochs_merge);
 	tcase_add_test(tc, many_parents_gens_merge);
 	tcase_add_test(tc, many_steps_whole_window);
+	tcase_add_test(tc, one_count_of_steps);
+	tcase_add_test(tc, optimizer_steps_are_the_steps);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

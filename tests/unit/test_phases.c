@@ -732,6 +732,84 @@ START_TEST(steps_and_wall)
 END_TEST
 
 /*
+ * Gradient accumulation over 3 micro-batches of 12 ms (fetch 2, forward 3,
+ * backward 4), zero_grad at the top of each group (before its backward:
+ * it ends no step) and step() after the third's backward, as in
+ * `if i % 3 == 0: opt.zero_grad()` ... `if (i + 1) % 3 == 0: opt.step()`.
+ * A seventh micro-batch has no step() after it: its group is pending.
+ */
+static void accum_batch(struct phases *p, uint64_t t, int i)
+{
+	struct tb_phase_event e[8];
+	int n = 0;
+
+	e[n++] = ev(t, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+	e[n++] = ev(t + 2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE);
+	if (i % 3 == 0) {
+		e[n++] = ev(t + 2, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE);
+		e[n++] = ev(t + 3, TB_PH_PEND_FWD, TB_BC_OPTIM, TB_RS_NONE);
+	}
+	e[n++] = ev(t + 5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED);
+	e[n++] = ev(t + 9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE);
+	if (i % 3 == 2) {
+		e[n++] = ev(t + 9, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE);
+		e[n++] = ev(t + 10, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE);
+	}
+	for (int k = 0; k < n; k++)
+		phases_on_event(p, &e[k]);
+}
+
+START_TEST(optimizer_steps)
+{
+	struct phases p = { 0 };
+	struct ph_sum sum = { 0 };
+	const struct ph_thread *t;
+	struct tb_phase_event end = ev(84, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE);
+
+	for (int i = 0; i < 7; i++)
+		accum_batch(&p, 12 * i, i);
+	phases_on_event(&p, &end);	/* closes the seventh */
+	t = phases_thread(&p, 7);
+	ck_assert_int_eq(t->steps.steps, 7);
+	ck_assert_int_eq(t->osteps.steps, 2);
+	ck_assert_int_eq(t->omicro, 6);
+	phases_thread_sum(t, &sum);
+	ck_assert_int_eq(sum.steps.steps, 2);
+	ck_assert_int_eq(sum.micro, 7);
+	ck_assert_int_eq(sum.micro_in, 6);
+	ck_assert_int_eq(sum.optim, 1);
+	ck_assert_int_eq(sum.each_min, 2);
+	ck_assert_int_eq(sum.each_max, 2);
+	/* Each optimizer step: three micro-batches, 36 ms. */
+	ck_assert_double_eq_tol(sum.steps.step_ms, 72.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.max_ms[PH_BACKWARD], 12.0, 1e-9);
+	ck_assert_double_eq_tol(sum.steps.min_ms[PH_DATA], 6.0, 1e-9);
+	/* zero_grad (1 ms) and step() (1 ms) */
+	ck_assert_double_eq_tol(sum.steps.max_ms[PH_OPTIMIZER], 2.0, 1e-9);
+	phases_free(&p);
+
+	/* No optimizer bracket (torch < 2 without names): the training steps. */
+	memset(&sum, 0, sizeof(sum));
+	for (int i = 0; i < 3; i++) {
+		struct tb_phase_event e[] = {
+			ev(12 * i, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+			ev(12 * i + 5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+			ev(12 * i + 9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		};
+
+		for (size_t k = 0; k < sizeof(e) / sizeof(e[0]); k++)
+			phases_on_event(&p, &e[k]);
+	}
+	phases_on_event(&p, &end);
+	phases_thread_sum(phases_thread(&p, 7), &sum);
+	ck_assert_int_eq(sum.steps.steps, 3);
+	ck_assert_int_eq(sum.micro, 3);
+	ck_assert_int_eq(sum.optim, 0);
+	phases_free(&p);
+}
+END_TEST
+
+/*
  * The epochs' cut: a main thread's settled time before an instant, the
  * span across it split there; another thread of the process is no rank.
  */
@@ -937,6 +1015,7 @@ int main(void)
 	tcase_add_test(tc, communication_at_the_end);
 	tcase_add_test(tc, checkpoint_syscall_in_pending);
 	tcase_add_test(tc, steps_and_wall);
+	tcase_add_test(tc, optimizer_steps);
 	tcase_add_test(tc, time_before);
 	tcase_add_test(tc, loop_thread);
 	tcase_add_test(tc, first_backward_settles_the_loop_thread);

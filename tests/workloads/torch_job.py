@@ -55,8 +55,9 @@ docs/torch-probes.md):
              "helpers": [{pid, ppid, what}], "threads": [{tid, pid, what}]},
    "phases": [NAME, ...],
    "ranks": [{"rank", "pid", "start_unix", "start_mono", "end_mono",
-              "totals": {PHASE: s}, "untimed_s", "worker_getitem_s", "steps",
-              "epochs": [{"epoch", "start_mono", "end_mono", "steps",
+              "totals": {PHASE: s}, "untimed_s", "worker_getitem_s", "steps" (training
+              steps: micro-batches), "optimizer_steps" (opt.step() calls),
+              "epochs": [{"epoch", "start_mono", "end_mono", "steps", "optimizer_steps",
                           "totals": {PHASE: s}}],
               "intervals": [[PHASE_INDEX, start_mono, seconds], ...]}],
    "totals": {PHASE: s}, "shares": {PHASE: fraction of the ranks' lives}}
@@ -693,7 +694,7 @@ def run_rank(rank, args, parts):
     time.sleep(args.setup_s)
     t = clock.add("setup", t)
 
-    epochs, total_steps, getitem_s, helpers_noted = [], 0, 0.0, False
+    epochs, total_steps, total_opt, getitem_s, helpers_noted = [], 0, 0, 0.0, False
     slow_start = None   # (unix, mono) of the straggler's first slow step
     for e in range(1, args.epochs + 1):
         e0 = t
@@ -710,7 +711,7 @@ def run_rank(rank, args, parts):
         if not helpers_noted and args.workers:
             note_mp_helpers(parts)
             helpers_noted = True
-        i, loss_sum, nlog, nsteps = 0, 0.0, 0, 0
+        i, loss_sum, nlog, nsteps, nopt = 0, 0.0, 0, 0, 0
         while True:
             try:
                 x, y, gt = batches.next(it, i)
@@ -741,6 +742,7 @@ def run_rank(rank, args, parts):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 t = clock.add("optimizer", t)
+                nopt += 1
             if ddp and args.barrier_every and (i + 1) % args.barrier_every == 0:
                 dist.barrier()
                 t = clock.add("communication", t)
@@ -779,10 +781,11 @@ def run_rank(rank, args, parts):
         log.epoch_end(e, loss_sum / max(1, nlog), val)
         t = clock.add("log", t)
         total_steps += nsteps
+        total_opt += nopt
         ep = Clock()
         ep.intervals = clock.intervals[before:]
         epochs.append({"epoch": e, "start_mono": e0, "end_mono": t, "steps": nsteps,
-                       "totals": ep.totals()})
+                       "optimizer_steps": nopt, "totals": ep.totals()})
 
     t = time.perf_counter()
     del loader, val_loader
@@ -798,6 +801,7 @@ def run_rank(rank, args, parts):
             "start_unix": start[0], "start_mono": start[1], "end_mono": end,
             "totals": totals, "untimed_s": (end - start[1]) - sum(totals.values()),
             "worker_getitem_s": getitem_s, "steps": total_steps,
+            "optimizer_steps": total_opt,
             "mp_start_method": multiprocessing.get_start_method(allow_none=True),
             "slow_start": slow_start,
             "epochs": epochs, "intervals": [[i, round(s, 6), round(d, 6)]

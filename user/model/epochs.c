@@ -125,16 +125,31 @@ void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, 
 	if (ep->loop_tid && tid != ep->loop_tid)
 		return;
 	/* Backwards before its first fetch (a warm-up): the fetches, once seen, win. */
-	if (ep->loop_tid && src != ep->loop_src) {
+	if (ep->loop_src && src != ep->loop_src) {
 		if (src != EP_STEPS_FETCH)
 			return;
 		ep->loop.n = 0;
 		ep->loop.folded = (struct st_sum){ 0 };
+		ep->loop.done = 0;
+		ep->optim.n = 0;
+		ep->optim.folded = (struct st_sum){ 0 };
+		ep->optim.done = ep->og_start = 0;
+		ep->og_n = 0;
+		ep->og_opt = ep->optim_multi = false;
 	}
 	ep->loop_tid = tid;
 	ep->loop_pid = pid;
 	ep->loop_src = src;
 	add_step(&ep->loop, ts);
+}
+
+void epochs_add_optim_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid)
+{
+	if (ep->loop_tid && tid != ep->loop_tid)
+		return;
+	ep->loop_tid = tid;
+	ep->loop_pid = pid;
+	add_step(&ep->optim, ts);
 }
 
 static void on_mark(struct epochs *ep, const char *text, uint64_t ts, pid_t pid)
@@ -268,16 +283,70 @@ static struct pass_thread *pass_thread(struct epochs *ep, pid_t tid)
  * at each backward, as the phase table does. One thread counts, the first
  * to train (the ranks of a DDP job step together).
  */
+/*
+ * The loop thread's micro-batch under way closed at ts (its next fetch, or
+ * with no DataLoader its next backward): if it called the optimizer after
+ * its backward, it ends the optimizer step under way there, as the phase
+ * table closes it.
+ */
+static void optim_close(struct epochs *ep, uint64_t ts)
+{
+	if (ep->og_opt && ep->og_start) {
+		ep->optim.done = ts;
+		ep->optim_multi |= ep->og_n > 1;
+		ep->og_start = 0;
+		ep->og_n = 0;
+	}
+	ep->og_opt = ep->og_bwd = false;
+}
+
+/*
+ * The loop thread's micro-batch that began at ts ran its backward. The
+ * first after an optimizer step begins the next one, there and then (an
+ * epoch closed before it ends ends where it starts); until an optimizer
+ * call ends it, it is pending, as the step under way is.
+ */
+static void optim_micro(struct epochs *ep, pid_t tid, uint64_t ts)
+{
+	if (tid != ep->loop_tid)
+		return;
+	ep->og_bwd = true;
+	ep->og_n++;
+	if (!ep->og_start) {
+		ep->og_start = ts;
+		epochs_add_optim_step(ep, ts, ep->loop_pid, ep->loop_tid);
+	}
+}
+
 static void loop_step(struct epochs *ep, struct pass_thread *t, const struct tb_phase_event *e)
 {
 	if (!t->fetch) {
+		if ((pid_t)e->tid == ep->loop_tid)
+			optim_close(ep, e->ts);
 		epochs_add_loop_step(ep, EP_STEPS_BACKWARD, e->ts, e->pid, e->tid);
+		optim_micro(ep, e->tid, e->ts);
 		return;
 	}
 	if ((e->resolved & TB_RS_HOW) != TB_RS_TRAINED || t->fetch == t->stepped)
 		return;
 	t->stepped = t->fetch;
 	epochs_add_loop_step(ep, EP_STEPS_FETCH, t->fetch, e->pid, e->tid);
+	optim_micro(ep, e->tid, t->fetch);
+}
+
+/*
+ * A fetch of the loop thread closes its last training step, as the phase
+ * table closes it (phases.c): where that step ends when no step follows.
+ */
+static void loop_closed(struct epochs *ep, const struct tb_phase_event *e)
+{
+	struct ep_step_list *l = &ep->loop;
+
+	if ((pid_t)e->tid != ep->loop_tid || ep->loop_src != EP_STEPS_FETCH)
+		return;
+	if (l->n && l->done <= l->last && e->ts > l->last)
+		l->done = e->ts;
+	optim_close(ep, e->ts);
 }
 
 /*
@@ -297,9 +366,15 @@ static void passes_on_phase(struct epochs *ep, const struct tb_phase_event *e)
 
 	if (!t)
 		return;
-	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA &&
-	    (how == TB_RS_LONE || how == TB_RS_VALIDATION))
-		ep->pass_ended = true;
+	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA) {
+		if (how == TB_RS_LONE || how == TB_RS_VALIDATION)
+			ep->pass_ended = true;
+		loop_closed(ep, e);
+	}
+	/* An optimizer call after the micro-batch's backward ends its optimizer step. */
+	if (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER && ep->og_bwd &&
+	    (pid_t)e->tid == ep->loop_tid)
+		ep->og_opt = true;
 	if (e->cls == TB_BC_BACKWARD && e->phase == TB_PH_BACKWARD)
 		loop_step(ep, t, e);
 	if (!pass_on_phase(t, ep->attached, e, &st) || !st.begins)
@@ -487,9 +562,10 @@ static bool changed(const struct ep_proc *d)
 
 const char *epochs_step_source_name(enum ep_step_src s)
 {
-	static const char *const names[] = { "none", "marker", "calls", "fetch", "backward" };
+	static const char *const names[] = { "none", "marker", "calls", "fetch", "backward",
+					     "optimizer" };
 
-	return s <= EP_STEPS_BACKWARD ? names[s] : "none";
+	return s <= EP_STEPS_OPTIM ? names[s] : "none";
 }
 
 double ep_steps_avg(const struct ep_steps *s)
@@ -593,6 +669,11 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 		*src = EP_STEPS_MARKER;
 		return list_bounds(&ep->marks, a, b, n, next);
 	}
+	if (ep->optim.n && ep->optim_multi) {
+		*src = EP_STEPS_OPTIM;
+		*pid = ep->loop_pid;
+		return list_bounds(&ep->optim, a, b, n, next);
+	}
 	if (ep->loop.n) {
 		*src = ep->loop_src;
 		*pid = ep->loop_pid;
@@ -606,7 +687,8 @@ static const uint64_t *bounds(const struct epochs *ep, uint64_t a, uint64_t b, i
 static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, uint64_t b,
 		      struct ep_steps *s)
 {
-	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks : &ep->loop;
+	const struct ep_step_list *l = s->source == EP_STEPS_MARKER ? &ep->marks :
+				       s->source == EP_STEPS_OPTIM ? &ep->optim : &ep->loop;
 	const struct st_sum *f = s->source == EP_STEPS_CALLS ? steps_folded(ep->calls, t) :
 		l->folded.count ? &l->folded : NULL;
 
@@ -620,6 +702,27 @@ static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, ui
 	s->sum_sq += f->sum_sq;
 	s->count += f->count;
 	return f->count;
+}
+
+/*
+ * Where the last step starting before b ends (0: unknown, left out): at b
+ * if b ends a span and a step follows; else where the next starts. With
+ * none after it, a training loop's where the phase table closed it, a
+ * marker's or the call period's at b if b ends a span before the run's
+ * end (the teardown is no step's).
+ */
+static uint64_t last_end(const struct epochs *ep, enum ep_step_src src, uint64_t last,
+			 uint64_t b, uint64_t next, bool closed)
+{
+	uint64_t done = src == EP_STEPS_OPTIM ? ep->optim.done : ep->loop.done;
+
+	if (next)
+		return closed ? b : next;
+	if (src != EP_STEPS_FETCH && src != EP_STEPS_BACKWARD && src != EP_STEPS_OPTIM)
+		return closed && !(ep->ended && b >= ep->ended) ? b : 0;
+	if (done <= last)
+		return 0;
+	return closed && b < done ? b : done;
 }
 
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
@@ -636,8 +739,7 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 		s->source = EP_STEPS_NONE;
 		return 0;
 	}
-	/* The last step ends at b if b ends a span, else where the next starts. */
-	end = closed ? b : next;
+	end = last_end(ep, s->source, t[n - 1], b, next, closed);
 	step_times(t, end ? n : n - 1, end ? end : t[n - 1], s);
 	folded = add_folded(ep, t, a, b, s);
 	if (!s->count) {
@@ -646,11 +748,19 @@ int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool clos
 	}
 	end = end ? end : t[n - 1];
 	from = folded ? a : t[0];
+	if (s->source == EP_STEPS_OPTIM)
+		s->micro = st_lower_bound(ep->loop.t, ep->loop.n, end) -
+			   st_lower_bound(ep->loop.t, ep->loop.n, from);
 	if (s->source != EP_STEPS_MARKER)
 		s->syncs = steps_syncs(ep->calls, pid, from, end);
 	for (int i = 0; s->source == EP_STEPS_MARKER && i < ep->nstep_pids; i++)
 		s->syncs += steps_syncs(ep->calls, ep->step_pids[i], from, end);
 	return n + folded;
+}
+
+int epochs_run_steps(const struct epochs *ep, uint64_t a, uint64_t b, struct ep_steps *s)
+{
+	return epochs_step_stats(ep, a, b, false, s);
 }
 
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i)
@@ -663,6 +773,22 @@ uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int 
 
 	t = bounds(ep, a, b, &n, &next, &pid, &src);
 	return i >= 0 && i < n ? t[i] : 0;
+}
+
+uint64_t epochs_step_end(const struct epochs *ep, uint64_t a, uint64_t b, int i)
+{
+	enum ep_step_src src;
+	const uint64_t *t;
+	uint64_t next;
+	pid_t pid;
+	int n;
+
+	t = bounds(ep, a, b, &n, &next, &pid, &src);
+	if (i < 0 || i >= n)
+		return 0;
+	if (i + 1 < n)
+		return t[i + 1];
+	return last_end(ep, src, t[i], b, next, false);
 }
 
 /* A new epoch at the end of st's list, zeroed; NULL if out of memory. */
@@ -1593,7 +1719,7 @@ static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_
  * end of tracing when no loop ran, or it ran into it. The teardown after
  * it is no epoch's. Returns the end (at, or prev).
  */
-static const struct ep_snap *last_end(struct epochs *ep, struct ep_snap *at)
+static const struct ep_snap *last_epoch_end(struct epochs *ep, struct ep_snap *at)
 {
 	if (!ep->loop_end || ep->loop_end >= ep->prev.ts || ep->loop_a.ts > ep->loop_end ||
 	    interp(ep, at, &ep->loop_a, &ep->loop_b, ep->loop_end))
@@ -1625,9 +1751,10 @@ void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 	bool ended;
 
 	tick(ep, job, now, true);
-	end = last_end(ep, &at);
+	end = last_epoch_end(ep, &at);
 	/* Cut at the last step of a job that ended: complete, its teardown a tail. */
 	ended = end == &at && trainers_ended(job);
+	ep->ended = now;
 	for (int s = 0; s < EP_NSRC; s++) {
 		struct ep_stream *st = &ep->src[s];
 		/* The windows asked for run to the end of tracing. */
@@ -1710,6 +1837,7 @@ void epochs_free(struct epochs *ep)
 	ep_pool_free(ep);
 	free(ep->marks.t);
 	free(ep->loop.t);
+	free(ep->optim.t);
 	free(ep->gens);
 	free(ep->forks);
 	free(ep->workers);

@@ -102,12 +102,15 @@ struct ep_proc {
 
 /*
  * Where step boundaries come from: the job's markers whenever it wrote any,
- * else its training loop as PyTorch's phases show it (a training step
- * begins at its DataLoader fetch; with no fetch seen, at its backward),
- * else the period of its CUDA/NCCL calls.
+ * else its training loop as PyTorch's phases show it: its optimizer steps
+ * where it called the optimizer (EP_STEPS_OPTIM: from the first training
+ * step, or micro-batch, after the last optimizer call to the next), else
+ * its training steps (a training step begins at its DataLoader fetch;
+ * with no fetch seen, at its backward), else the period of its CUDA/NCCL
+ * calls.
  */
 enum ep_step_src { EP_STEPS_NONE, EP_STEPS_MARKER, EP_STEPS_CALLS, EP_STEPS_FETCH,
-		   EP_STEPS_BACKWARD };
+		   EP_STEPS_BACKWARD, EP_STEPS_OPTIM };
 
 /* Step starts from one source, ascending; the oldest folded past ST_MAX_BOUNDS. */
 struct ep_step_list {
@@ -115,12 +118,20 @@ struct ep_step_list {
 	int n, cap;
 	long seen;		/* ever added */
 	uint64_t last;		/* the one added last */
+	/*
+	 * The training loop's (phases): where the phase table closed the step
+	 * added last (the next fetch), if it did; a step with no next one and
+	 * no close is pending (docs/model.md, "Epochs and steps").
+	 */
+	uint64_t done;
 	struct st_sum folded;
 };
 
 struct ep_steps {
 	int count;
 	double total_ms, min_ms, max_ms, sum_sq;
+	int micro;		/* optimizer steps: the training steps (micro-batches)
+				 * that start in them; 0 for other sources */
 	int syncs;		/* outermost CUDA syncs and blocking copies of the
 				 * trainers' threads during these steps: the
 				 * processes that marked the steps, or whose
@@ -282,6 +293,21 @@ struct epochs {
 	struct ep_step_list loop;	/* training steps' starts, of one thread */
 	enum ep_step_src loop_src;	/* EP_STEPS_FETCH or _BACKWARD: its first step's */
 	pid_t loop_tid, loop_pid;	/* that thread: the first to train */
+	struct ep_step_list optim;	/* its optimizer steps' starts (EP_STEPS_OPTIM) */
+	/*
+	 * Live: the optimizer step under way of that thread: its first
+	 * micro-batch's start (0: none yet), whether the micro-batch under way
+	 * ran a backward, and called the optimizer after it (it ends the step).
+	 */
+	uint64_t og_start;
+	int og_n;		/* its micro-batches so far */
+	bool og_bwd, og_opt;
+	/*
+	 * An optimizer step took more than one micro-batch (gradient
+	 * accumulation): the steps are the optimizer steps. Where each took
+	 * one they are the training steps, the same ones, as before.
+	 */
+	bool optim_multi;
 	struct steps *calls;	/* steps from the call period (steps.h); may be NULL */
 	const struct phases *phases;	/* the phase spans (phases.h); may be NULL */
 	struct gpu_util *gu;	/* the GPU's readings (gpu_util.h); may be NULL */
@@ -321,6 +347,12 @@ struct epochs {
 	 * (`break`, a new iter()) from one long pass: epochs_source.
 	 */
 	bool pass_ended;
+	/*
+	 * Where the run ended (epochs_finish's now; a recording's end), 0
+	 * while it runs: a step with no next one, that would run to it, has
+	 * no known end (the teardown follows it) and is left out.
+	 */
+	uint64_t ended;
 };
 
 /* Parses "auto|marker|regex|workers|interval:SEC"; -1 if bad. */
@@ -393,14 +425,34 @@ void epochs_add_step(struct epochs *ep, uint64_t ts, pid_t pid);
  */
 void epochs_add_loop_step(struct epochs *ep, enum ep_step_src src, uint64_t ts, pid_t pid,
 			  pid_t tid);
+/* An optimizer step's start, of the loop thread tid (the reader: from a recording). */
+void epochs_add_optim_step(struct epochs *ep, uint64_t ts, pid_t pid, pid_t tid);
 void epochs_add_gen(struct epochs *ep, const struct ep_worker_gen *g);
 /*
  * Steps that start in [a, b). The last one ends at b when b closes a span
- * (an epoch's end), else where the next step starts, if one did yet.
- * Returns how many steps start in [a, b), counted or not.
+ * (an epoch's end), else where the next step starts, if one did yet. With
+ * no next step, a training loop's last step (fetch, backward) ends where
+ * the phase table closed it (ep_step_list.done), never later than b, and
+ * is left out while pending, as the table leaves it out; a marker's or the
+ * call period's runs to b when b closes a span other than the run's end
+ * (ended). Returns how many steps start in [a, b), counted or not.
  */
 int epochs_step_stats(const struct epochs *ep, uint64_t a, uint64_t b, bool closed,
 		      struct ep_steps *s);
+/*
+ * The run's steps, [a, b) the whole window: each ends where the next
+ * starts; the last one, a training loop's, where the phase table closed it
+ * (else it is pending and left out), a marker's or the call period's is
+ * left out (its end is unknown). The epochs leave out the same step, so
+ * that the count is one and the longest step the epochs' longest.
+ */
+int epochs_run_steps(const struct epochs *ep, uint64_t a, uint64_t b, struct ep_steps *s);
+/*
+ * The end of the i-th step (0-based) that starts in [a, b), as
+ * epochs_run_steps takes it: the next one's start, or for the last the
+ * close the phase table gave it; 0 if unknown (pending) or none.
+ */
+uint64_t epochs_step_end(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 /* The start of the i-th step (0-based) that starts in [a, b); 0 if none. */
 uint64_t epochs_step_start(const struct epochs *ep, uint64_t a, uint64_t b, int i);
 const char *epochs_step_source_name(enum ep_step_src s);

@@ -117,15 +117,11 @@ static void on_span(void *arg, const struct ph_span *sp)
 	ring_push(x->p, t, sp);
 }
 
-/* A training step ends at the next fetch: its phases' times. */
-static void close_step(struct ph_thread *t, uint64_t end)
+/* One step's phase times (ns) and wall time into s. */
+static void stat_add(struct ph_stat *s, const uint64_t ns[PH_NSHOWN], uint64_t wall_ns)
 {
-	struct ph_stat *s = &t->steps;
-
-	if (!t->start || end <= t->start || !t->trained)
-		return;
 	for (int p = 0; p < PH_NSHOWN; p++) {
-		double ms = t->ns[p] / 1e6;
+		double ms = ns[p] / 1e6;
 
 		if (!s->steps || ms < s->min_ms[p])
 			s->min_ms[p] = ms;
@@ -134,8 +130,30 @@ static void close_step(struct ph_thread *t, uint64_t end)
 		s->total_ms[p] += ms;
 		s->sum_sq[p] += ms * ms;
 	}
-	s->step_ms += (end - t->start) / 1e6;
+	s->step_ms += wall_ns / 1e6;
 	s->steps++;
+}
+
+/*
+ * A training step ends at the next fetch: its phases' times. It joins the
+ * optimizer step under way, which it ends if it called the optimizer.
+ */
+static void close_step(struct ph_thread *t, uint64_t end)
+{
+	if (!t->start || end <= t->start || !t->trained)
+		return;
+	stat_add(&t->steps, t->ns, end - t->start);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		t->acc[p] += t->ns[p];
+	t->acc_ns += end - t->start;
+	t->acc_n++;
+	if (!t->opt)
+		return;
+	stat_add(&t->osteps, t->acc, t->acc_ns);
+	t->omicro += t->acc_n;
+	memset(t->acc, 0, sizeof(t->acc));
+	t->acc_ns = 0;
+	t->acc_n = 0;
 }
 
 static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
@@ -144,6 +162,7 @@ static void next_step(struct ph_thread *t, uint64_t ts, bool trained)
 	memset(t->ns, 0, sizeof(t->ns));
 	t->start = ts;
 	t->trained = trained;
+	t->opt = false;
 }
 
 const struct ph_thread *phases_trainer(const struct phases *p, pid_t pid)
@@ -202,6 +221,8 @@ bool phases_on_event(struct phases *p, const struct tb_phase_event *e)
 	/* A pass completed: the training step that begins the next says so (passes.c). */
 	if (pass_on_phase(&t->pass, true, e, &st) && st.begins && !st.first)
 		t->passes++;
+	if (e->cls == TB_BC_OPTIM && e->phase == TB_PH_OPTIMIZER && t->trained)
+		t->opt = true;
 	/* A fetch starts the next step: the one before is complete. */
 	if (e->phase == TB_PH_PEND_DATA && e->cls == TB_BC_DATA) {
 		t->fetches++;
@@ -459,11 +480,28 @@ void phases_main_now(const struct phases *p, uint64_t out[PH_NSHOWN])
 			wall_ns(&p->th[i], out);
 }
 
+/*
+ * Its steps are optimizer steps where it called the optimizer after a
+ * backward and an optimizer step took more than one training step
+ * (gradient accumulation), else its training steps: the same steps where
+ * each calls the optimizer, and where none does (no optimizer bracket:
+ * torch < 2 with no legacy names, an optimizer of the job's own).
+ */
 void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 {
 	int src = t->fetches ? PH_STEPS_FETCH : PH_STEPS_BACKWARD;
+	bool optim = t->osteps.steps > 0 && t->omicro > t->osteps.steps;
 
-	merge(&sum->steps, &t->steps);
+	const struct ph_stat *st = optim ? &t->osteps : &t->steps;
+
+	if (st->steps && (!sum->each_max || st->steps < sum->each_min))
+		sum->each_min = st->steps;
+	if (st->steps > sum->each_max)
+		sum->each_max = st->steps;
+	merge(&sum->steps, st);
+	sum->micro += t->steps.steps;
+	sum->micro_in += optim ? t->omicro : t->steps.steps;
+	sum->optim += optim;
 	wall(t, sum->wall_ms, &sum->startup_ms);
 	if (t->steps.steps)
 		sum->step_source = !sum->step_source || sum->step_source == src ? src :

@@ -49,9 +49,18 @@ struct ph_stat {
 	double step_ms;			/* the steps' wall time, all phases */
 };
 
-/* Threads together: their steps, and their wall time per phase, steps or not. */
+/*
+ * Threads together: their steps, and their wall time per phase, steps or
+ * not. steps are optimizer steps where a thread's optimizer calls were
+ * seen (micro-batches: the training steps above, several a step with
+ * gradient accumulation), else its training steps (micro == steps).
+ */
 struct ph_sum {
 	struct ph_stat steps;
+	int micro;			/* training steps (micro-batches) closed */
+	int micro_in;			/* of them, in the optimizer steps counted */
+	int optim;			/* threads whose steps are optimizer steps */
+	int each_min, each_max;		/* the fewest and most steps one thread counted */
 	double wall_ms[PH_NSHOWN];
 	double startup_ms;		/* of wall_ms[PH_DATA], the workers' start-up */
 	int step_source;		/* enum ph_step_source */
@@ -87,6 +96,18 @@ struct ph_thread {
 	uint64_t tot[PH_NSHOWN];	/* wall time per phase, resolved */
 	uint64_t startup;		/* of tot[PH_DATA], DataLoader workers' start-up */
 	struct ph_stat steps;		/* the training steps closed so far */
+	/*
+	 * Optimizer steps: the training steps (micro-batches) from the one
+	 * after the last that called the optimizer to the next that does, an
+	 * optimizer bracket opened after its backward (a zero_grad before
+	 * it, at the top of the loop, does not end one).
+	 */
+	bool opt;			/* the step under way called the optimizer after its backward */
+	uint64_t acc[PH_NSHOWN];	/* the micro-batches since the last optimizer step */
+	uint64_t acc_ns;		/* their wall time */
+	int acc_n;			/* how many */
+	struct ph_stat osteps;		/* the optimizer steps closed so far */
+	int omicro;			/* micro-batches in them */
 	struct ph_ring *ring;		/* live; NULL past PH_MAX_RINGS */
 	bool ring_tried;
 	/*

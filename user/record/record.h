@@ -121,6 +121,7 @@ struct recorder {
 	uint64_t ph_rows, ph_dropped;	/* phase_events written; past the cap */
 	long marker_steps;	/* epochs->marks.seen already queued */
 	long loop_steps;	/* epochs->loop.seen already queued */
+	long optim_steps;	/* epochs->optim.seen already queued (schema 9) */
 	long epochs_written[EP_NSRC];	/* ep_stream.closed as last written */
 	uint64_t next_flush;
 	uint64_t flushed_ns;	/* the refresh the last flush wrote (0: none) */

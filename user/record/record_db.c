@@ -92,7 +92,9 @@ static const char schema[] =
 "  steps INTEGER, step_ms REAL, pend_data_ns INTEGER, pend_fwd_ns INTEGER,"
 "  held_ns INTEGER, phase TEXT NOT NULL, wall_ns INTEGER, total_ms REAL,"
 "  min_ms REAL, max_ms REAL, sum_sq REAL, fetches INTEGER, in_val INTEGER,"
-"  startup_ns INTEGER, pend_start_ns INTEGER, pend_startup_ns INTEGER);"
+"  startup_ns INTEGER, pend_start_ns INTEGER, pend_startup_ns INTEGER,"
+"  osteps INTEGER, ostep_ms REAL, omicro INTEGER, o_total_ms REAL, o_min_ms REAL,"
+"  o_max_ms REAL, o_sum_sq REAL);"
 "CREATE TABLE phase_events (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  ts_ns INTEGER NOT NULL, phase INTEGER NOT NULL, resolved INTEGER NOT NULL);";
 
@@ -123,7 +125,8 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_GPU_PROC] = "INSERT INTO gpu_procs VALUES (?,?,?)",
 	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
 	[RS_PHASE_TIME] = "INSERT INTO phase_times VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+		"?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
 };
 

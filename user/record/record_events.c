@@ -68,6 +68,9 @@ void record_on_phase(struct recorder *r, const struct epochs *ep,
 	for (; r->loop_steps < ep->loop.seen; r->loop_steps++)
 		queue_step(r, (struct rec_step){ ep->loop.last, ep->loop_pid, ep->loop_tid,
 						 ep->loop_src });
+	for (; r->optim_steps < ep->optim.seen; r->optim_steps++)
+		queue_step(r, (struct rec_step){ ep->optim.last, ep->loop_pid, ep->loop_tid,
+						 EP_STEPS_OPTIM });
 	if (r->ph_rows + r->nph >= REC_PHASE_MAX_ROWS ||
 	    !(n = tb_grow(r->ph, &r->capph, r->nph + 1, sizeof(*n)))) {
 		r->ph_dropped++;

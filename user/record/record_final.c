@@ -194,6 +194,14 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 			rec_bind_int(r, RS_PHASE_STEP, 16, t->startup);
 			rec_bind_int(r, RS_PHASE_STEP, 17, t->sp.pend_ns[PH_PEND_START]);
 			rec_bind_int(r, RS_PHASE_STEP, 18, t->sp.pend_ns[PH_PEND_SHELD]);
+			/* Schema 11: its optimizer steps (phases.h). */
+			rec_bind_int(r, RS_PHASE_STEP, 19, t->osteps.steps);
+			rec_bind_double(r, RS_PHASE_STEP, 20, t->osteps.step_ms);
+			rec_bind_int(r, RS_PHASE_STEP, 21, t->omicro);
+			rec_bind_double(r, RS_PHASE_STEP, 22, t->osteps.total_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 23, t->osteps.min_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 24, t->osteps.max_ms[p]);
+			rec_bind_double(r, RS_PHASE_STEP, 25, t->osteps.sum_sq[p]);
 			rec_step(r, RS_PHASE_STEP);
 		}
 	}
@@ -210,8 +218,15 @@ static int write_end_meta(struct recorder *r, const struct job *job, uint64_t no
 		rec_meta(r, "phase_threads_over", buf);
 	}
 	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
-	if (job->epochs)
+	if (job->epochs) {
 		rec_meta(r, "epochs_pass_ended", job->epochs->pass_ended ? "1" : "0");
+		/* Schema 11: where the loop's last step ended (epochs.h), 0 if pending. */
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->loop.done);
+		rec_meta(r, "steps_loop_done_ns", buf);
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->optim.done);
+		rec_meta(r, "steps_optim_done_ns", buf);
+		rec_meta(r, "steps_optim_multi", job->epochs->optim_multi ? "1" : "0");
+	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
 	rec_meta(r, "end_mono_ns", buf);
 	return rec_meta(r, "complete", "1");

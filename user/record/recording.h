@@ -25,7 +25,11 @@
  * other row, and their wall time); an older file has none: its reports
  * show setup and teardown 0, that time in other's made-of and in no
  * phase's wall time, as its version wrote them.
+ * 9 added optimizer steps (phase_steps.osteps and the o_* columns, steps
+ * rows of source optimizer, meta steps_loop_done_ns, steps_optim_done_ns,
+ * steps_optim_multi); an older file's table counts micro-batches, and its
+ * run leaves the loop's last step out as pending.
  */
-#define REC_SCHEMA_VERSION 8
+#define REC_SCHEMA_VERSION 9
 
 #endif

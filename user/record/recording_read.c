@@ -185,6 +185,13 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {
 			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
+		} else if (!strcmp(k, "steps_optim_multi")) {
+			r->optim_multi = !strcmp(v, "1");
+		} else if (!strcmp(k, "steps_optim_done_ns")) {
+			r->optim_done = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "steps_loop_done_ns")) {
+			r->loop_done = strtoull(v, NULL, 10);
+			r->has_loop_done = true;
 		} else if (!strcmp(k, "epochs_pass_ended")) {
 			r->ep.pass_ended = !strcmp(v, "1");
 		} else if (!strcmp(k, "epochs_wanted")) {
@@ -552,7 +559,7 @@ struct ep_read {
 
 static enum ep_step_src step_source_from(const char *s)
 {
-	for (int i = EP_STEPS_NONE; i <= EP_STEPS_BACKWARD; i++)
+	for (int i = EP_STEPS_NONE; i <= EP_STEPS_OPTIM; i++)
 		if (!strcmp(s, epochs_step_source_name(i)))
 			return i;
 	return EP_STEPS_NONE;
@@ -791,10 +798,17 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
 		else if (src == EP_STEPS_FETCH || src == EP_STEPS_BACKWARD)
 			epochs_add_loop_step(&r->ep, src, col_ns(&q, 2), pid, tid);
+		else if (src == EP_STEPS_OPTIM)
+			epochs_add_optim_step(&r->ep, col_ns(&q, 2), pid, tid);
 		else if (src == EP_STEPS_CALLS)
 			steps_add_start(&r->steps, pid, tid, col_ns(&q, 2));
 	}
 	r->ep.calls = &r->steps;
+	/* Before schema 9 nothing says where the loop's last step ended: pending. */
+	r->ep.ended = r->end_ns;
+	r->ep.loop.done = r->has_loop_done ? r->loop_done : 0;
+	r->ep.optim.done = r->optim_done;
+	r->ep.optim_multi = r->optim_multi;
 	return q_close(r, &q, err, errlen);
 }
 
@@ -1294,6 +1308,37 @@ static int load_phase_steps(struct recording *r, const struct rec_filter *flt,
 	return q_close(r, &q, err, errlen);
 }
 
+/* Schema 11: each thread's optimizer steps; none before (its steps are micro-batches). */
+static int load_phase_osteps(struct recording *r, const struct rec_filter *flt,
+			     char *err, size_t errlen)
+{
+	struct q q;
+
+	if (!has_column(r, "phase_steps", "osteps"))
+		return 0;
+	if (q_open(r, &q, "SELECT tid, pid, phase, osteps, ostep_ms, omicro, o_total_ms, "
+		   "o_min_ms, o_max_ms, o_sum_sq FROM phase_steps ORDER BY rowid", err, errlen))
+		return -1;
+	while (q_row(&q)) {
+		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
+		int p = phase_index(col_str(&q, 2), ph_names, PH_NSHOWN);
+		struct ph_thread *t;
+
+		if ((flt->pid && pid != flt->pid) || !(t = phases_add_thread(&r->phases, pid, tid)))
+			continue;
+		t->osteps.steps = (int)col_i64(&q, 3);
+		t->osteps.step_ms = col_double(&q, 4);
+		t->omicro = (int)col_i64(&q, 5);
+		if (p < 0)
+			continue;
+		t->osteps.total_ms[p] = col_double(&q, 6);
+		t->osteps.min_ms[p] = col_double(&q, 7);
+		t->osteps.max_ms[p] = col_double(&q, 8);
+		t->osteps.sum_sq[p] = col_double(&q, 9);
+	}
+	return q_close(r, &q, err, errlen);
+}
+
 /*
  * Phases are the whole run's: one epoch's window has none (its threads'
  * rows would not add up to its times), and a recording made before phases
@@ -1304,7 +1349,8 @@ static int load_phases(struct recording *r, const struct rec_filter *flt,
 {
 	if (!r->has_phases || flt->epoch_set)
 		return 0;
-	if (load_phase_times(r, flt, err, errlen) || load_phase_steps(r, flt, err, errlen))
+	if (load_phase_times(r, flt, err, errlen) || load_phase_steps(r, flt, err, errlen) ||
+	    load_phase_osteps(r, flt, err, errlen))
 		return -1;
 	r->job.phases = &r->phases;
 	return 0;

@@ -55,6 +55,10 @@ struct recording {
 	char host[256];		/* meta hostname */
 	char command[1024];	/* meta command: the traced command line, or "-p PID,..." */
 	int world_size;		/* meta world_size; -1 */
+	uint64_t loop_done;	/* meta steps_loop_done_ns (schema 9): epochs.h */
+	uint64_t optim_done;	/* meta steps_optim_done_ns (schema 9) */
+	bool optim_multi;	/* meta steps_optim_multi (schema 9) */
+	bool has_loop_done;
 	char *tmpdir;		/* recording_open.c: a private copy's directory */
 };
 

@@ -63,7 +63,7 @@ static double run_steps(const struct recording *r)
 {
 	struct ep_steps s;
 
-	epochs_step_stats(&r->ep, r->start_ns, r->end_ns, false, &s);
+	epochs_run_steps(&r->ep, r->start_ns, r->end_ns, &s);
 	return ep_steps_per_s(&s);
 }
 

@@ -299,7 +299,7 @@ void html_chart_epochs(FILE *f, const struct job *job)
 /* Step i's duration in ms: to the next step's start. */
 static double step_ms(const struct epochs *ep, uint64_t a, uint64_t b, int i)
 {
-	return (epochs_step_start(ep, a, b, i + 1) - epochs_step_start(ep, a, b, i)) / 1e6;
+	return (epochs_step_end(ep, a, b, i) - epochs_step_start(ep, a, b, i)) / 1e6;
 }
 
 /*
@@ -352,12 +352,17 @@ void html_chart_steps(FILE *f, const struct job *job)
 	char attrs[160], t[32];
 	int n;
 
-	if (!ep || b <= a || !epochs_step_stats(ep, a, b, false, &s))
+	if (!ep || b <= a || !epochs_run_steps(ep, a, b, &s))
 		return;
-	/* The starts kept (older ones may be folded into sums): the last one's end is unknown. */
+	/*
+	 * The starts kept (older ones may be folded into sums), the last one
+	 * left out where its end is unknown (pending), as the Steps line does.
+	 */
 	for (n = 0; epochs_step_start(ep, a, b, n); n++)
 		;
-	if (--n < 1)
+	if (n && !epochs_step_end(ep, a, b, n - 1))
+		n--;
+	if (n < 1)
 		return;
 	for (int i = 0; i < n; i++)
 		if (step_ms(ep, a, b, i) > ymax)

@@ -96,13 +96,17 @@ void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
 {
 	struct ep_steps s;
 
-	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	epochs_run_steps(ep, job->window_start_ns, ep->prev.ts, &s);
 	if (!s.count) {
 		fprintf(f, "Steps: none seen (no step marker, no PyTorch training step, no periodic CUDA/NCCL calls)\n");
 		return;
 	}
 	fprintf(f, "Steps: %.2f/s, ", ep_steps_per_s(&s));
 	report_text_steps(f, job, &s);
+	/* Optimizer steps: the micro-batches they were made of (gradient accumulation). */
+	if (s.micro && s.micro != s.count)
+		fprintf(f, "; %d micro-batches, %.*f per step", s.micro,
+			s.micro % s.count ? 2 : 0, (double)s.micro / s.count);
 	fputc('\n', f);
 }
 
@@ -505,12 +509,13 @@ static void json_steps_total(struct jw *w, const struct job *job, const struct e
 					     "syncs_per_step" };
 	struct ep_steps s;
 
-	epochs_step_stats(ep, job->window_start_ns, ep->prev.ts, false, &s);
+	epochs_run_steps(ep, job->window_start_ns, ep->prev.ts, &s);
 	jw_name(w, "steps");
 	jw_object(w);
 	if (!s.count) {
 		jw_string_field(w, "source", "none");
 		jw_int_field(w, "count", 0);
+		jw_int_field(w, "micro_batches", 0);
 		for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
 			jw_null_field(w, nulls[i]);
 		jw_end_object(w);
@@ -518,6 +523,7 @@ static void json_steps_total(struct jw *w, const struct job *job, const struct e
 	}
 	jw_string_field(w, "source", epochs_step_source_name(s.source));
 	jw_int_field(w, "count", s.count);
+	jw_int_field(w, "micro_batches", s.micro);
 	jw_float_field(w, "per_s", ep_steps_per_s(&s), 4);
 	jw_float_field(w, "avg_ms", ep_steps_avg(&s), 4);
 	jw_float_field(w, "min_ms", s.min_ms, 4);

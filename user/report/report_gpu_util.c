@@ -56,7 +56,7 @@ static bool run_steps(const struct job *job, struct ep_steps *st)
 {
 	if (!job->epochs)
 		return false;
-	epochs_step_stats(job->epochs, job->window_start_ns, job->epochs->prev.ts, false, st);
+	epochs_run_steps(job->epochs, job->window_start_ns, job->epochs->prev.ts, st);
 	return st->count > 0;
 }
 

@@ -258,12 +258,48 @@ static void epoch_rows(FILE *f, const struct job *job, int nranks)
 	}
 }
 
+/* Micro-batches per optimizer step: "4", or "3.75" where they varied. */
+static void per_step(char *buf, size_t len, const struct ph_sum *sum)
+{
+	double k = (double)sum->micro_in / sum->steps.steps;
+
+	if (sum->micro_in % sum->steps.steps)
+		snprintf(buf, len, "%.2f", k);
+	else
+		snprintf(buf, len, "%d", sum->micro_in / sum->steps.steps);
+}
+
+/*
+ * "120 training steps", or with gradient accumulation "30 optimizer steps
+ * of 120 micro-batches (4 per step)": the steps are optimizer steps where
+ * the optimizer was seen, the same ones the Steps line counts.
+ */
+static void text_count(FILE *f, const struct ph_sum *sum, int n)
+{
+	char k[16];
+
+	if (sum->micro == sum->steps.steps)
+		fprintf(f, "%d training steps", sum->steps.steps);
+	else
+		fprintf(f, "%d optimizer steps", sum->steps.steps);
+	/* Ranks step together: the count a user knows is one rank's (the Steps line's). */
+	if (n > 1 && sum->each_min == sum->each_max)
+		fprintf(f, " (%d each)", sum->each_max);
+	else if (n > 1)
+		fprintf(f, " (%d-%d each)", sum->each_min, sum->each_max);
+	if (sum->micro == sum->steps.steps)
+		return;
+	per_step(k, sizeof(k), sum);
+	fprintf(f, " of %d micro-batches (%s per step)", sum->micro, k);
+}
+
 void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
 {
 	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
 	struct ph_sum sum;
 	const char *src = source(job);
 	int n = phases_job(job, rows, &sum);
+	const char *unit = sum.micro == sum.steps.steps ? "training step" : "optimizer step";
 
 	phases_job_startup(job, startup);
 	if (!strcmp(src, "none")) {
@@ -274,9 +310,10 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		fprintf(f, "Phases: no training step (no backward) seen\n\n");
 		return;
 	}
-	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, %d training steps "
-		"from %s, %.1f ms/step)\n", n, n == 1 ? "" : "s", sum.steps.steps,
-		step_source_text[sum.step_source], sum.steps.step_ms / sum.steps.steps);
+	fprintf(f, "Phases (PyTorch's own brackets; %d trainer thread%s, ", n, n == 1 ? "" : "s");
+	text_count(f, &sum, n);
+	fprintf(f, " from %s, %.1f ms/step)\n", step_source_text[sum.step_source],
+		sum.steps.step_ms / sum.steps.steps);
 	if (strcmp(src, "brackets"))
 		fprintf(f, "  (%s: data, forward and optimizer are in other)\n",
 			!strcmp(src, "unnamed") ? "torch < 2.0 closes its brackets out of sight" :
@@ -287,8 +324,8 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
 	text_rows(f, rows, startup, &sum);
 	fprintf(f, "  (share: of the trainer threads' lives, setup before the first phase and "
-		"teardown after the last;\n   ms/step: per training step, validation and epoch ends "
-		"spread over them; min/max/std: within training steps)\n");
+		"teardown after the last;\n   ms/step: per %s, validation and epoch ends "
+		"spread over them; min/max/std: within %ss)\n", unit, unit);
 	if (n > 1)
 		rank_rows(f, job);
 	epoch_rows(f, job, n);
@@ -368,6 +405,9 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	jw_int_field(w, "threads", n);
 	jw_uint_field(w, "threads_over_events", job->phases ? job->phases->threads_over : 0);
 	jw_int_field(w, "steps", sum.steps.steps);
+	jw_int_field(w, "steps_per_trainer", sum.each_max);
+	jw_int_field(w, "micro_batches", sum.micro);
+	jw_string_field(w, "step_unit", sum.optim ? "optimizer" : "micro_batch");
 	jw_string_field(w, "step_source", step_source_key[sum.step_source]);
 	jw_float_field(w, "step_ms", sum.steps.steps ? sum.steps.step_ms / sum.steps.steps : 0.0, 4);
 	jw_name(w, "list");
@@ -398,6 +438,7 @@ void report_phases_json_proc(struct jw *w, const struct job *job, const struct p
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_int_field(w, "steps", sum.steps.steps);
+	jw_int_field(w, "micro_batches", sum.micro);
 	jw_name(w, "wall_s");
 	jw_object(w);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
