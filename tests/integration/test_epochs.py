@@ -73,22 +73,26 @@ def window_s(report, truth, mono_ns):
 
 
 def check_tiling(report):
-    """Epochs follow one another from before_first_s to the window's end."""
+    """Epochs follow one another from before_first_s to the window's end,
+    or to where a tail begins (after_last_s: the teardown after a PyTorch
+    loop's last step, or after the last epoch's summary line)."""
     ep = report["epochs"]
     lst = ep["list"]
     win = report["window"]["duration_s"]
+    tail = ep["after_last_s"]
     assert lst, ep
-    assert ep["before_first_s"] >= 0
-    assert abs(ep["before_first_s"] + sum(e["duration_s"] for e in lst) - win) <= SUM_TOL_S, \
-        (ep["before_first_s"], [e["duration_s"] for e in lst], win)
+    assert ep["before_first_s"] >= 0 and tail >= 0, ep
+    assert abs(ep["before_first_s"] + sum(e["duration_s"] for e in lst) + tail - win) \
+        <= SUM_TOL_S, (ep["before_first_s"], [e["duration_s"] for e in lst], tail, win)
     assert abs(lst[0]["start_s"] - ep["before_first_s"]) <= SUM_TOL_S
     for a, b in zip(lst, lst[1:]):
         assert abs(a["end_s"] - b["start_s"]) <= SUM_TOL_S, (a, b)
-    assert abs(lst[-1]["end_s"] - win) <= SUM_TOL_S, (lst[-1], win)
+    assert abs(lst[-1]["end_s"] + tail - win) <= SUM_TOL_S, (lst[-1], tail, win)
     for e in lst:
         assert abs(e["end_s"] - e["start_s"] - e["duration_s"]) <= SUM_TOL_S, e
-    # Ended by the next boundary, except the last (by the window's end).
-    assert [e["complete"] for e in lst] == [True] * (len(lst) - 1) + [False]
+    # Ended by the next boundary, except the last: by the window's end, or,
+    # complete, at the last step of a loop whose processes all exited (a tail).
+    assert [e["complete"] for e in lst] == [True] * (len(lst) - 1) + [tail > 0], (tail, lst)
     for e in lst:
         assert set(e["time_s"]) == set(CATS) == set(e["percent"]), e
         total = sum(e["time_s"].values())
@@ -158,8 +162,11 @@ def step_brackets(report, truth, k):
         end_lo, end_hi = win - CONV_S, win + CONV_S
     ends_lo = starts[1:] + [end_lo]
     ends_hi = marked[1:] + [end_hi]
-    return [(lo_end - m, hi_end - s)
-            for s, m, lo_end, hi_end in zip(starts, marked, ends_lo, ends_hi)]
+    br = [(lo_end - m, hi_end - s)
+          for s, m, lo_end, hi_end in zip(starts, marked, ends_lo, ends_hi)]
+    # The run's last step has no known end (the teardown follows): the
+    # steps leave it out, the last epoch's with them (docs/model.md).
+    return br if k + 1 < len(te) else br[:-1]
 
 
 def check_steps(report, truth, steps):
@@ -167,8 +174,8 @@ def check_steps(report, truth, steps):
     for k, e in enumerate(report["epochs"]["list"]):
         st = e["steps"]
         assert st is not None, e
-        assert st["count"] == steps, st
         br = step_brackets(report, truth, k)
+        assert st["count"] == len(br) == steps - (k + 1 == len(report["epochs"]["list"])), st
         lo = [a * 1e3 for a, _ in br]
         hi = [b * 1e3 for _, b in br]
         n = len(br)
@@ -179,6 +186,8 @@ def check_steps(report, truth, steps):
         assert max(lo) - res <= st["max_ms"] <= max(hi) + res, (st, lo, hi)
         mid = [(a + b) / 2 for a, b in zip(lo, hi)]
         width = max(b - a for a, b in zip(lo, hi)) / 2 + res
+        if n < 2:   # one step: no spread to compare
+            continue
         pop, sample = statistics.pstdev(mid), statistics.stdev(mid)
         assert (abs(st["std_ms"] - pop) <= width
                 or abs(st["std_ms"] - sample) <= width * math.sqrt(n / (n - 1))), \
@@ -311,9 +320,11 @@ def test_pytorch_epochs_from_its_log(tmp_path):
     # Steps from the first rank's DataLoader fetches (docs/model.md,
     # "Epochs and steps"), 4 an epoch. The loop leaves each pass after 4
     # steps (a new iter(), no StopIteration): passes cannot tell its
-    # epochs apart, and the lines are taken.
+    # epochs apart, and the lines are taken. The run's last step is still
+    # pending at the end (no fetch after it closes it: the loop broke out),
+    # so the steps leave it out as the phase table does (one count).
     assert [(e["steps"]["source"], e["steps"]["count"]) for e in lst] == \
-        [("fetch", 4)] * 3, [e["steps"] for e in lst]
+        [("fetch", 4)] * 2 + [("fetch", 3)], [e["steps"] for e in lst]
 
 
 def test_step_blocks(tmp_path):

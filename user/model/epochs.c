@@ -709,7 +709,11 @@ static int add_folded(const struct epochs *ep, const uint64_t *t, uint64_t a, ui
  * if b ends a span and a step follows; else where the next starts. With
  * none after it, a training loop's where the phase table closed it, a
  * marker's or the call period's at b if b ends a span before the run's
- * end (the teardown is no step's).
+ * end (the teardown is no step's). An epoch that the next boundary closed
+ * while the run goes on cuts its last step at b even before the step that
+ * follows is known (an epoch closes at its boundary's tick; the next
+ * epoch's first step is known at its backward, later): the job went on
+ * past b.
  */
 static uint64_t last_end(const struct epochs *ep, enum ep_step_src src, uint64_t last,
 			 uint64_t b, uint64_t next, bool closed)
@@ -720,8 +724,9 @@ static uint64_t last_end(const struct epochs *ep, enum ep_step_src src, uint64_t
 		return closed ? b : next;
 	if (src != EP_STEPS_FETCH && src != EP_STEPS_BACKWARD && src != EP_STEPS_OPTIM)
 		return closed && !(ep->ended && b >= ep->ended) ? b : 0;
+	/* Closed while the run goes on (ended is set at its end only). */
 	if (done <= last)
-		return 0;
+		return closed && !ep->ended ? b : 0;
 	return closed && b < done ? b : done;
 }
 
