@@ -533,12 +533,35 @@ static void json_steps_total(struct jw *w, const struct job *job, const struct e
 	jw_end_object(w);
 }
 
+/*
+ * The generations' indexes by fork time (ties kept in order). The live
+ * tool lists them as it judged them: two ranks' forks 80 ms apart can be
+ * judged in the other order (a fork is a worker once it has lived its exec
+ * grace), where a recording's reader loads them by fork time. NULL: none,
+ * or no memory (then as listed).
+ */
+static int *gens_by_fork(const struct epochs *ep)
+{
+	int *ix = ep->ngens ? malloc(ep->ngens * sizeof(*ix)) : NULL;
+
+	for (int i = 0; ix && i < ep->ngens; i++) {
+		int k = i;
+
+		for (; k > 0 && ep->gens[ix[k - 1]].fork_ts > ep->gens[i].fork_ts; k--)
+			ix[k] = ix[k - 1];
+		ix[k] = i;
+	}
+	return ix;
+}
+
 static void json_gens(struct jw *w, const struct job *job, const struct epochs *ep)
 {
+	int *ix = gens_by_fork(ep);
+
 	jw_name(w, "worker_generations");
 	jw_array(w);
 	for (int i = 0; i < ep->ngens; i++) {
-		const struct ep_worker_gen *g = &ep->gens[i];
+		const struct ep_worker_gen *g = &ep->gens[ix ? ix[i] : i];
 
 		jw_object(w);
 		jw_int_field(w, "parent", g->parent);
@@ -550,6 +573,7 @@ static void json_gens(struct jw *w, const struct job *job, const struct epochs *
 		jw_end_object(w);
 	}
 	jw_end_array(w);
+	free(ix);
 }
 
 void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep)
