@@ -9,10 +9,14 @@ critical path splits over several categories as consecutive pieces), so:
   critical_path_s to the nanosecond (the report prints ns: %.9f s), for a
   thread that exited before the report;
 - for a thread still alive when the report is made, the report adds the
-  interval still open at that moment, [last record's end, report time), in
-  one category of each view (account.c): the difference between report
-  and stream is that one interval, whose end is the same instant for every
-  thread (the TSV's trailer gives it: report_ns).
+  interval still open at that moment, [since, report time), in one
+  category of each view (account.c): the difference between report and
+  stream is that one interval, whose end is the same instant for every
+  thread (the TSV's trailer gives it: report_ns). since is a record
+  boundary, the last one BPF had written when the slot was read: not
+  always the last before report_ns, as one event may close pieces of
+  time that ended before it (a wake's piece up to the enqueue, a lock
+  wait's critical-path pieces).
 """
 import collections
 import json
@@ -107,6 +111,11 @@ def test_stream_is_the_report_interval_by_interval(tmp_path):
         tt["tid"] for tt in truth["threads"] if tt["name"] == "tb_futex")])
 
 
+# Records one BPF event closes at most: the wake's piece and the runqueue
+# wait at a switch-in, or a lock wait's pieces (one per category).
+BACK = len(CATS) + 2
+
+
 def test_report_of_a_live_job_is_stream_plus_open_interval(tmp_path):
     # trainbpf stops after 1.5 s; the job runs on, its threads alive.
     report, recs, trailer, _ = trace_with_states(
@@ -119,25 +128,35 @@ def test_report_of_a_live_job_is_stream_plus_open_interval(tmp_path):
         check_tiling(tid, r)
         before = [x for x in r if x[1] <= cut]
         after = [x for x in r if x[1] > cut]
-        # The slot read comes a moment after report_ns: an interval closed
-        # in between is in the report whole, and nothing is open.
-        candidates = [(before, cut - (before[-1][1] if before else r[0][0]))]
+        # The report holds what BPF had closed when the slot was read, and
+        # the open interval from there to the cut. Where that interval
+        # began is a record boundary, but not always the last before the
+        # cut: an event after the read may close pieces that end before it
+        # (switch_in ends a wake at the enqueue, a lock wait is split by
+        # its waker's critical path). The read comes a moment after
+        # report_ns too: an interval closed in between is in it whole.
+        candidates = [(before[:i], cut - before[i - 1][1])
+                      for i in range(len(before), max(len(before) - BACK, 0), -1)]
+        if len(before) < BACK:
+            candidates.append(([], cut - r[0][0]))
         if after:
             candidates.append((before + after[:1], 0))
-        ok = False
+        ok, tried = False, []
         for got, open_ns in candidates:
             own, cp = sums(got)
             d_own = {c: ns(t["time_s"][c]) - own[c] for c in CATS}
             d_cp = {c: ns(t["critical_path_s"][c]) - cp[c] for c in CATS}
             nz_own = [v for v in d_own.values() if v]
             nz_cp = [v for v in d_cp.values() if v]
+            tried.append((open_ns, {c: v for c, v in d_own.items() if v},
+                          {c: v for c, v in d_cp.items() if v}))
             if (sum(d_own.values()) == open_ns == sum(d_cp.values()) and
                     len(nz_own) <= 1 and len(nz_cp) <= 1 and
                     all(v >= 0 for v in nz_own + nz_cp)):
                 ok = True
                 open_seen += open_ns > 0
                 break
-        assert ok, (t["comm"], tid, d_own, d_cp, candidates[0][1])
+        assert ok, (t["comm"], tid, cut, before[-BACK:], after[:2], tried[:3])
     # The job outlived trainbpf: its threads had intervals open at the cut.
     assert open_seen >= 5
 
