@@ -107,6 +107,20 @@ def test_slow_dataset_makes_data_wait_the_top_category(tmp_path):
     # each rank's first event is other's.
     walls = {p["phase"]: p["wall_s"] for p in report["phases"]["list"]}
     assert walls["setup"] == 0 and waits["setup"] == 0, walls
+    # Each rank's rows tile its traced life, and each row's made-of is its
+    # wall time (to the JSON's rounding, a us a row): a rank whose last
+    # event began a collective (destroy_process_group's barrier) once had
+    # its teardown after it in other's made-of and in no row's wall time.
+    for p in report["processes"]:
+        ph = p.get("phases")
+        if not ph:
+            continue
+        main = next(t for t in p["threads"] if t["tid"] == p["pid"])
+        assert sum(ph["wall_s"].values()) == pytest.approx(main["lifetime_s"], abs=1e-3), \
+            (p["pid"], ph["wall_s"], main["lifetime_s"])
+        for row, made_of in ph["critical_path_s"].items():
+            assert sum(made_of.values()) == pytest.approx(ph["wall_s"][row], abs=1e-3), \
+                (p["pid"], row, made_of, ph["wall_s"])
 
 
 def test_large_model_tiny_batches_make_comm_the_top_category(tmp_path):

@@ -672,6 +672,70 @@ START_TEST(setup_and_teardown_sum_to_life)
 END_TEST
 
 /*
+ * A rank's last event begins a collective (destroy_process_group's
+ * barrier: 22-23, comm) and the rest of its life (23-30: cpu 2, idle 5)
+ * waits in PEND_COMM, entered with no event: all of it is the teardown,
+ * and the rows still sum to the life.
+ */
+START_TEST(teardown_after_a_last_collective)
+{
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
+		ev(12, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(15, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(19, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(20, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(21, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(22, TB_PH_COMM, TB_BC_NONE, TB_RS_NONE),
+	};
+	struct phases p = { 0 };
+	struct job job = { 0 };
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	double wall = 0;
+	struct proc_rec *pr;
+	struct thread_rec *t;
+
+	job.phases = &p;
+	pr = job_add_proc(&job, 7, 1, "python3", AT(0));
+	ck_assert_ptr_nonnull(pr);
+	pr->role = TB_ROLE_TRAINER;
+	t = job_add_thread(pr, 7, "python3", AT(0));
+	ck_assert_ptr_nonnull(t);
+	t->end_ns = AT(30);
+	e[0].row[TB_CPU] = 10 * MS;	/* the setup */
+	e[3].row[TB_CPU] = 10 * MS;
+	e[5].row[TB_CPU] = 11 * MS;	/* 19-20 */
+	t->ph[TB_PH_DATA][TB_DATA_WAIT] = 2 * MS;
+	t->ph[TB_PH_FORWARD][TB_CPU] = 3 * MS;
+	t->ph[TB_PH_BACKWARD][TB_CPU] = 4 * MS;
+	t->ph[TB_PH_OPTIMIZER][TB_CPU] = 1 * MS;
+	t->ph[TB_PH_OTHER][TB_CPU] = 12 * MS;	/* and 21-22 */
+	t->ph[TB_PH_COMM][TB_COMM] = 1 * MS;
+	t->ph[TB_PH_PEND_COMM][TB_CPU] = 2 * MS;
+	t->ph[TB_PH_PEND_COMM][TB_IDLE] = 5 * MS;
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		phases_on_event(&p, &e[i]);
+	phases_settle_tail(&p, &job);
+	t = &job_proc(&job, 7)->threads[0];
+	ck_assert_uint_eq(t->ends[1][TB_COMM], 1 * MS);
+	ck_assert_uint_eq(t->ends[1][TB_CPU], 2 * MS);
+	ck_assert_uint_eq(t->ends[1][TB_IDLE], 5 * MS);
+	phases_job(&job, rows, &sum);
+	ck_assert_uint_eq(sum_cats(rows[PH_TEARDOWN]), 8 * MS);
+	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 2 * MS);
+	ck_assert_uint_eq(sum_cats(rows[PH_COMM]), 0);
+	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+		ck_assert_double_eq_tol(sum.wall_ms[ph], sum_cats(rows[ph]) / 1e6, 1e-9);
+		wall += sum.wall_ms[ph];
+	}
+	ck_assert_double_eq_tol(wall, 30.0, 1e-9);
+	phases_free(&p);
+	job_free(&job);
+}
+END_TEST
+
+/*
  * Attached (-p) to a thread that was running: no setup; its time from the
  * attach to its first event is other's, wall time and made-of alike. A
  * launched command's threads are registered too (before its exec): theirs
@@ -1024,6 +1088,7 @@ int main(void)
 	tcase_add_test(tc, worker_startup_is_data);
 	tcase_add_test(tc, setup_and_teardown_sum_to_life);
 	tcase_add_test(tc, attached_has_no_setup);
+	tcase_add_test(tc, teardown_after_a_last_collective);
 	tcase_add_test(tc, startup_follows_its_step);
 	tcase_add_test(tc, startup_undone_in_setup);
 	suite_add_tcase(s, tc);
