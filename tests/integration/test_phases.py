@@ -231,13 +231,13 @@ def truth_optimizer_steps(rank):
     return out
 
 
-@pytest.mark.parametrize("torch26", [False], ids=["torch1.13"])
+@TORCHES
 def test_optimizer_steps_with_accumulation(tmp_path, torch26):
     """Gradient accumulation (opt.step() and zero_grad every 4th
     micro-batch): the table's steps, ms/step and min/max/std are per
     optimizer step, the micro-batches beside them, and the Steps line and
-    each epoch count the same steps (docs/phases.md). torch 1.13 names its
-    optimizer calls through its legacy ops."""
+    each epoch count the same steps (docs/phases.md). Both torches: 1.13
+    names its optimizer calls through its legacy ops."""
     report, truth = run("dl-fork", tmp_path, torch26,
                         args=["--accum", "4", "--epochs", "2", "--steps", "16"])
     rank = truth["ranks"][0]
@@ -278,6 +278,25 @@ def test_optimizer_steps_with_accumulation(tmp_path, torch26):
     first = want[0]["fetch"]
     ours = ph["step_ms"] * ph["steps"] / 1e3
     assert wall - first - 0.02 <= ours <= wall + 0.02, (ours, wall, first)
+
+
+@pytest.mark.parametrize("torch26", [False], ids=["torch1.13"])
+def test_accumulation_under_no_sync(tmp_path, torch26):
+    """DDP ranks (mp.spawn) accumulating 4 micro-batches, the first three
+    under DDP's no_sync() (no allreduce in their backward): steps are
+    optimizer steps on each rank, the micro-batches beside them, and each
+    rank's phases within the bound of its own timing. One torch in the
+    suite (16 s): torch 2.6 passes the same (22 s), and the single-process
+    accumulation test runs on both."""
+    report, truth = run("spawn", tmp_path, torch26,
+                        args=["--accum", "4", "--no-sync", "--epochs", "2", "--steps", "8"])
+    ph = report["phases"]
+    assert ph["step_unit"] == "optimizer", ph
+    for rank in truth["ranks"]:
+        assert (rank["optimizer_steps"], rank["steps"]) == (4, 16), rank["steps"]
+    n = len(truth["ranks"])
+    assert (ph["steps"], ph["micro_batches"]) == (4 * n, 16 * n), ph   # the ranks' together
+    check_ranks(report, truth)
 
 
 @TORCHES

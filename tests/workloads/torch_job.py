@@ -222,6 +222,9 @@ def parse_args(argv):
                    "array operations in a Python loop: it holds the GIL most of the time)")
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--no-sync", action="store_true",
+                   help="DDP: the micro-batches before each optimizer step under "
+                        "net.no_sync() (their gradients reduced with the last one's)")
     p.add_argument("--item-every-step", action="store_true")
     p.add_argument("--validate", action="store_true")
     p.add_argument("--val-every", type=int, default=0, metavar="N",
@@ -720,6 +723,11 @@ def run_rank(rank, args, parts):
                 break
             t = clock.add("data", t)
             getitem_s += float(gt.sum())
+            # The micro-batches before an optimizer step skip DDP's allreduce:
+            # their forward and backward under no_sync(), left after the backward.
+            unsynced = net.no_sync() if args.no_sync and ddp and not manual and \
+                (i + 1) % args.accum else contextlib.nullcontext()
+            unsynced.__enter__()
             loss = step_loss(net, x, y, args, batches.extra)
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
@@ -727,6 +735,7 @@ def run_rank(rank, args, parts):
                 busy(args.slow_ms)
             t = clock.add("forward", t)
             loss.backward(inputs=list(model.parameters()) if args.backward_inputs else None)
+            unsynced.__exit__(None, None, None)
             t = clock.add("backward", t)
             if nccl:
                 for prm in model.parameters():
