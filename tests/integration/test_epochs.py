@@ -320,11 +320,15 @@ def test_pytorch_epochs_from_its_log(tmp_path):
     # Steps from the first rank's DataLoader fetches (docs/model.md,
     # "Epochs and steps"), 4 an epoch. The loop leaves each pass after 4
     # steps (a new iter(), no StopIteration): passes cannot tell its
-    # epochs apart, and the lines are taken. The run's last step is still
-    # pending at the end (no fetch after it closes it: the loop broke out),
-    # so the steps leave it out as the phase table does (one count).
+    # epochs apart, and the lines are taken. No fetch closes the run's
+    # last step (the loop broke out): its rank's last event does, once the
+    # rank has ended, in the epochs as in the phase table (one count).
     assert [(e["steps"]["source"], e["steps"]["count"]) for e in lst] == \
-        [("fetch", 4)] * 2 + [("fetch", 3)], [e["steps"] for e in lst]
+        [("fetch", 4)] * 3, [e["steps"] for e in lst]
+    assert report["steps"]["count"] == 12, report["steps"]
+    ranks = [p["phases"]["steps"] for p in report["processes"]
+             if p.get("phases", {}).get("steps")]     # not the launcher's 0
+    assert ranks == [12] * result["world_size"], ranks
 
 
 def test_step_blocks(tmp_path):

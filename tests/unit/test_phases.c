@@ -593,7 +593,8 @@ static void two_steps(struct phases *p)
  * fetch 10-12, forward 12-15, backward 15-19, other 19-20, optimizer
  * 20-21; teardown 21-30 (cpu 2, idle 7). thread_rec rows as BPF's at the end.
  */
-static struct thread_rec *one_step_life(struct phases *p, struct job *job, bool found)
+static struct thread_rec *one_step_life_to(struct phases *p, struct job *job, bool found,
+					  uint64_t end)
 {
 	struct tb_phase_event e[] = {
 		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),
@@ -610,7 +611,7 @@ static struct thread_rec *one_step_life(struct phases *p, struct job *job, bool 
 	pr->role = TB_ROLE_TRAINER;
 	t = job_add_thread(pr, 7, "python3", AT(0));
 	ck_assert_ptr_nonnull(t);
-	t->end_ns = AT(30);
+	t->end_ns = end;
 	t->found = found;	/* registered from /proc: running before */
 	e[0].row[TB_CPU] = 7 * MS;
 	e[0].row[TB_IO] = 3 * MS;
@@ -630,6 +631,41 @@ static struct thread_rec *one_step_life(struct phases *p, struct job *job, bool 
 	phases_settle_tail(p, job);
 	return &job_proc(job, 7)->threads[0];
 }
+
+static struct thread_rec *one_step_life(struct phases *p, struct job *job, bool found)
+{
+	return one_step_life_to(p, job, found, AT(30));
+}
+
+/*
+ * A loop left with `break` after its step: no fetch closes it. Ended, the
+ * thread's last event (the optimizer's end, 21) does: one step of 11 ms.
+ * Still running (tracing stopped), the step may go on: none.
+ */
+START_TEST(last_step_closed_at_the_end)
+{
+	struct phases p = { 0 }, running = { 0 };
+	struct job job = { 0 }, job2 = { 0 };
+	const struct ph_thread *pt;
+
+	job.phases = &p;
+	one_step_life(&p, &job, false);
+	pt = phases_trainer(&p, 7);
+	ck_assert_ptr_nonnull(pt);
+	ck_assert_int_eq(pt->steps.steps, 1);
+	ck_assert_double_eq_tol(pt->steps.step_ms, 11.0, 1e-9);
+	ck_assert_uint_eq(pt->ended_step, AT(21));
+	job2.phases = &running;
+	one_step_life_to(&running, &job2, false, 0);
+	pt = phases_trainer(&running, 7);
+	ck_assert_int_eq(pt->steps.steps, 0);
+	ck_assert_uint_eq(pt->ended_step, 0);
+	phases_free(&p);
+	phases_free(&running);
+	job_free(&job);
+	job_free(&job2);
+}
+END_TEST
 
 /*
  * The share (docs/phases.md): setup and teardown are rows of their own,
@@ -1089,6 +1125,7 @@ int main(void)
 	tcase_add_test(tc, setup_and_teardown_sum_to_life);
 	tcase_add_test(tc, attached_has_no_setup);
 	tcase_add_test(tc, teardown_after_a_last_collective);
+	tcase_add_test(tc, last_step_closed_at_the_end);
 	tcase_add_test(tc, startup_follows_its_step);
 	tcase_add_test(tc, startup_undone_in_setup);
 	suite_add_tcase(s, tc);

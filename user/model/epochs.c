@@ -1749,12 +1749,34 @@ static bool trainers_ended(const struct job *job)
 	return n > 0;
 }
 
+/*
+ * The loop thread's last step, that no fetch closed (a loop left with
+ * `break`): where the phase table closed it at the thread's end
+ * (ph_thread.ended_step), the same step count for both.
+ */
+static void close_ended_step(struct epochs *ep)
+{
+	struct ep_step_list *l = &ep->loop;
+
+	for (int i = 0; ep->phases && i < ep->phases->nth; i++) {
+		const struct ph_thread *pt = &ep->phases->th[i];
+
+		if (pt->tid != ep->loop_tid || ep->loop_src != EP_STEPS_FETCH || !pt->ended_step)
+			continue;
+		if (l->n && l->done <= l->last && pt->ended_step > l->last) {
+			l->done = pt->ended_step;
+			optim_close(ep, pt->ended_step);
+		}
+	}
+}
+
 void epochs_finish(struct epochs *ep, const struct job *job, uint64_t now)
 {
 	struct ep_snap at = { 0 };
 	const struct ep_snap *end;
 	bool ended;
 
+	close_ended_step(ep);
 	tick(ep, job, now, true);
 	end = last_epoch_end(ep, &at);
 	/* Cut at the last step of a job that ended: complete, its teardown a tail. */

@@ -330,6 +330,22 @@ static void settle_one(struct ph_thread *pt, struct thread_rec *t)
 	pt->ends_ns[1] = sum_cats(t->ends[1]);
 }
 
+/*
+ * A loop left with `break` after its last step (a step limit): no fetch
+ * follows to close that step. Once the thread has ended, its last event
+ * (the step's optimizer end, or a bracket after it) does, its backward
+ * done; while it runs, the step may go on. The epochs' count takes the
+ * same end (ended_step: epochs_finish).
+ */
+static void close_last_step(struct ph_thread *pt, const struct thread_rec *t)
+{
+	if (t->end_ns && pt->sp.fetcher && pt->trained && pt->sp.phase != TB_PH_BACKWARD &&
+	    pt->sp.since > pt->start) {
+		next_step(pt, pt->sp.since, false);
+		pt->ended_step = pt->sp.since;
+	}
+}
+
 void phases_settle_tail(struct phases *p, struct job *job)
 {
 	phases_sync_ends(p, job);
@@ -340,6 +356,7 @@ void phases_settle_tail(struct phases *p, struct job *job)
 
 		if (ph < 0 || !(t = thread_of(job, pt->pid, pt->tid)))
 			continue;
+		close_last_step(pt, t);
 		settle_one(pt, t);
 		/* After a communication wait, nothing told: the teardown's. */
 		row_to_other(t, TB_PH_PEND_COMM);

@@ -135,6 +135,7 @@ struct ph_thread {
 	 */
 	uint64_t lead_ns;
 	bool setup_synced;		/* its thread_rec has its setup (phases_sync_ends) */
+	uint64_t ended_step;		/* its last step, closed at its end by its last event; 0: none */
 	bool backward;			/* it ran a backward (live) */
 	bool trainer;			/* its process's loop thread so far (live) */
 };
