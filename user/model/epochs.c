@@ -338,15 +338,19 @@ static void loop_step(struct epochs *ep, struct pass_thread *t, const struct tb_
  * A fetch of the loop thread closes its last training step, as the phase
  * table closes it (phases.c): where that step ends when no step follows.
  */
-static void loop_closed(struct epochs *ep, const struct tb_phase_event *e)
+static void loop_close_at(struct epochs *ep, uint64_t ts)
 {
 	struct ep_step_list *l = &ep->loop;
 
-	if ((pid_t)e->tid != ep->loop_tid || ep->loop_src != EP_STEPS_FETCH)
-		return;
-	if (l->n && l->done <= l->last && e->ts > l->last)
-		l->done = e->ts;
-	optim_close(ep, e->ts);
+	if (l->n && l->done <= l->last && ts > l->last)
+		l->done = ts;
+	optim_close(ep, ts);
+}
+
+static void loop_closed(struct epochs *ep, const struct tb_phase_event *e)
+{
+	if ((pid_t)e->tid == ep->loop_tid && ep->loop_src == EP_STEPS_FETCH)
+		loop_close_at(ep, e->ts);
 }
 
 /*
@@ -1756,17 +1760,13 @@ static bool trainers_ended(const struct job *job)
  */
 static void close_ended_step(struct epochs *ep)
 {
-	struct ep_step_list *l = &ep->loop;
-
-	for (int i = 0; ep->phases && i < ep->phases->nth; i++) {
+	if (ep->loop_src != EP_STEPS_FETCH || !ep->phases)
+		return;
+	for (int i = 0; i < ep->phases->nth; i++) {
 		const struct ph_thread *pt = &ep->phases->th[i];
 
-		if (pt->tid != ep->loop_tid || ep->loop_src != EP_STEPS_FETCH || !pt->ended_step)
-			continue;
-		if (l->n && l->done <= l->last && pt->ended_step > l->last) {
-			l->done = pt->ended_step;
-			optim_close(ep, pt->ended_step);
-		}
+		if (pt->tid == ep->loop_tid && pt->ended_step)
+			loop_close_at(ep, pt->ended_step);
 	}
 }
 
