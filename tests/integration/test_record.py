@@ -126,11 +126,10 @@ def start_mixed(tmp_path, seconds, *args):
     return job, truth
 
 
-def start_record(db_path, pid, settle=3.5):
-    p = subprocess.Popen([TRAINBPF, "record", "-o", str(db_path), "-p", str(pid)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(settle)  # attached, and a few flushes made
-    return p
+def start_record(db_path, pid):
+    """trainbpf record -p pid, started; wait_flushes tells when it has recorded."""
+    return subprocess.Popen([TRAINBPF, "record", "-o", str(db_path), "-p", str(pid)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_flushes(db_path, n, rec, timeout=60):
@@ -158,7 +157,7 @@ def record_then_stop(tmp_path, sig, flushes=1, *job_args):
     trainbpf with sig; returns when it was sent."""
     job, _ = start_mixed(tmp_path, 30, *job_args)
     try:
-        rec = start_record(tmp_path / "run.db", job.pid, settle=0)
+        rec = start_record(tmp_path / "run.db", job.pid)
         wait_flushes(tmp_path / "run.db", flushes, rec)
         sent = time.monotonic_ns()
         rec.send_signal(sig)
@@ -231,7 +230,7 @@ def test_record_survives_kill_9(tmp_path):
         # Two flushes after the attach, however long loading and verifying
         # the programs takes (2.2 s on an idle 2-CPU VM, 3.8 s under load,
         # more than 6.5 s with four other suites running beside it).
-        rec = start_record(tmp_path / "run.db", job.pid, settle=0)
+        rec = start_record(tmp_path / "run.db", job.pid)
         wait_flushes(tmp_path / "run.db", 2, rec)
         killed = time.monotonic_ns()
         rec.kill()

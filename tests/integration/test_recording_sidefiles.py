@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 
 from conftest import TRAINBPF, disk_dir, workload
-from test_record import start_mixed, start_record
+from test_record import start_mixed, start_record, wait_flushes
 
 
 def listing(d):
@@ -61,12 +61,15 @@ def test_finished_recording_is_one_file(tmp_path):
 
 
 def killed_recording(tmp_path, d=None):
-    """A recording of mixed cut by kill -9 after a few flushes, in d."""
+    """A recording of mixed cut by kill -9 after a few flushes, in d (waited
+    for, not slept: attaching took over 3.5 s once in CI, and the recording
+    held no samples)."""
     d = d or tmp_path / "rec"
     d.mkdir()
     job, _ = start_mixed(tmp_path, 30)
     try:
         rec = start_record(d / "run.db", job.pid)
+        wait_flushes(d / "run.db", 3, rec)
         rec.kill()
         rec.wait(timeout=10)
     finally:
