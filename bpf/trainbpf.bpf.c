@@ -572,6 +572,7 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 struct tb_rq_clock {
 	__s64 off;	/* now - rq->clock, least seen */
 	__u64 at;	/* when it was seen; 0: never */
+	__u64 clock;	/* rq->clock at the switch being handled */
 };
 
 struct {
@@ -596,7 +597,8 @@ static __always_inline struct tb_rq_clock *rq_clock_seen(struct task_struct *p,
 	rq = BPF_CORE_READ(p, se.cfs_rq, rq);
 	if (!c || !rq)
 		return NULL;
-	o = (__s64)(now - BPF_CORE_READ(rq, clock));
+	c->clock = BPF_CORE_READ(rq, clock);
+	o = (__s64)(now - c->clock);
 	if (!c->at || o <= c->off + (__s64)((now - c->at) >> 10)) {
 		c->off = o;
 		c->at = now;
@@ -622,6 +624,61 @@ static __always_inline __u64 queued_at(struct tb_slot *s, struct task_struct *p,
 	return q > s->since ? q : s->since;
 }
 
+/*
+ * When p, woken and being switched in now, began to wait for a CPU. A
+ * thread moved to another CPU's runqueue before it ran (load balancing)
+ * was queued twice: last_queued is its enqueue here, and the kernel added
+ * its wait on the first runqueue to run_delay when it took it off (read at
+ * the waking into rq_delay0). Its wait began that much earlier: without
+ * it, 25-35 ms of a 4 s run of an I/O thread beside 3 spinners went to io.
+ */
+static __always_inline __u64 woken_queued_at(struct tb_slot *s, struct task_struct *p,
+					     struct tb_rq_clock *c, __u64 now)
+{
+	__u64 q = queued_at(s, p, c, now), moved;
+
+	if (s->rq_delay0 == TB_RQD_UNKNOWN)
+		return q;
+	moved = BPF_CORE_READ(p, sched_info.run_delay);
+	moved = moved > s->rq_delay0 ? moved - s->rq_delay0 : 0;
+	return q - s->since > moved ? q - moved : s->since;
+}
+
+/*
+ * The instant of this switch, on our clock. The scheduler read its clock
+ * (update_rq_clock) just before it picked next, and charges the CPU from
+ * there on to next (sum_exec_runtime, run_delay). This program runs later:
+ * after the pick, and after any other tool's program on the tracepoint. A
+ * host that stops this vCPU in between (20-50 ms, now and then under load
+ * here; the guest sees no steal) would put the stop on the other side of
+ * the switch from the kernel's counters and from a tool whose program ran
+ * first: 20 ms of a thread's CPU time counted as its wait for a CPU. So
+ * the switch is at rq->clock, placed on our clock by the offset.
+ *
+ * Except after a wakeup preemption: schedule() then skips the clock update
+ * (rq_clock_skip_update), and rq->clock still holds the enqueue of the task
+ * that was woken, which is next's last_queued to the nanosecond. The kernel
+ * then dates the switch back to the wakeup (44 us median for an I/O thread
+ * preempting a spinner here), although the preempted task ran on until
+ * now: now is the switch.
+ */
+static __always_inline __u64 switch_at(const struct tb_rq_clock *c,
+				       struct task_struct *next, __u64 now,
+				       __u64 *skew)
+{
+	__u64 t;
+
+	*skew = 0;
+	if (!c)
+		return now;
+	t = c->clock + c->off;
+	if (c->clock == BPF_CORE_READ(next, sched_info.last_queued)) {
+		*skew = now > t ? now - t : 0;	/* the kernel's date is t */
+		return now;
+	}
+	return t < now ? t : now;
+}
+
 static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
 				      struct tb_rq_clock *c, __u64 now)
 {
@@ -641,7 +698,7 @@ static __always_inline void switch_in(struct tb_slot *s, struct task_struct *p,
 		close_blocked(s, NULL, queued_at(s, p, c, now));
 	/* Woken: from the waking to the enqueue it was not yet waiting for a CPU. */
 	else if (s->state == TB_ST_RUNNABLE && (s->flags & TB_SF_WOKEN))
-		close_interval(s, s->wk_own, s->wk_cp, queued_at(s, p, c, now));
+		close_interval(s, s->wk_own, s->wk_cp, woken_queued_at(s, p, c, now));
 	if (s->state == TB_ST_RUNNABLE || s->state == TB_ST_UNKNOWN)
 		close_interval(s, tb_runnable_cat(s), tb_runnable_cat(s), now);
 	if (s->cm_woke)
@@ -657,17 +714,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 {
 	struct tb_slot *out = task_slot(prev, NULL), *in = task_slot(next, NULL);
 	struct tb_rq_clock *c;
-	__u64 now;
+	__u64 now, skew;
 
 	if (!out && !in)
 		return 0;
 	/* One instant: prev stops running exactly when next starts. */
 	now = bpf_ktime_get_ns();
 	c = rq_clock_seen(in ? next : prev, now);
-	if (out && out->state != TB_ST_EXITED)
+	now = switch_at(c, next, now, &skew);
+	if (out && out->state != TB_ST_EXITED) {
 		switch_out(out, prev, preempt, prev_state, now);
-	if (in && in->state != TB_ST_EXITED)
+		out->kskew_ns -= skew;
+	}
+	if (in && in->state != TB_ST_EXITED) {
 		switch_in(in, next, c, now);
+		in->kskew_ns += skew;
+	}
 	return 0;
 }
 

@@ -232,6 +232,13 @@ struct tb_slot {
 	__u64 io_rbase;
 	__u64 io_wbase;
 	__u64 nswitch;		/* context switches out */
+	/*
+	 * CPU time the kernel's own counters (schedstat, the thread's CPU
+	 * clock) give this thread beyond our cpu, its runqueue time short by
+	 * as much: + as a woken task that preempted, - as the one preempted.
+	 * See switch_at; --states-out tells it, to reconcile the two.
+	 */
+	__s64 kskew_ns;
 	__u64 last_in;		/* last switch-in: a waking before it is stale */
 	__u64 blk_ns;		/* blocked, except idle and waits for the main thread */
 	__u64 net_ns;		/* blocked on communication (see tb_is_net_thread) */

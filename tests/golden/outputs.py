@@ -219,11 +219,14 @@ CATS = {b"cpu", b"gpu_wait", b"comm", b"data_wait", b"io", b"runqueue", b"lock",
 
 def tsv_shape(b):
     """--states-out: the header, every row's form, the trailer. Which
-    categories occur, and how often, depends on timing."""
+    categories occur, and how often, and which threads the kernel dates
+    differently (the kernel_skew_ns lines), depends on timing."""
     lines = b.splitlines()
-    rows = [l.split(b"\t") for l in lines[1:-1]]
+    rows = [l.split(b"\t") for l in lines[1:-1] if not l.startswith(b"#")]
+    skews = [l for l in lines[1:-1] if l.startswith(b"#")]
     good = all(len(r) == 6 and all(x.isdigit() for x in r[:4]) and r[4] in CATS
-               and r[5] in CATS for r in rows)
+               and r[5] in CATS for r in rows) and \
+        all(re.fullmatch(rb"# tid=\d+ kernel_skew_ns=-?\d+", l) for l in skews)
     return b"\n".join([lines[0], b"rows: %s" % (b"well-formed" if good and rows else b"BAD"),
                        mask_text(lines[-1])]) + b"\n"
 

@@ -132,16 +132,16 @@ def bpftrace_maps(stdout):
     return maps
 
 
-def trace_json_beside_bpftrace(tmp_path, script, cmd):
-    """cmd under trainbpf (trace_json) while bpftrace runs script beside
-    it, attached before cmd starts and stopped after trainbpf's report.
-    Returns (report, bpftrace_maps)."""
+def trace_json_beside_bpftrace(tmp_path, script, cmd, extra=()):
+    """cmd under trainbpf (trace_json, with extra options) while bpftrace
+    runs script beside it, attached before cmd starts and stopped after
+    trainbpf's report. Returns (report, bpftrace_maps)."""
     ensure_tracefs()
     path = tmp_path / "reference.bt"
     path.write_text(script)
     bt = start_bpftrace(path)
     try:
-        report, _ = trace_json(cmd)
+        report, _ = trace_json(cmd, extra)
         bt.send_signal(signal.SIGINT)  # bpftrace prints its maps and exits
         # Its own exit, not EOF: a child of its (clang, see start_bpftrace)
         # can hold the pipes open after it (a 60 s timeout in CI, stop 20).

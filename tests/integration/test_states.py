@@ -34,20 +34,25 @@ BLOCKED_AS = {"tb_io": "io", "tb_sleep": "idle", "tb_pipe": "data_wait",
 
 
 def read_tsv(path):
-    """Returns ({tid: [(start, end, cat, cp_cat, pid)]}, trailer dict)."""
-    recs, trailer = collections.defaultdict(list), {}
+    """Returns ({tid: [(start, end, cat, cp_cat, pid)]}, trailer dict); the
+    trailer's "kernel_skew_ns" is {tid: ns}."""
+    recs, trailer, skews = collections.defaultdict(list), {}, {}
     with open(path) as f:
         assert f.readline() == "tid\tpid\tstart_ns\tend_ns\tcat\tcp_cat\n"
         for line in f:
             if line.startswith("#"):
-                trailer = dict(kv.split("=") for kv in line[1:].split())
+                kv = dict(kv.split("=") for kv in line[1:].split())
+                if "kernel_skew_ns" in kv:
+                    skews[int(kv["tid"])] = int(kv["kernel_skew_ns"])
+                else:
+                    trailer = kv
                 continue
             tid, pid, a, b, cat, cp = line.rstrip("\n").split("\t")
             assert cat in CATS and cp in CATS, line
             recs[int(tid)].append((int(a), int(b), cat, cp, int(pid)))
     for r in recs.values():
         r.sort()
-    return recs, {k: int(v) for k, v in trailer.items()}
+    return recs, {**{k: int(v) for k, v in trailer.items()}, "kernel_skew_ns": skews}
 
 
 def trace_with_states(tmp_path, cmd, *extra):

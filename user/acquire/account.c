@@ -129,6 +129,7 @@ static void fill_closed(struct tracer *tr, unsigned int idx, struct thread_rec *
 	t->io_rbytes = s->io_rbytes;
 	t->io_wbytes = s->io_wbytes;
 	t->nswitch = s->nswitch;
+	t->kskew_ns = s->kskew_ns;
 	t->fed = s->fed;
 	if (s->state == TB_ST_EXITED)
 		t->end_ns = s->end_ns;

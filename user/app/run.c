@@ -711,8 +711,26 @@ static int open_states_out(struct run *r)
 }
 
 /*
+ * What the kernel's counters date differently from us, per thread (the
+ * switches after a wakeup preemption, tb_slot.kskew_ns): our cpu plus it is
+ * schedstat's, our runqueue minus it is run_delay's.
+ */
+static void states_out_skews(FILE *f, const struct job *job)
+{
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+
+		for (int j = 0; j < p->nthreads; j++)
+			if (p->threads[j].tid && p->threads[j].kskew_ns)
+				fprintf(f, "# tid=%d kernel_skew_ns=%lld\n", p->threads[j].tid,
+					(long long)p->threads[j].kskew_ns);
+	}
+}
+
+/*
  * The records that closed after the report was made go out too; the
- * trailer says where the report cut, so that a reader can match its totals.
+ * trailer says where the report cut, so that a reader can match its totals,
+ * and what the kernel's counters date differently.
  * -1 if a write failed (said).
  */
 static int close_states_out(struct run *r, uint64_t report_ns)
@@ -723,6 +741,7 @@ static int close_states_out(struct run *r, uint64_t report_ns)
 		return 0;
 	if (report_ns) {
 		states_drain(&r->states);
+		states_out_skews(r->states_out, &r->job);
 		fprintf(r->states_out, "# report_ns=%llu states_lost=%llu\n",
 			(unsigned long long)report_ns,
 			(unsigned long long)states_lost(&r->tr));

@@ -36,6 +36,7 @@ struct thread_rec {
 	uint64_t ends[2][TB_NCAT];
 	uint64_t io_rbytes, io_wbytes;
 	uint64_t nswitch;
+	int64_t kskew_ns;	/* tb_slot.kskew_ns: the kernel's cpu minus ours */
 	uint64_t fed;		/* wakes of a non-worker's thread in another process */
 	/* schedstat at registration: splits the time of a thread with no event */
 	uint64_t base_cpu, base_rq;

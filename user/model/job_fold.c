@@ -344,6 +344,7 @@ static void add_thread(struct thread_rec *dst, const struct thread_rec *t)
 	dst->io_rbytes += t->io_rbytes;
 	dst->io_wbytes += t->io_wbytes;
 	dst->nswitch += t->nswitch;
+	dst->kskew_ns += t->kskew_ns;
 	dst->fed += t->fed;
 	dst->folded += thread_count(t);
 }
