@@ -11,9 +11,10 @@ end of --states-out (kernel_skew_ns; here 44 us median a wakeup for tb_io
 next to 3 spinners, 50-200 ms over a 4 s run, taken from the spinners'
 cpu). So, per thread:
 - cpu + skew against schedstat's cpu, runqueue - skew against its
-  run_delay, and cpu + runqueue: within TOL_PP points of its lifetime.
-  Measured within 0.6 ms over 4 s for every thread of 6 runs; what the
-  bound leaves room for is what the two still time apart: a switch the
+  run_delay, and cpu + runqueue: within TOL_PP points of its lifetime
+  (20 ms over 4 s). Measured over 9 runs: cpu within 0.7 ms (3 ms with no
+  hogs), runqueue within 6 ms, for every thread; what the bound leaves
+  room for is what the two still time apart: a switch the
   kernel makes with no sched_switch (counters.sched_events_missed, timed
   from the kernel's counters, at exit up to a tick short), and the
   thread's first and last instructions against its clone and exit.
