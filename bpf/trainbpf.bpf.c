@@ -90,6 +90,17 @@ struct {
 	__uint(max_entries, 4096);
 } states SEC(".maps");
 
+/*
+ * serve --match/--cgroup: the process of every exec on the node, for its
+ * discovery to look at at once (on_exec_watch). A ring of its own: a
+ * flood of execs by another user loses only these, which the next scan
+ * covers, never a traced job's events.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 * 1024);
+} execs SEC(".maps");
+
 /* Off by default: the verifier then drops every stream branch. */
 const volatile __u32 tb_stream_states = 0;
 /* Slots one process may hold at once (serve); 0: as many as there are. */
@@ -1003,6 +1014,28 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
 	}
 	bpf_map_update_elem(&procs, &tgid, &proc, BPF_ANY);
 	emit(TB_EV_EXEC, p, 0, BPF_CORE_READ(bprm, filename));
+	return 0;
+}
+
+/*
+ * serve --match/--cgroup (loaded then only): an exec of a task not traced,
+ * told to discovery. It stays attached while serve's other hooks are
+ * detached for want of a job (tracer_hooks_pause); one record per exec,
+ * which costs the exec far more.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec_watch, struct task_struct *p, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	__u32 *pid;
+
+	if (p->bpf_storage)	/* traced (or once): on_exec follows it */
+		return 0;
+	pid = bpf_ringbuf_reserve(&execs, sizeof(*pid), 0);
+	if (!pid)
+		return 0;	/* the ring is full: the next scan finds it */
+	*pid = p->tgid;
+	bpf_ringbuf_submit(pid, 0);
 	return 0;
 }
 

@@ -99,13 +99,18 @@ static int by_pid(const void *a, const void *b)
  * import torch maps them): reading its status costs a hundredth of its
  * maps.
  */
+static bool told_to(const struct discover *d, pid_t pid)
+{
+	return (!d->has_re || cmdline_matches(d, pid)) && (!d->cgroup || in_cgroup(d, pid));
+}
+
 static bool wanted(struct discover *d, pid_t pid, const struct proc_stat *st,
 		   struct dsc_seen *next)
 {
 	struct dsc_seen key = { .pid = pid }, *old;
 
 	if (d->has_re || d->cgroup)
-		return (!d->has_re || cmdline_matches(d, pid)) && (!d->cgroup || in_cgroup(d, pid));
+		return told_to(d, pid);
 	next->pid = pid;
 	next->starttime = st->starttime;
 	next->code_kb = procfs_code_kb(pid);
@@ -150,6 +155,18 @@ cleanup:
 	free(ppids);
 	free(next);
 	return added;
+}
+
+int discover_exec(struct discover *d, struct tracer *tr, const struct job *job, pid_t pid)
+{
+	struct proc_stat st;
+
+	if ((!d->has_re && !d->cgroup) || pid == d->self || alive_in(job, pid) ||
+	    procfs_stat(pid, 0, &st) || alive_in(job, st.ppid) || !told_to(d, pid) ||
+	    tracer_add_process(tr, pid, true))
+		return 0;
+	tracer_add_descendants(tr);
+	return 1;
 }
 
 void discover_free(struct discover *d)

@@ -37,6 +37,11 @@ struct discover {
 int discover_init(struct discover *d, const char *match, const char *cgroup);
 /* Traces what it finds that is not traced yet; how many processes it added. */
 int discover_scan(struct discover *d, struct tracer *tr, const struct job *job);
+/*
+ * With --match or --cgroup: pid, which has just exec'ed, traced now if it
+ * matches (tracer_opts.watch_execs), not at the next scan. 1 if added.
+ */
+int discover_exec(struct discover *d, struct tracer *tr, const struct job *job, pid_t pid);
 void discover_free(struct discover *d);
 
 #endif

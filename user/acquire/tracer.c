@@ -105,6 +105,7 @@ static int fill_free_slots(struct tracer *tr)
 }
 
 static int handle_event(void *ctx, void *data, size_t len);
+static int handle_exec(void *ctx, void *data, size_t len);
 
 static int map_slots(struct tracer *tr)
 {
@@ -220,6 +221,7 @@ static int load(struct tracer *tr, const struct tracer_opts *env)
 	}
 	select_uprobe_programs(tr, env);
 	select_syscall_probes(tr, env);
+	bpf_program__set_autoload(skel->progs.on_exec_watch, env->watch_execs);
 	err = trainbpf_bpf__load(skel);
 	if (err) {
 		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),
@@ -247,7 +249,8 @@ int tracer_open(struct tracer *tr, const struct tracer_opts *env, struct job *jo
 		return -1;
 	tr->rb = ring_buffer__new(bpf_map__fd(tr->skel->maps.events),
 				  handle_event, tr, NULL);
-	if (!tr->rb) {
+	if (!tr->rb || (env->watch_execs &&
+			ring_buffer__add(tr->rb, bpf_map__fd(tr->skel->maps.execs), handle_exec, tr))) {
 		fprintf(stderr, "trainbpf: cannot open the event ring buffer: %s\n", strerror(errno));
 		return -1;
 	}
@@ -275,6 +278,7 @@ void tracer_close(struct tracer *tr)
 		memset(&tr->skel->links, 0, sizeof(tr->skel->links));
 	}
 	trainbpf_bpf__destroy(tr->skel);
+	free(tr->paused);
 	free(tr->owner);
 	free(tr->open);
 	memset(tr, 0, sizeof(*tr));
@@ -450,6 +454,8 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	bool added = true;
 	int pi, err, code;
 
+	if (tracer_hooks_resume(tr))
+		return -EAGAIN;
 	errno = 0;
 	if (procfs_stat(pid, 0, &st))
 		return out_of(errno) ? -errno : -ESRCH;
@@ -549,6 +555,75 @@ static int handle_event(void *ctx, void *data, size_t len)
 	else
 		return 0;
 	tr->on_event(tr->ctx, &ev);
+	return 0;
+}
+
+static int handle_exec(void *ctx, void *data, size_t len)
+{
+	struct tracer *tr = ctx;
+	struct tracer_event ev = { .kind = TR_EV_EXEC_SEEN };
+
+	if (len < sizeof(__u32))
+		return 0;
+	ev.pid = *(const __u32 *)data;
+	tr->on_event(tr->ctx, &ev);
+	return 0;
+}
+
+int tracer_hooks_pause(struct tracer *tr)
+{
+	const struct bpf_object_skeleton *sk = tr->skel->skeleton;
+	struct bpf_link **links;
+	int n = 0;
+
+	if (tr->paused)
+		return 0;
+	tr->paused = calloc(sk->prog_cnt, sizeof(*tr->paused));
+	links = calloc(sk->prog_cnt, sizeof(*links));
+	if (!tr->paused || !links) {
+		free(tr->paused);
+		tr->paused = NULL;
+		free(links);
+		fprintf(stderr, "trainbpf: cannot pause the hooks: out of memory\n");
+		return -1;
+	}
+	for (int i = 0; i < sk->prog_cnt; i++) {
+		struct bpf_link **link = sk->progs[i].link;
+
+		if (!*link || *sk->progs[i].prog == tr->skel->progs.on_exec_watch)
+			continue;
+		links[n++] = *link;
+		*link = NULL;
+		tr->paused[i] = true;
+	}
+	links_destroy(links, n);
+	free(links);
+	return 0;
+}
+
+/* In the skeleton's order, as the first attach: a timer's exit mark before its entry's. */
+int tracer_hooks_resume(struct tracer *tr)
+{
+	const struct bpf_object_skeleton *sk = tr->skel->skeleton;
+
+	if (!tr->paused)
+		return 0;
+	for (int i = 0; i < sk->prog_cnt; i++) {
+		struct bpf_link *link;
+
+		if (!tr->paused[i])
+			continue;
+		link = bpf_program__attach(*sk->progs[i].prog);
+		if (!link) {
+			fprintf(stderr, "trainbpf: cannot attach %s again: %s\n",
+				sk->progs[i].name, strerror(errno));
+			return -1;	/* the ones attached stay; the next add tries the rest */
+		}
+		*sk->progs[i].link = link;
+		tr->paused[i] = false;
+	}
+	free(tr->paused);
+	tr->paused = NULL;
 	return 0;
 }
 

@@ -26,6 +26,7 @@ enum tracer_ev_kind {
 	TR_EV_COMM,		/* an NCCL communicator made or destroyed */
 	TR_EV_PHASE,		/* a thread's training phase changed */
 	TR_EV_LIBRARY,		/* a process mapped a library to probe (.life) */
+	TR_EV_EXEC_SEEN,	/* a process not traced exec'ed (.pid; watch_execs) */
 };
 
 struct tracer_event {
@@ -36,6 +37,7 @@ struct tracer_event {
 		const struct tb_call_event *call;
 		const struct tb_comm_event *comm;
 		const struct tb_phase_event *phase;
+		pid_t pid;
 	};
 };
 
@@ -73,6 +75,11 @@ struct tracer {
 	tracer_event_fn on_event;
 	void *ctx;
 	bool uprobe_multi;	/* the *_multi programs are loaded (uprobe_multi.h) */
+	/*
+	 * tracer_hooks_pause: the programs it detached (by the skeleton's
+	 * index), to attach again; NULL while none is.
+	 */
+	bool *paused;
 	struct tracer_open *open;	/* account_refresh's, between its passes */
 	unsigned int nopen, open_cap;
 };
@@ -95,6 +102,7 @@ struct tracer_opts {
 	 */
 	bool no_syscalls;
 	bool no_phases;		/* --no-phases: no checkpoint-file syscall probes either */
+	bool watch_execs;	/* every exec on the node, as TR_EV_EXEC_SEEN (serve) */
 	tracer_event_fn on_event;	/* gets every event drained, with ctx */
 	void *ctx;
 };
@@ -111,6 +119,18 @@ void tracer_close(struct tracer *tr);
 int tracer_add_process(struct tracer *tr, pid_t pid, bool root);
 /* Adds every descendant of traced processes that /proc shows. */
 void tracer_add_descendants(struct tracer *tr);
+
+/*
+ * With nothing to trace (serve, between jobs), detaches every program but
+ * the exec watch, so that the node's tasks pay not even their hooks'
+ * floor; tracer_add_process attaches them again first. 0, or -1 (said).
+ */
+int tracer_hooks_pause(struct tracer *tr);
+int tracer_hooks_resume(struct tracer *tr);
+static inline bool tracer_hooks_paused(const struct tracer *tr)
+{
+	return tr->paused != NULL;
+}
 
 /* Drains the event ring buffer into the callback. */
 int tracer_drain_events(struct tracer *tr);

@@ -271,6 +271,10 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 	case TR_EV_LIBRARY:
 		gpu_probes_on_library(&r->gp, &r->job, ev->life->pid, now_ns());
 		break;
+	case TR_EV_EXEC_SEEN:
+		if (serving)
+			serve_on_exec(&r->srv, &r->tr, ev->pid);
+		break;
 	}
 }
 
@@ -286,6 +290,7 @@ static int open_tracer(struct run *r)
 		/* serve: epochs and steps from the phases, per rank; lines are a job's */
 		.no_syscalls = env->serve,
 		.no_phases = env->no_phases,
+		.watch_execs = env->serve && (env->match || env->cgroup),
 		.on_event = on_event, .ctx = r,
 	};
 

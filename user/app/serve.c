@@ -122,15 +122,37 @@ static void reload(struct serve *s)
 	s->wc = fresh;
 }
 
+void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid)
+{
+	if (s->execs_seen >= SERVE_EXECS_PER_TICK)
+		return;
+	s->execs_seen++;
+	discover_exec(&s->dsc, tr, tr->job, pid);
+}
+
+/*
+ * With no live process traced at two scans in a row (2-4 s: not between a
+ * launcher's exit and its job's exec), the node's tasks stop paying for
+ * the hooks: detached until a scan or an exec finds a job.
+ */
+static void scan(struct serve *s, struct tracer *tr, uint64_t now)
+{
+	discover_scan(&s->dsc, tr, tr->job);
+	s->next_scan = now + SERVE_SCAN_NS;
+	if (job_live_procs(tr->job))
+		s->idle_scans = 0;
+	else if (++s->idle_scans >= 2 && !tracer_hooks_paused(tr))
+		tracer_hooks_pause(tr);
+}
+
 void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
 		bool rescan)
 {
+	s->execs_seen = 0;
 	if (rescan)
 		reload(s);
-	if (rescan || now >= s->next_scan) {
-		discover_scan(&s->dsc, tr, tr->job);
-		s->next_scan = now + SERVE_SCAN_NS;
-	}
+	if (rescan || now >= s->next_scan)
+		scan(s, tr, now);
 	labels_refresh(tr->job, "/proc", false);
 	if (now < s->next_publish)
 		return;

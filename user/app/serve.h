@@ -25,6 +25,11 @@
 /* a dead process's phase threads: kept past the judge window that may read them */
 #define SERVE_FORGET_NS (4 * SERVE_JUDGE_NS)
 #define SERVE_SAY_NS 60000000000ull	/* a warning that repeats: at most this often */
+/*
+ * Execs looked at between two refreshes (serve_on_exec: two small /proc
+ * reads each); past it, another user's exec storm waits for the scan.
+ */
+#define SERVE_EXECS_PER_TICK 64
 
 /*
  * The slots one process may hold at once under serve: an eighth of them
@@ -47,11 +52,15 @@ struct serve {
 	bool started;
 	uint64_t next_scan, next_publish, next_judge;
 	uint64_t untraced_said, next_untraced;	/* threads not traced: said up to, next */
+	unsigned int execs_seen;	/* since the last refresh */
+	int idle_scans;		/* scans in a row that found no live process traced */
 	double start_unix;
 };
 
 /* Listens and finds what runs already; an exit status (1, said) or 0. */
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr);
+/* A process not traced exec'ed: traced at once if --match/--cgroup says so. */
+void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid);
 /* After a refresh: new processes (at once if rescan), labels, metrics, exposition. */
 void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
 		bool rescan);
