@@ -426,7 +426,11 @@ END_TEST
 START_TEST(stalled_job_gauge)
 {
 	struct stall st = { .floor_ns = 3 * S };
-	struct stall_obs o[2] = { { .job = "a", .pid = 10 }, { .job = "b", .pid = 20 } };
+	struct stall_obs o[2] = {
+		{ .job = "a", .pid = 10, .tr = { .tid = 10, .state = TB_ST_BLOCKED, .wait = TB_W_FUTEX,
+						 .phase = TB_PH_FORWARD } },
+		{ .job = "b", .pid = 20 },
+	};
 	char *text;
 
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
@@ -449,6 +453,12 @@ START_TEST(stalled_job_gauge)
 				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 0\n"));
 	ck_assert_ptr_null(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
 				  "local_rank=\"unknown\",world_size=\"2\",role=\"worker\"}"));
+	/* Its one rank is the culprit: in the forward, waiting on a lock. */
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE trainbpf_job_stall_culprit gauge\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stall_culprit{training_job=\"j1\","
+				  "rank=\"0\",local_rank=\"unknown\",world_size=\"2\","
+				  "role=\"trainer\",phase=\"forward\",wait=\"lock\"} 1\n"));
+	ck_assert_ptr_null(strstr(text, "trainbpf_job_stall_culprit{training_job=\"j2\""));
 	free(text);
 	/* Job a resumes: 0 at the next update. */
 	o[0].progress = 11;
@@ -457,6 +467,7 @@ START_TEST(stalled_job_gauge)
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
 				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 0\n"));
+	ck_assert_ptr_null(strstr(text, "trainbpf_job_stall_culprit{"));
 	free(text);
 	job.stall = NULL;
 	stall_free(&st);

@@ -381,6 +381,17 @@ bool stall_pid_stalled(const struct stall *st, pid_t pid)
 	return false;
 }
 
+const struct stall_rank *stall_culprit(const struct stall *st, pid_t pid)
+{
+	for (int i = 0; i < st->njobs; i++) {
+		const struct stall_job *j = &st->jobs[i];
+
+		if (j->stalled && j->culprit && j->nranks && j->ranks[0].pid == pid)
+			return &j->ranks[0];
+	}
+	return NULL;
+}
+
 const struct stall_job *stall_any(const struct stall *st)
 {
 	for (int i = 0; i < st->njobs; i++)

@@ -124,6 +124,8 @@ void stall_update(struct stall *st, const struct stall_obs *obs, int n, uint64_t
 const struct stall_job *stall_job(const struct stall *st, const char *job);
 /* Whether pid is a rank of a stalled job. */
 bool stall_pid_stalled(const struct stall *st, pid_t pid);
+/* pid's rank if it is the culprit of a stalled job; NULL if not. */
+const struct stall_rank *stall_culprit(const struct stall *st, pid_t pid);
 /* The first stalled job; NULL if none. */
 const struct stall_job *stall_any(const struct stall *st);
 void stall_free(struct stall *st);

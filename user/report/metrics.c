@@ -271,6 +271,17 @@ static void nccl_rank(const struct job *job, const struct proc_rec *p, struct pr
 		l->world_size = gp->comms[0].nranks;
 }
 
+/* The stalled job's culprit rank, if p's trainer is it: its phase and wait, for the labels. */
+static void culprit_of(struct mx_series *s, const struct job *job, const struct proc_rec *p)
+{
+	const struct stall_rank *r;
+
+	if (p->role != TB_ROLE_TRAINER || !job->stall || !(r = stall_culprit(job->stall, p->pid)))
+		return;
+	s->culprit_phase = ph_shown_of(r->phase);
+	s->culprit_wait = r->wait;
+}
+
 /* One process: its gain into its series. Returns its entry, kept in out. */
 static void follow(struct metrics *m, const struct job *job, const struct proc_rec *p,
 		   const struct proc_labels *l, uint64_t now, struct mx_proc *out)
@@ -305,6 +316,7 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 			s->alive_ns = now;
 			s->stalled |= p->role == TB_ROLE_TRAINER && job->stall &&
 				      stall_pid_stalled(job->stall, p->pid);
+			culprit_of(s, job, p);
 		}
 	}
 	out->series = si;
@@ -321,6 +333,7 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
 	for (int i = 0; i < m->nseries; i++) {
 		m->series[i].live = 0;
 		m->series[i].stalled = false;
+		m->series[i].culprit_phase = m->series[i].culprit_wait = -1;
 	}
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];

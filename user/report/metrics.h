@@ -55,6 +55,8 @@ struct mx_series {
 	uint64_t alive_ns;		/* when one of its processes was last alive */
 	double step_now_ms;		/* the steps completed at the last update that had any */
 	bool stalled;			/* a trainer of it is a rank of a stalled job (stall.h) */
+	/* stalled, and its trainer is the culprit: its phase (PH_*), its wait (tb_cat); else -1 */
+	int culprit_phase, culprit_wait;
 };
 
 /*

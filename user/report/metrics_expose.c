@@ -34,8 +34,8 @@ static void put_int_label(FILE *f, const char *name, int v)
  * name{training_job=...,rank=...,local_rank=...,world_size=...,role=...[,extra="val"]}:
  * not `job`, which is the scrape job's label in Prometheus (docs/metrics.md).
  */
-void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
-			const char *extra, const char *val)
+/* name{the series' labels, left open for more */
+static void series_labels(FILE *f, const char *name, const struct mx_series *s)
 {
 	fprintf(f, "%s{training_job=\"", name);
 	put_value(f, s->job);
@@ -44,6 +44,12 @@ void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
 	put_int_label(f, "local_rank", s->local_rank);
 	put_int_label(f, "world_size", s->world_size);
 	fprintf(f, ",role=\"%s\"", role_name(s->role));
+}
+
+void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
+			const char *extra, const char *val)
+{
+	series_labels(f, name, s);
 	if (extra)
 		fprintf(f, ",%s=\"%s\"", extra, val);
 	fputs("} ", f);
@@ -144,6 +150,18 @@ static void counts(const struct metrics *m, FILE *f)
 			metrics_put_series(f, "trainbpf_job_stalled", &m->series[i], NULL, NULL);
 			fprintf(f, "%d\n", m->series[i].stalled);
 		}
+	family(f, "trainbpf_job_stall_culprit", "gauge",
+	       "1 on the series of the rank a stalled job waits for (its wait has no peer), with "
+	       "the phase it is in and what it waits on; no sample otherwise.");
+	for (int i = 0; i < m->nseries; i++) {
+		const struct mx_series *s = &m->series[i];
+
+		if (!live(s) || !s->stalled || s->culprit_phase < 0 || s->culprit_wait < 0)
+			continue;
+		series_labels(f, "trainbpf_job_stall_culprit", s);
+		fprintf(f, ",phase=\"%s\",wait=\"%s\"} 1\n", ph_names[s->culprit_phase],
+			tb_cat_names[s->culprit_wait & (TB_NCAT - 1)]);
+	}
 	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i])) {
