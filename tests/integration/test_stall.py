@@ -22,6 +22,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -107,6 +108,68 @@ def test_hung_dataloader_worker_is_named(tmp_path, torch26):
         if tb.poll() is None:
             tb.kill()
         # The job stays hung after trainbpf: every process it started goes.
+        try:
+            os.killpg(tb.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        tb.wait()
+
+
+def stall_rows(db):
+    """The recording's stall table as it is being written (WAL: read beside
+    the writer); [] before it has one."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            return con.execute("SELECT pid, culprit, worker FROM stall").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+
+
+def test_recording_keeps_the_stall(tmp_path):
+    """`trainbpf record` of the same hung job (torch 1.13), stopped with
+    SIGINT once the recording holds the stall (read from the file, not
+    slept for): `trainbpf report` of it opens with the STALLED line the live
+    view showed, the trainer as culprit waiting on the hung worker, and its
+    JSON has the same stall as the rows."""
+    truth, db = tmp_path / "truth.json", tmp_path / "run.db"
+    parts = str(truth) + ".parts"
+    tb = subprocess.Popen([TRAINBPF, "record", "-o", str(db), "--stall-after", str(THRESHOLD_S),
+                           "--", SYSTEM_PYTHON, TORCH_JOB, "--truth", str(truth), "--epochs", "1",
+                           "--steps", "400", "--workers", "2", "--hang-after", "10"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and tb.poll() is None and not stall_rows(db):
+            time.sleep(0.2)
+        rows = stall_rows(db)
+        assert rows, "no stall recorded: " + (tb.stderr.read() if tb.poll() is not None else "")
+        tb.send_signal(signal.SIGINT)
+        tb.wait(timeout=30)
+        assert tb.returncode == 0, tb.stderr.read()[-2000:]
+        hang = next(r for r in roles(parts) if r["kind"] == "hang")
+        trainer = next(r["pid"] for r in roles(parts) if r["kind"] == "rank")
+        assert rows[0] == (trainer, 1, hang["pid"]), rows
+        text = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
+                              timeout=60)
+        assert text.returncode == 0, text.stderr
+        lines = text.stdout.splitlines()
+        m = LINE.match(lines[0])
+        assert m, lines[:3]
+        assert int(m.group(3)) == trainer and m.group(4) == "data" and m.group(5) == "data_wait"
+        assert int(m.group(7)) == hang["pid"]
+        doc = json.loads(subprocess.run([TRAINBPF, "report", str(db), "--format", "json"],
+                                        capture_output=True, text=True, timeout=60).stdout)
+        assert doc["stall"]["culprit_pid"] == trainer
+        assert [r["pid"] for r in doc["stall"]["ranks"]] == [r[0] for r in rows]
+        assert doc["stall"]["ranks"][0]["worker"]["pid"] == hang["pid"]
+        assert doc["stall"]["for_s"] >= THRESHOLD_S - 0.05
+    finally:
+        if tb.poll() is None:
+            tb.kill()
         try:
             os.killpg(tb.pid, signal.SIGKILL)
         except ProcessLookupError:

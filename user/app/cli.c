@@ -301,6 +301,7 @@ static const struct argp_option record_opts[] = {
 	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
 	{ "epochs", OPT_EPOCHS, "auto|marker|passes|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
+	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress for max(SEC, 10 x its median step); default 30. The recording keeps the stall the run ended in" },
 	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
 	{},
 };

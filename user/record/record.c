@@ -143,6 +143,7 @@ static int flush(struct recorder *r, const struct job *job,
 	record_events(r, job);
 	record_gpu_flush(r, job);
 	record_counters(r, job, bpf);
+	record_stall(r, job);
 	if (last) {
 		record_final(r, job, now);
 		record_gpu_final(r, job, now);

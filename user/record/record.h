@@ -85,7 +85,7 @@ enum rec_stmt {
 	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
 	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_GPU_LIB, RS_SYNC, RS_GEN,
 	RS_EPOCH_PROC, RS_GPU_PROC, RS_COMM, RS_PHASE_TIME, RS_PHASE_STEP, RS_PHASE_EVENT,
-	RS_N,
+	RS_STALL, RS_N,
 };
 
 /* Schema 4's GPU tables (record_gpu.c): their statements and what was written. */
@@ -197,6 +197,8 @@ int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n);
 int record_counters(struct recorder *r, const struct job *job,
 		    const struct tb_counters *bpf);
 int record_final(struct recorder *r, const struct job *job, uint64_t now);
+/* The stalled job as the live report shows it now (schema 10), at every flush. */
+int record_stall(struct recorder *r, const struct job *job);
 
 /*
  * record_gpu.c, schema 4: its tables (at create), each flush's readings,

@@ -96,7 +96,12 @@ static const char schema[] =
 "  osteps INTEGER, ostep_ms REAL, omicro INTEGER, o_total_ms REAL, o_min_ms REAL,"
 "  o_max_ms REAL, o_sum_sq REAL);"
 "CREATE TABLE phase_events (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
-"  ts_ns INTEGER NOT NULL, phase INTEGER NOT NULL, resolved INTEGER NOT NULL);";
+"  ts_ns INTEGER NOT NULL, phase INTEGER NOT NULL, resolved INTEGER NOT NULL);"
+"CREATE TABLE stall (since_ns INTEGER NOT NULL, now_ns INTEGER NOT NULL,"
+"  threshold_ns INTEGER NOT NULL, culprit INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  rank INTEGER, phase INTEGER, wait INTEGER, wait_ns INTEGER, cat INTEGER,"
+"  cat_ns INTEGER, api INTEGER, in_api INTEGER, worker INTEGER,"
+"  worker_state INTEGER, worker_wait INTEGER, worker_ns INTEGER);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -128,6 +133,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
 		"?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
+	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

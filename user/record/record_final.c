@@ -9,6 +9,7 @@
 #include "phases.h"
 #include "gpu.h"
 #include "record.h"
+#include "stall.h"
 #include "steps.h"
 
 static int counter(struct recorder *r, const char *key, uint64_t v)
@@ -42,6 +43,44 @@ int record_counters(struct recorder *r, const struct job *job,
 	counter(r, "record_sample_rows", r->rows);
 	counter(r, "record_flush_max_ns", r->flush_ns_max);
 	return counter(r, "record_flush_total_ns", r->flush_ns_sum);
+}
+
+static void stall_row(struct recorder *r, const struct stall_job *j, const struct stall_rank *k)
+{
+	rec_bind_int(r, RS_STALL, 1, (int64_t)j->since);
+	rec_bind_int(r, RS_STALL, 2, (int64_t)j->now);
+	rec_bind_int(r, RS_STALL, 3, (int64_t)j->threshold_ns);
+	rec_bind_int(r, RS_STALL, 4, k->culprit);
+	rec_bind_int(r, RS_STALL, 5, k->pid);
+	rec_bind_int(r, RS_STALL, 6, k->rank);
+	rec_bind_int(r, RS_STALL, 7, k->phase);
+	rec_bind_int(r, RS_STALL, 8, k->wait);
+	rec_bind_int(r, RS_STALL, 9, (int64_t)k->wait_ns);
+	rec_bind_int(r, RS_STALL, 10, k->cat);
+	rec_bind_int(r, RS_STALL, 11, (int64_t)k->cat_ns);
+	rec_bind_int(r, RS_STALL, 12, k->api);
+	rec_bind_int(r, RS_STALL, 13, k->in_api);
+	rec_bind_int(r, RS_STALL, 14, k->worker);
+	rec_bind_int(r, RS_STALL, 15, k->worker_state);
+	rec_bind_int(r, RS_STALL, 16, k->worker_wait);
+	rec_bind_int(r, RS_STALL, 17, (int64_t)k->worker_ns);
+	rec_step(r, RS_STALL);
+}
+
+/*
+ * Rewritten at every flush, so that a run that ends stalled (Ctrl-C on a
+ * hung job, the common end) or is cut keeps what the live view said last:
+ * its ranks, culprit first.
+ */
+int record_stall(struct recorder *r, const struct job *job)
+{
+	const struct stall_job *j = job->stall ? stall_any(job->stall) : NULL;
+
+	if (rec_exec(r, "DELETE FROM stall", "write"))
+		return -1;
+	for (int i = 0; j && i < j->nranks && !r->failed; i++)
+		stall_row(r, j, &j->ranks[i]);
+	return r->failed ? -1 : 0;
 }
 
 static int write_gpu_calls(struct recorder *r, const struct gpu *g)

@@ -30,6 +30,6 @@
  * steps_optim_multi); an older file's table counts micro-batches, and its
  * run leaves the loop's last step out as pending.
  */
-#define REC_SCHEMA_VERSION 9
+#define REC_SCHEMA_VERSION 10
 
 #endif

@@ -1188,6 +1188,63 @@ static int load_gens(struct recording *r, const struct rec_filter *flt,
 	return q_close(r, &q, err, errlen);
 }
 
+/* stall (schema 10): the stalled job the run ended in, a row per rank, culprit first. */
+static int stall_rank_row(struct recording *r, struct q *q, struct stall_rank *k,
+			  char *err, size_t errlen)
+{
+	*k = (struct stall_rank){
+		.culprit = col_i64(q, 3) != 0, .pid = (pid_t)col_i64(q, 4),
+		.rank = (int)col_i64(q, 5), .phase = (int)col_i64(q, 6),
+		.wait = (int)col_i64(q, 7), .wait_ns = col_ns(q, 8), .cat = (int)col_i64(q, 9),
+		.cat_ns = col_ns(q, 10), .api = (uint16_t)col_i64(q, 11),
+		.in_api = col_i64(q, 12) != 0, .worker = (pid_t)col_i64(q, 13),
+		.worker_state = (uint8_t)col_i64(q, 14), .worker_wait = (uint8_t)col_i64(q, 15),
+		.worker_ns = col_ns(q, 16),
+	};
+	if (k->phase < 0 || k->phase >= TB_NPHASE || k->wait < 0 || k->wait >= TB_NCAT ||
+	    k->cat < 0 || k->cat >= TB_NCAT || k->rank < -1)
+		return ERR("%s: stall: a rank's phase, wait or category out of range", r->path);
+	return 0;
+}
+
+static int load_stall(struct recording *r, char *err, size_t errlen)
+{
+	struct stall_job *j = NULL;
+	struct q q;
+	int rc = 0;
+
+	if (!has_table(r, "stall"))
+		return 0;
+	if (q_open(r, &q, "SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
+		   "wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns "
+		   "FROM stall ORDER BY rowid", err, errlen))
+		return -1;
+	while (!rc && q_row(&q)) {
+		if (!j) {
+			j = r->stall.jobs = xcalloc(1, sizeof(*j));
+			r->stall.njobs = r->stall.cap = 1;
+			j->stalled = true;
+			j->since = col_ns(&q, 0);
+			j->now = col_ns(&q, 1);
+			j->threshold_ns = col_ns(&q, 2);
+			if (j->now < j->since)
+				rc = ERR("%s: stall: it ends before it begins", r->path);
+		}
+		if (!rc && j->nranks < STALL_MAX_RANKS)
+			rc = stall_rank_row(r, &q, &j->ranks[j->nranks++], err, errlen);
+	}
+	if (rc) {	/* err says why: not the statement's state */
+		sqlite3_finalize(q.st);
+		return -1;
+	}
+	if (q_close(r, &q, err, errlen))
+		return -1;
+	/* Culprit first, as the live report has it. */
+	if (j)
+		j->culprit = j->ranks[0].culprit;
+	return 0;
+}
+
 /* ---- training phases ---- */
 
 static int phase_index(const char *name, const char *const *names, int n)
@@ -1585,9 +1642,10 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    fold(r, flt) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
 	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen) ||
-	    rec_load_gpu_util(r, flt, err, errlen))
+	    rec_load_gpu_util(r, flt, err, errlen) || load_stall(r, err, errlen))
 		return -1;
 	r->job.window_start_ns = r->start_ns;
+	r->job.stall = r->stall.njobs ? &r->stall : NULL;
 	r->ep.prev.ts = r->end_ns;
 	r->job.epochs = &r->ep;
 	r->job.gpu = &r->gpu;
@@ -1601,6 +1659,7 @@ void rec_close(struct recording *r)
 	phases_free(&r->phases);
 	gpu_free(&r->gpu);
 	gu_free(&r->gu);
+	stall_free(&r->stall);
 	free(r->saved);
 	job_free(&r->job);
 	rec_close_file(r);

@@ -19,6 +19,7 @@
 #include "job.h"
 #include "phases.h"
 #include "recording.h"
+#include "stall.h"
 #include "steps.h"
 
 
@@ -43,6 +44,7 @@ struct recording {
 	struct steps steps;
 	struct diag diag;
 	struct phases phases;
+	struct stall stall;	/* schema 10: the stalled job the run ended in */
 	bool has_phases;	/* meta.phases_source: the run looked for phases */
 	struct dg_saved *saved;
 	int nsaved;
