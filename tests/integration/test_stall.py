@@ -167,6 +167,15 @@ def test_recording_keeps_the_stall(tmp_path):
         assert [r["pid"] for r in doc["stall"]["ranks"]] == [r[0] for r in rows]
         assert doc["stall"]["ranks"][0]["worker"]["pid"] == hang["pid"]
         assert doc["stall"]["for_s"] >= THRESHOLD_S - 0.05
+        # A row out of range (a corrupt or hostile file): one line, exit 1.
+        con = sqlite3.connect(str(db))
+        con.execute("UPDATE stall SET wait = 99")
+        con.commit()
+        con.close()
+        bad = subprocess.run([TRAINBPF, "report", str(db)], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "stall" in bad.stderr, \
+            bad.stderr
     finally:
         if tb.poll() is None:
             tb.kill()
