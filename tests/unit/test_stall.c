@@ -235,6 +235,46 @@ START_TEST(culprit_dead_worker)
 }
 END_TEST
 
+/*
+ * A DataLoader's trainer wakes every 5 s to check its workers: a refresh
+ * that lands in that wake-up (on a CPU, or waiting for one) does not
+ * restart its wait; two in a row do.
+ */
+START_TEST(wait_survives_a_timeout_wakeup)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o = rank_obs(200, 0);
+	const struct stall_job *j;
+	uint64_t t = TICK, stop;
+
+	run(&st, &o, 1, &t, 5 * S, 100 * MS, true);
+	stop = t;
+	block(&o, TB_W_FUTEX, TB_PH_PEND_DATA, stop);
+	o.nworkers = 1;
+	o.workers[0].pid = 201;
+	o.workers[0].main = (struct stall_thread_obs){ .tid = 201, .state = TB_ST_BLOCKED,
+						     .wait = TB_W_SLEEP, .since = stop };
+	run(&st, &o, 1, &t, stop + 5 * S, 100 * MS, false);
+	o.tr.state = TB_ST_RUNNABLE;		/* the timeout's wake-up */
+	o.tr.since = t;
+	run(&st, &o, 1, &t, t + TICK, 100 * MS, false);
+	block(&o, TB_W_FUTEX, TB_PH_PEND_DATA, t - MS);
+	run(&st, &o, 1, &t, t + 2 * S, 100 * MS, false);
+	j = stall_any(&st);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(j->ranks[0].wait, TB_DATA_WAIT);
+	ck_assert_uint_eq(j->ranks[0].wait_ns, j->now - stop);
+	/* On a CPU at two refreshes: it runs now. */
+	o.tr.state = TB_ST_ONCPU;
+	o.tr.since = t;
+	run(&st, &o, 1, &t, t + 2 * TICK, 100 * MS, false);
+	j = stall_any(&st);
+	ck_assert_int_eq(j->ranks[0].wait, TB_CPU);
+	ck_assert_uint_eq(j->ranks[0].wait_ns, j->now - (t - 2 * TICK));
+	stall_free(&st);
+}
+END_TEST
+
 /* Rank 2 sleeps in its loop while ranks 0 and 1 wait in the collective. */
 START_TEST(culprit_not_in_collective)
 {
@@ -395,6 +435,7 @@ int main(void)
 	tcase_add_test(tc, no_progress_no_stall);
 	tcase_add_test(tc, resume_clears);
 	tcase_add_test(tc, validation_is_progress);
+	tcase_add_test(tc, wait_survives_a_timeout_wakeup);
 	tcase_add_test(tc, culprit_dead_worker);
 	tcase_add_test(tc, culprit_not_in_collective);
 	tcase_add_test(tc, culprit_fewest_collectives);

@@ -179,14 +179,22 @@ static void since_stall(const struct stall_mem *m, const struct stall_obs *o,
 
 /*
  * What it waits on, and since when: a wait a timeout wakes every few
- * seconds (a DataLoader's 5 s check of its workers) is one wait, unless a
- * refresh lands in the wake-up itself.
+ * seconds (a DataLoader's 5 s check of its workers) is one wait. A refresh
+ * that lands in the wake-up itself sees the thread on a CPU or waiting for
+ * one; the wait goes on if the next refresh sees it again (a hung
+ * DataLoader's trainer read "waiting 2.6 s" 7.5 s into the stall).
  */
 static void track_wait(struct stall_mem *m, const struct stall_obs *o, uint64_t now)
 {
 	int w = stall_wait_kind(o);
 	uint64_t from = o->tr.since && o->tr.since < now ? o->tr.since : now;
+	bool running = w == TB_CPU || w == TB_RUNQUEUE;
 
+	if (m->wait_from && w != m->wait && running && !m->woke) {
+		m->woke = true;
+		return;
+	}
+	m->woke = false;
 	if (!m->wait_from || w != m->wait) {
 		m->wait = w;
 		m->wait_from = from;

@@ -86,6 +86,7 @@ struct stall_mem {
 	uint64_t cp0[TB_NCAT];	/* its critical path at the job's last progress */
 	int wait;		/* stall_wait_kind at the last refresh */
 	uint64_t wait_from;	/* it has waited so since (a timeout's wake-up aside) */
+	bool woke;		/* the last refresh saw it run, in the middle of that wait */
 	bool seen;
 };
 
