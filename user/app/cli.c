@@ -349,6 +349,58 @@ void cli_parse_record(int argc, char **argv, struct env *env)
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
 }
 
+static const char dump_doc[] =
+"trainbpf dump: every thread of a job now, like py-spy dump, from /proc alone\n"
+"\n"
+"For each process named and its descendants (DataLoader workers, spawned\n"
+"ranks): a line per thread with what it does now (on CPU; sleeping; on a\n"
+"futex, a pipe, a socket, in storage I/O...), for how long it has been\n"
+"asleep so, its CPU time, the kernel function it sleeps in and the file, pipe\n"
+"or socket of the fd it waits on. Nothing is attached: it answers at once.\n"
+"No training phase: a snapshot has no history (trainbpf -p PID has it).";
+
+static const struct argp_option dump_opts[] = {
+	{ "pid", 'p', "PID[,PID...]", 0, "The processes (and their descendants) to show" },
+	{ "format", OPT_FORMAT, "text|json", 0, "Output format (default text)" },
+	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{},
+};
+
+static error_t parse_dump_arg(int key, char *arg, struct argp_state *state)
+{
+	struct env *env = state->input;
+
+	switch (key) {
+	case 'p':
+		parse_pids(arg, state, env);
+		return 0;
+	case 'o':
+		env->output = arg;
+		return 0;
+	case OPT_FORMAT:
+		if (!cli_format(arg, false, &env->format) ||
+		    (env->format != TB_FMT_TEXT && env->format != TB_FMT_JSON))
+			argp_error(state, "invalid format: '%s' (text or json)", arg);
+		return 0;
+	case ARGP_KEY_ARG:
+		argp_error(state, "unexpected argument: '%s'", arg);
+		return 0;
+	case ARGP_KEY_END:
+		if (!env->npids)
+			argp_error(state, "no process: -p PID[,PID...]");
+		return 0;
+	}
+	return ARGP_ERR_UNKNOWN;
+}
+
+void cli_parse_dump(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { dump_opts, parse_dump_arg, "-p PID[,PID...]", dump_doc };
+
+	env_defaults(env);
+	argp_parse(&argp, argc, argv, 0, NULL, env);
+}
+
 static const char serve_doc[] =
 "trainbpf serve: every training process of this node, for Prometheus\n"
 "\n"

@@ -56,5 +56,7 @@ void cli_parse(int argc, char **argv, struct env *env);
 void cli_parse_record(int argc, char **argv, struct env *env);
 /* The same for "serve": no target, the daemon finds them. */
 void cli_parse_serve(int argc, char **argv, struct env *env);
+/* trainbpf dump -p PID[,PID...] [--format text|json] [-o FILE] */
+void cli_parse_dump(int argc, char **argv, struct env *env);
 
 #endif

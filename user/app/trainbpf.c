@@ -3,10 +3,14 @@
  * trainbpf: the subcommand by the first argument, else the live tool. The
  * life of a trace is in run.c; report, trace and diff in cli_read.c.
  */
+#include <stdio.h>
 #include <string.h>
 #include "cli.h"
 #include "cli_read.h"
+#include "output.h"
+#include "report_write.h"
 #include "run.h"
+#include "snapshot_read.h"
 
 static int live_main(int argc, char **argv)
 {
@@ -34,6 +38,33 @@ static int record_main(int argc, char **argv)
 	return run_trace(&env);
 }
 
+/* A snapshot of the job's threads from /proc: nothing attached, no BPF. */
+static int dump_main(int argc, char **argv)
+{
+	struct snapshot s;
+	struct env env;
+	char err[256];
+	FILE *f;
+	int rc;
+
+	argv[0] = "trainbpf dump";
+	cli_parse_dump(argc, argv, &env);
+	if (snapshot_take(&s, env.pids, env.npids, err, sizeof(err))) {
+		fprintf(stderr, "trainbpf dump: %s\n", err);
+		return 1;
+	}
+	f = out_open(env.output);
+	rc = !f || out_begin(f, env.output);
+	if (!rc) {
+		dump_write(f, env.format, &s);
+		rc = out_close(f, env.output) != 0;
+	} else if (f) {
+		out_close(f, env.output);
+	}
+	snapshot_free(&s);
+	return rc;
+}
+
 /*
  * The subcommands, by the first argument; anything else is the live tool's
  * options. To add one: a line here and a NAME_main(argc, argv) that gets
@@ -48,6 +79,7 @@ static const struct command {
 	{ "trace", trace_main },
 	{ "diff", diff_main },
 	{ "serve", serve_main },	/* a node's daemon for Prometheus (run.c, serve.c) */
+	{ "dump", dump_main },		/* every thread of a job now, from /proc */
 };
 
 int main(int argc, char **argv)

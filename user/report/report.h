@@ -62,5 +62,9 @@ const char *diff_finding_change(const struct dg_finding *fa, const struct dg_fin
 void diff_html(FILE *f, const struct recording *a, const struct recording *b);
 /* diff's GPU block (diff_gpu.c): utilization and energy per step; nothing without GPUs. */
 void diff_gpu(FILE *f, const struct recording *a, const struct recording *b);
+/* `trainbpf dump` (report_dump.c): a snapshot of a job's threads. */
+struct snapshot;
+void dump_text(FILE *f, const struct snapshot *s);
+void dump_json(FILE *f, const struct snapshot *s);
 
 #endif

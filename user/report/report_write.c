@@ -70,3 +70,11 @@ void diff_write(FILE *f, enum tb_format fmt, const struct recording *a,
 	else
 		diff_text(f, a, b);
 }
+
+void dump_write(FILE *f, enum tb_format fmt, const struct snapshot *s)
+{
+	if (fmt == TB_FMT_JSON)
+		dump_json(f, s);
+	else
+		dump_text(f, s);
+}

@@ -31,6 +31,9 @@ void report_write(FILE *f, enum tb_format fmt, const struct job *job,
 struct recording;
 void diff_write(FILE *f, enum tb_format fmt, const struct recording *a,
 		const struct recording *b);
+/* A snapshot of a job's threads (`trainbpf dump`): text, or JSON (TB_FMT_JSON). */
+struct snapshot;
+void dump_write(FILE *f, enum tb_format fmt, const struct snapshot *s);
 /*
  * One self-contained HTML page (report_html.c): the verdict, the findings,
  * charts as inline SVG, the tables. Nothing fetched, no script.
