@@ -453,10 +453,15 @@ for e in range(1, 5):
 def test_throttling_with_slower_steps(tmp_path):
     """The GPUs hit their power cap from epoch 3 on, when the steps got a
     third slower: the finding says so, for the run and for those epochs;
-    epochs 1 and 2 have none."""
-    script = tmp_path / "script.txt"
+    epochs 1 and 2 have none. A throttle reason is a state held from one
+    reading to the next, and the cap comes as epoch 3 begins: the epoch's
+    share is short by at most the time from the cap to the first reading
+    after it (the stand-in's log; one 0.2 s tick, more on a loaded host:
+    0.80 once in CI where a fixed 0.95 was asked)."""
+    script, log = tmp_path / "script.txt", tmp_path / "nvml.log"
     t0 = time.monotonic_ns() + 1_500_000_000
-    simple_script(script, 90, 8 * GIB, "python3", f"t0 {t0}\nat 2.0 0 throttle 0x4\n")
+    simple_script(script, 90, 8 * GIB, "python3",
+                  f"t0 {t0}\nlog {log}\nat 2.0 0 throttle 0x4\n")
     job = tmp_path / "job.py"
     job.write_text(THROTTLE_JOB)
     r = subprocess.run([TRAINBPF, "-i", "0", "--format", "json", "--", "/usr/bin/python3",
@@ -478,7 +483,11 @@ def test_throttling_with_slower_steps(tmp_path):
     assert int(m.group(2)) == round(100 * slower), (f, ms)
     judged = [any(x["id"] == "gpu_throttling" for x in e["diagnosis"]) for e in epochs]
     assert judged == [False, False, True, True], [e["diagnosis"] for e in epochs]
-    assert epochs[2]["gpu"]["throttle_power_share"] > 0.95
+    cap = t0 + 2_000_000_000
+    late = (min(ts for ts in read_log(log)[1][0] if ts >= cap) - cap) / 1e9
+    share = epochs[2]["gpu"]["throttle_power_share"]
+    print(f"epoch 3 throttled {share:.4f}; first reading {late:.3f} s after the cap")
+    assert share >= 1 - (late + 0.01) / epochs[2]["duration_s"], (share, late)
 
 
 # ---- a recording reproduces the live report ----
