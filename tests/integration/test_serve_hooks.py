@@ -9,12 +9,12 @@ among its file descriptors (/proc/PID/fdinfo) and their programs' names
 ends) against the daemon's cpu seconds for it (its label from
 TORCHELASTIC_RUN_ID).
 """
-import json
 import os
 import subprocess
 import time
 
 from conftest import SYSTEM_PYTHON
+from test_errors import programs
 from test_serve import Serve, samples, wait_for
 
 # Spins at once for SPIN_S of CPU, writes its CPU time, sleeps, exits.
@@ -38,19 +38,17 @@ WATCH = ["on_exec_watch"]
 
 def attached(pid):
     """The names of the programs of the BPF links pid holds, sorted."""
-    names = []
+    ids = []
     for fd in os.listdir(f"/proc/{pid}/fdinfo"):
         try:
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                 info = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
         except OSError:
             continue    # closed meanwhile
-        if "link_type" not in info:
-            continue
-        out = subprocess.run(["bpftool", "-j", "prog", "show", "id", info["prog_id"].strip()],
-                             capture_output=True, text=True, timeout=30)
-        names.append(json.loads(out.stdout)["name"] if out.returncode == 0 else "?")
-    return sorted(names)
+        if "link_type" in info:
+            ids.append(int(info["prog_id"]))
+    names = {p["id"]: p.get("name", "?") for p in programs()}
+    return sorted(names.get(i, "?") for i in ids)
 
 
 def cpu_of(text, job):

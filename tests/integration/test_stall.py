@@ -48,6 +48,17 @@ def roles(parts):
         return [json.loads(l) for l in f if l.strip()]
 
 
+def end_all(tb):
+    """trainbpf and, the job staying hung after it, every process it started."""
+    if tb.poll() is None:
+        tb.kill()
+    try:
+        os.killpg(tb.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    tb.wait()
+
+
 def read_lines(stream, out):
     for line in stream:
         out.append((time.monotonic(), line.rstrip("\n")))
@@ -105,14 +116,7 @@ def test_hung_dataloader_worker_is_named(tmp_path, torch26):
         assert LINE.match(report[0]), report[:3]
         assert report[1].startswith("  * pid %d in data, waiting in data_wait" % trainer)
     finally:
-        if tb.poll() is None:
-            tb.kill()
-        # The job stays hung after trainbpf: every process it started goes.
-        try:
-            os.killpg(tb.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        tb.wait()
+        end_all(tb)
 
 
 def stall_rows(db):
@@ -177,10 +181,4 @@ def test_recording_keeps_the_stall(tmp_path):
         assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "stall" in bad.stderr, \
             bad.stderr
     finally:
-        if tb.poll() is None:
-            tb.kill()
-        try:
-            os.killpg(tb.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        tb.wait()
+        end_all(tb)

@@ -36,6 +36,12 @@ static bool alive_in(const struct job *job, pid_t pid)
 	return p && job_proc_alive(p);
 }
 
+/* Ourselves, traced already, or its traced parent's fork made it traced already (or will). */
+static bool not_new(const struct discover *d, const struct job *job, pid_t pid, pid_t ppid)
+{
+	return pid == d->self || alive_in(job, pid) || alive_in(job, ppid);
+}
+
 /* Its command line, arguments joined by spaces, matches. */
 static bool cmdline_matches(const struct discover *d, pid_t pid)
 {
@@ -133,8 +139,7 @@ int discover_scan(struct discover *d, struct tracer *tr, const struct job *job)
 	for (int i = 0; i < n; i++) {
 		struct proc_stat st;
 
-		/* Its traced parent's fork made it traced already, or will. */
-		if (pids[i] == d->self || alive_in(job, pids[i]) || alive_in(job, ppids[i]) ||
+		if (not_new(d, job, pids[i], ppids[i]) ||
 		    procfs_stat(pids[i], 0, &st) || procfs_is_kthread(&st))
 			continue;
 		if (wanted(d, pids[i], &st, &next[nnext]) &&
@@ -161,8 +166,8 @@ int discover_exec(struct discover *d, struct tracer *tr, const struct job *job, 
 {
 	struct proc_stat st;
 
-	if ((!d->has_re && !d->cgroup) || pid == d->self || alive_in(job, pid) ||
-	    procfs_stat(pid, 0, &st) || alive_in(job, st.ppid) || !told_to(d, pid) ||
+	if ((!d->has_re && !d->cgroup) || procfs_stat(pid, 0, &st) ||
+	    not_new(d, job, pid, st.ppid) || !told_to(d, pid) ||
 	    tracer_add_process(tr, pid, true))
 		return 0;
 	tracer_add_descendants(tr);

@@ -133,29 +133,28 @@ static unsigned int owner(const char *root, pid_t pid)
 	return eff;
 }
 
-static void read_labels(const char *root, struct proc_rec *p)
+void labels_read(const char *root, pid_t pid, struct proc_labels *l)
 {
 	static const char *const rank[] = { "RANK", "SLURM_PROCID", NULL };
 	static const char *const local[] = { "LOCAL_RANK", "SLURM_LOCALID", NULL };
 	static const char *const world[] = { "WORLD_SIZE", "SLURM_NTASKS", NULL };
-	struct proc_labels *l = &p->labels;
 	char path[64], *env = malloc(65536);
 	ssize_t n;
 
 	l->reads++;
 	if (!env)
 		return;
-	snprintf(path, sizeof(path), "%s/%d/environ", root, p->pid);
+	snprintf(path, sizeof(path), "%s/%d/environ", root, pid);
 	n = procfs_read_file(path, env, 65536);
 	if (n < 0)
 		n = 0;
-	l->uid = owner(root, p->pid);
+	l->uid = owner(root, pid);
 	l->rank = env_int(env, n, rank);
 	l->local_rank = env_int(env, n, local);
 	l->world_size = env_int(env, n, world);
-	job_id(root, p->pid, env, n, l->job, sizeof(l->job));
+	job_id(root, pid, env, n, l->job, sizeof(l->job));
 	if (!l->start_unix)
-		l->start_unix = start_unix(root, p->pid);
+		l->start_unix = start_unix(root, pid);
 	free(env);
 }
 
@@ -168,6 +167,6 @@ void labels_refresh(struct job *job, const char *proc_root, bool trainers_only)
 		    (trainers_only && p->role != TB_ROLE_TRAINER) ||
 		    (p->labels.reads && p->labels.rank >= 0))
 			continue;
-		read_labels(proc_root, p);
+		labels_read(proc_root, p->pid, &p->labels);
 	}
 }

@@ -20,6 +20,9 @@
 /* trainers_only: a recording names its job by its trainers' labels alone. */
 void labels_refresh(struct job *job, const char *proc_root, bool trainers_only);
 
+/* One process's labels now, into l (l->reads counts the reads). */
+void labels_read(const char *root, pid_t pid, struct proc_labels *l);
+
 /* The job id in a Kubernetes cgroup path ("pod" and its uid), into out; 0 if found. */
 int labels_pod_of(const char *cgroup, char *out, size_t len);
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "clock.h"
+#include "labels.h"
 #include "procfs.h"
 #include "snapshot.h"
 #include "snapshot_read.h"
@@ -45,20 +46,6 @@ static double exec_start_ms(const char *path)
 	    !(at = strchr(at, ':')))
 		return -1;
 	return strtod(at + 1, NULL);
-}
-
-/* Field 39 of a task's stat: the CPU it last ran on; -1 if unread. */
-static int last_cpu(pid_t pid, pid_t tid)
-{
-	char path[64], buf[1024], *at;
-	int field = 2;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || !(at = strrchr(buf, ')')))
-		return -1;
-	while (field < 39 && (at = strchr(at + 1, ' ')))
-		field++;
-	return at ? atoi(at + 1) : -1;
 }
 
 /* Our task clock on cpu now, pinned there for the read; any CPU's if we cannot be. */
@@ -110,48 +97,16 @@ static void read_thread(struct reader *rd, pid_t pid, struct snap_thread *t)
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/sched", pid, t->tid);
 	then = t->state == 'R' ? -1 : exec_start_ms(path);
 	if (then >= 0) {
-		double now = now_on(rd, last_cpu(pid, t->tid));
+		double now = now_on(rd, (int)procfs_stat_field(pid, t->tid, 39));
 
 		t->waited_ns = now > then ? (uint64_t)((now - then) * 1e6) : 0;
 	}
 }
 
-static int rank_of(pid_t pid)
-{
-	static char env[65536];
-	char path[64];
-	const char *v;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
-	n = procfs_read_file(path, env, sizeof(env));
-	v = n > 0 ? procfs_env_get(env, n, "RANK") : NULL;
-	return v && *v ? atoi(v) : -1;
-}
-
-static bool same_cmdline(pid_t a, pid_t b)
-{
-	char x[4096], y[4096];
-	int nx = procfs_cmdline(a, x, sizeof(x)), ny = procfs_cmdline(b, y, sizeof(y));
-
-	return nx > 0 && nx == ny && !memcmp(x, y, nx);
-}
-
-static bool spawned(pid_t pid)
-{
-	char a[4096];
-	int n = procfs_cmdline(pid, a, sizeof(a) - 1);
-
-	a[n > 0 ? n : 0] = '\0';
-	for (int i = 0; i < n; i += strlen(a + i) + 1)
-		if (!strcmp(a + i, "--multiprocessing-fork"))
-			return true;
-	return false;
-}
-
 static int add_proc(struct reader *rd, pid_t pid, pid_t ppid, bool root)
 {
 	static pid_t tids[SNAP_MAX_THREADS];
+	struct proc_labels labels = { 0 };
 	struct snapshot *s = rd->s;
 	struct proc_stat st;
 	struct snap_proc *p;
@@ -168,9 +123,10 @@ static int add_proc(struct reader *rd, pid_t pid, pid_t ppid, bool root)
 	p->pid = pid;
 	p->ppid = ppid;
 	memcpy(p->comm, st.comm, sizeof(p->comm));
-	p->rank = rank_of(pid);
-	p->role = root ? SNAP_ROOT : spawned(pid) ? SNAP_SPAWNED :
-		  same_cmdline(pid, ppid) ? SNAP_FORKED : SNAP_CHILD;
+	labels_read("/proc", pid, &labels);
+	p->rank = labels.rank;
+	p->role = root ? SNAP_ROOT : procfs_mp_spawned(pid) ? SNAP_SPAWNED :
+		  procfs_same_cmdline(pid, ppid) ? SNAP_FORKED : SNAP_CHILD;
 	p->threads = calloc(n ? n : 1, sizeof(*p->threads));
 	if (!p->threads)
 		return -ENOMEM;

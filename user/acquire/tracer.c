@@ -407,35 +407,11 @@ static bool thread_known(const struct proc_rec *p, pid_t tid)
 	return false;
 }
 
-/* Same command line as its parent: forked, not exec'd (a worker). */
-static bool forked_from(pid_t pid, pid_t ppid)
-{
-	char a[4096], b[4096];
-	int na = procfs_cmdline(pid, a, sizeof(a));
-	int nb = procfs_cmdline(ppid, b, sizeof(b));
-
-	return na > 0 && na == nb && !memcmp(a, b, na);
-}
-
-/* Started by multiprocessing's spawn: python -c '...spawn_main(...)' --multiprocessing-fork. */
-static bool mp_spawned(pid_t pid)
-{
-	static const char mark[] = "--multiprocessing-fork";
-	char a[4096];
-	int n = procfs_cmdline(pid, a, sizeof(a) - 1);
-
-	a[n > 0 ? n : 0] = '\0';
-	for (int i = 0; i < n; i += strlen(a + i) + 1)
-		if (!strcmp(a + i, mark))
-			return true;
-	return false;
-}
-
 void tracer_on_exec(struct tracer *tr, pid_t pid)
 {
 	struct proc_rec *p = job_proc(tr->job, pid);
 
-	if (p && !p->root && mp_spawned(pid))
+	if (p && !p->root && procfs_mp_spawned(pid))
 		p->flags |= JOB_PF_MP_SPAWNED;
 }
 
@@ -466,12 +442,12 @@ int tracer_add_process(struct tracer *tr, pid_t pid, bool root)
 	if (!p) {
 		p = job_add_proc(tr->job, pid, st.ppid, st.comm, now_ns());
 		p->root = root;
-		if (!root && forked_from(pid, st.ppid)) {
+		if (!root && procfs_same_cmdline(pid, st.ppid)) {
 			bp.role = TB_ROLE_WORKER;
 			bp.flags = TB_PF_FORKED;
 		}
 		p->flags = bp.flags;
-		if (!root && !bp.flags && mp_spawned(pid))
+		if (!root && !bp.flags && procfs_mp_spawned(pid))
 			p->flags |= JOB_PF_MP_SPAWNED;
 		bpf_map_update_elem(bpf_map__fd(tr->skel->maps.procs), &pid, &bp, BPF_NOEXIST);
 	}

@@ -41,7 +41,7 @@ struct snap_proc {
 	pid_t pid, ppid;
 	char comm[TB_COMM_LEN];
 	int role;		/* enum snap_role */
-	int rank;		/* RANK of its environment; -1: none */
+	int rank;		/* its rank as serve labels it (RANK, else SLURM_PROCID); -1: none */
 	struct snap_thread *threads;
 	int nthreads;
 	int threads_over;	/* past SNAP_MAX_THREADS: not read */

@@ -63,18 +63,44 @@ int procfs_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 	return 0;
 }
 
+long procfs_stat_field(pid_t pid, pid_t tid, int field)
+{
+	char path[64], buf[1024], *at;
+	int n = 2;
+
+	if (field < 3 || task_path(path, sizeof(path), pid, tid, "stat") ||
+	    procfs_read_file(path, buf, sizeof(buf)) < 0 || !(at = strrchr(buf, ')')))
+		return -1;
+	while (n < field && (at = strchr(at + 1, ' ')))
+		n++;
+	return at ? atol(at + 1) : -1;
+}
+
 /* Field 52 of /proc/PID/stat (Linux 3.5+), the exit status; -1 if unread. */
 static int stat_exit_code(pid_t pid)
 {
-	char path[64], buf[1024], *at;
-	int field = 2;
+	return (int)procfs_stat_field(pid, 0, 52);
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (procfs_read_file(path, buf, sizeof(buf)) < 0 || !(at = strrchr(buf, ')')))
-		return -1;
-	while (field < 52 && (at = strchr(at + 1, ' ')))
-		field++;
-	return at ? atoi(at + 1) : -1;
+bool procfs_same_cmdline(pid_t a, pid_t b)
+{
+	char x[4096], y[4096];
+	int nx = procfs_cmdline(a, x, sizeof(x)), ny = procfs_cmdline(b, y, sizeof(y));
+
+	return nx > 0 && nx == ny && !memcmp(x, y, nx);
+}
+
+bool procfs_mp_spawned(pid_t pid)
+{
+	static const char mark[] = "--multiprocessing-fork";
+	char a[4096];
+	int n = procfs_cmdline(pid, a, sizeof(a) - 1);
+
+	a[n > 0 ? n : 0] = '\0';
+	for (int i = 0; i < n; i += strlen(a + i) + 1)
+		if (!strcmp(a + i, mark))
+			return true;
+	return false;
 }
 
 bool procfs_exited(pid_t pid, int *code)

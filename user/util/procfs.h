@@ -39,6 +39,15 @@ int procfs_tasks(pid_t pid, pid_t *tids, int max);
 bool procfs_exited(pid_t pid, int *code);
 int procfs_cmdline(pid_t pid, char *buf, size_t len);
 /*
+ * Field (from 3, after comm) of /proc/PID[/task/TID]/stat as a number
+ * (39: the CPU it last ran on; 52: its exit status); -1 if unread.
+ */
+long procfs_stat_field(pid_t pid, pid_t tid, int field);
+/* a and b run the same command line: a forked from b and did not exec. */
+bool procfs_same_cmdline(pid_t a, pid_t b);
+/* Started by multiprocessing's spawn or forkserver: python -c '...' --multiprocessing-fork. */
+bool procfs_mp_spawned(pid_t pid);
+/*
  * NAME's value in an environment block (/proc/PID/environ: len bytes of
  * NUL-terminated NAME=VALUE strings), or NULL.
  */
