@@ -35,6 +35,14 @@ struct {
 	__type(value, struct tb_rt_ranges);
 } rt_ranges SEC(".maps");
 
+/* NCCL data calls per process and communicator (user space reads, deletes at exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct tb_comm_key);
+	__type(value, struct tb_comm_stat);
+} comm_stats SEC(".maps");
+
 /* sizeof each ncclDataType_t, in enum order. */
 static const __u8 nccl_type_size[TB_NCCL_NTYPES] = {
 	1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
@@ -119,6 +127,8 @@ static __always_inline void comm_init_enter(struct pt_regs *ctx, __u64 cookie,
 		bpf_probe_read_user(p.id, sizeof(p.id), (void *)ids);
 		break;
 	case TB_IL_SPLIT:
+		p.color = uarg(ctx, 2);	/* an int: the lower half */
+		/* fallthrough */
 	case TB_IL_SHRINK:
 		p.parent = uarg(ctx, 1);
 		p.out = uarg(ctx, 4);
@@ -150,6 +160,7 @@ static __always_inline void comm_event(__u32 type, __u32 api, __u64 comm,
 		e->rank = p->rank;
 		e->nranks = p->nranks;
 		e->parent = p->parent;
+		e->color = p->color;
 		__builtin_memcpy(e->id, p->id, sizeof(e->id));
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
@@ -163,6 +174,12 @@ static __always_inline void comm_init_exit(__u32 tid, __u32 api)
 	if (!p)
 		return;
 	bpf_probe_read_user(&comm, sizeof(comm), (void *)p->out);
+	/* A new communicator at a freed one's address counts from zero. */
+	if (comm) {
+		struct tb_comm_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .comm = comm };
+
+		bpf_map_delete_elem(&comm_stats, &key);
+	}
 	comm_event(TB_EV_NCCL_COMM, api, comm, p);
 	bpf_map_delete_elem(&comm_pending, &tid);
 }
@@ -195,6 +212,42 @@ static __always_inline void call_event(const struct tb_slot *s, __u32 kind,
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* The communicator of an NCCL data call (cookie: its argument); 0 if none. */
+static __always_inline __u64 comm_arg(struct pt_regs *ctx, __u64 cookie)
+{
+	__u32 n = TB_COOKIE_CM(cookie);
+	__u64 comm = 0;
+
+	if (n < 7)
+		return n ? uarg(ctx, n) : 0;
+	/* The 7th integer argument: above the return address (x86-64 SysV). */
+	bpf_probe_read_user(&comm, sizeof(comm), (void *)(PT_REGS_SP(ctx) + 8));
+	return comm;
+}
+
+/* One more outermost data call on its communicator, with its bytes. */
+static __always_inline void comm_count(struct pt_regs *ctx, __u64 cookie, __u32 tgid,
+				       __u64 bytes)
+{
+	struct tb_comm_key key = { .tgid = tgid, .comm = comm_arg(ctx, cookie) };
+	static const struct tb_comm_stat zero;
+	struct tb_comm_stat *st;
+
+	if (!key.comm)
+		return;
+	st = bpf_map_lookup_elem(&comm_stats, &key);
+	if (!st) {
+		bpf_map_update_elem(&comm_stats, &key, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&comm_stats, &key);
+	}
+	if (!st) {
+		__sync_fetch_and_add(&counters.api_stats_full, 1);
+		return;
+	}
+	__sync_fetch_and_add(&st->calls, 1);
+	__sync_fetch_and_add(&st->bytes, bytes);
+}
+
 static __always_inline __u32 region_of(__u32 kind)
 {
 	return kind == TB_AK_SYNC || kind == TB_AK_MEMCPY ? TB_GPU_WAIT : TB_COMM;
@@ -208,7 +261,7 @@ static __always_inline bool is_collective(__u32 kind)
 
 static __always_inline int enter(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), now;
+	__u64 cookie = bpf_get_attach_cookie(ctx), now, bytes;
 	__u32 api = TB_COOKIE_API(cookie), kind = TB_COOKIE_KIND(cookie);
 	struct tb_slot *s = task_slot(bpf_get_current_task_btf(), NULL);
 	struct tb_api_stat *st;
@@ -224,10 +277,13 @@ static __always_inline int enter(struct pt_regs *ctx)
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
+	bytes = data_bytes(ctx, cookie);
 	if (st) {
 		__sync_fetch_and_add(&st->calls, 1);
-		__sync_fetch_and_add(&st->bytes, data_bytes(ctx, cookie));
+		__sync_fetch_and_add(&st->bytes, bytes);
 	}
+	if (kind == TB_AK_COLL || kind == TB_AK_P2P)
+		comm_count(ctx, cookie, s->tgid, bytes);
 	write_begin(s);
 	catch_up_running(s, bpf_get_current_task_btf(), now);
 	close_interval(s, TB_CPU, tb_oncpu_cp(s), now);

@@ -51,18 +51,21 @@ enum tb_init_layout {
 /*
  * The attach cookie: api index (bits 0-7), kind (8-11), 1-based argument
  * holding the element count (12-14) and the ncclDataType_t (15-17), 0 if
- * none, and the init layout (18-21).
+ * none, the init layout (18-21), and the 1-based argument holding an NCCL
+ * data call's communicator (24-26; 7: the first one passed on the stack,
+ * ncclReduce's).
  */
 /* The kind is 4 bits of the cookie. */
 _Static_assert(TB_AK_NKINDS <= 16, "the kind is 4 bits of the cookie");
-#define TB_COOKIE(api, kind, cnt, dt, il) \
+#define TB_COOKIE(api, kind, cnt, dt, il, cm) \
 	((__u64)(api) | (__u64)(kind) << 8 | (__u64)(cnt) << 12 | \
-	 (__u64)(dt) << 15 | (__u64)(il) << 18)
+	 (__u64)(dt) << 15 | (__u64)(il) << 18 | (__u64)(cm) << 24)
 #define TB_COOKIE_API(c)	((c) & 0xff)
 #define TB_COOKIE_KIND(c)	(((c) >> 8) & 0xf)
 #define TB_COOKIE_CNT(c)	(((c) >> 12) & 0x7)
 #define TB_COOKIE_DT(c)		(((c) >> 15) & 0x7)
 #define TB_COOKIE_IL(c)		(((c) >> 18) & 0xf)
+#define TB_COOKIE_CM(c)		(((c) >> 24) & 0x7)
 /*
  * On invokeOperatorFromPython (TB_AK_TORCH_OP): the library's
  * record_function opens and closes through torch.ops calls whose
@@ -104,7 +107,25 @@ struct tb_comm_pending {
 	__u64 out;		/* where the new ncclComm_t is written */
 	__u64 parent;		/* split/shrink: the parent communicator */
 	__s32 rank, nranks;
+	__s32 color;		/* split: its color (members of one child share it) */
+	__u32 pad;
 	__u8 id[16];		/* first bytes of the ncclUniqueId */
+};
+
+/*
+ * Per process and communicator: the outermost NCCL data calls made on it
+ * (collectives, sends and receives), counted at entry. Ranks of one
+ * communicator enter the same sequence, so the one with fewer is behind.
+ */
+struct tb_comm_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 comm;		/* the ncclComm_t handle */
+};
+
+struct tb_comm_stat {
+	__u64 calls;
+	__u64 bytes;
 };
 
 /* Ring-buffer event type values continue enum tb_ev_type. */
@@ -124,6 +145,8 @@ struct tb_comm_event {
 	__u64 comm;		/* the ncclComm_t handle */
 	__u64 parent;
 	__u8 id[16];
+	__s32 color;		/* split: its color; else 0 */
+	__u32 pad;
 };
 
 /*

@@ -339,7 +339,7 @@ struct tb_counters {
 	__u64 slots_exhausted;	/* more live threads than slots, or than a process's share */
 	__u64 storage_failed;	/* task storage could not be created */
 	__u64 sched_missed;	/* transitions that imply a missed scheduler event */
-	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats map full */
+	__u64 api_stats_full;	/* CUDA/NCCL calls not counted: api_stats or comm_stats full */
 	__u64 api_preempted;	/* a probe's slot update interrupted by a switch */
 	__u64 states_lost;	/* state intervals dropped: states ring buffer full */
 	__u64 brackets_deep;	/* brackets past TB_NBRACKET open at once: not tracked */

@@ -557,7 +557,7 @@ static int attach_op_returns(struct gpu_probes *gp, pid_t pid, struct gp_map *am
 		api++;
 	for (int i = 0; gp->phases && api < gpu_napis && i < o->nop_returns; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts,
-			    .bpf_cookie = TB_COOKIE(api, TB_AK_TORCH_OP_RET, 0, 0, 0));
+			    .bpf_cookie = TB_COOKIE(api, TB_AK_TORCH_OP_RET, 0, 0, 0, 0));
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(gp->tr->skel->progs.torch_entry,
 								     pid, path, o->op_returns[i],
 								     &opts);
@@ -763,6 +763,48 @@ static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
 		update_rt_ranges(gp, p);
 }
 
+/* The newest model entry of pid; NULL if none. */
+static struct gpu_proc *latest(struct gpu *g, pid_t pid)
+{
+	for (int i = g->nprocs - 1; i >= 0; i--)
+		if (g->procs[i].pid == pid)
+			return &g->procs[i];
+	return NULL;
+}
+
+/* Per communicator: its data calls (comm_stats), into the newest made at its address. */
+static void read_comms(struct gpu_probes *gp)
+{
+	int fd = bpf_map__fd(gp->tr->skel->maps.comm_stats);
+	struct tb_comm_key key, next;
+	struct tb_comm_stat st;
+	struct gpu_proc *p;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &st))
+			continue;
+		p = latest(gp->gpu, key.tgid);
+		if (p)
+			gpu_comm_count(p, key.comm, st.calls, st.bytes);
+	}
+}
+
+/* pid's communicator counts: final in the model, gone from the map. */
+static void forget_comms(struct gpu_probes *gp, pid_t pid)
+{
+	int fd = bpf_map__fd(gp->tr->skel->maps.comm_stats);
+	const struct gpu_proc *p = gpu_proc_find(gp->gpu, pid);
+
+	for (int c = 0; p && c < p->ncomms; c++) {
+		struct tb_comm_key key = { .tgid = pid, .comm = p->comms[c].comm };
+
+		bpf_map_delete_elem(fd, &key);
+	}
+}
+
 static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
 {
 	pid_t pid = pid_of(gp, p);
@@ -780,6 +822,7 @@ static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
 
 		bpf_map_delete_elem(bpf_map__fd(gp->tr->skel->maps.api_stats), &key);
 	}
+	forget_comms(gp, pid);
 }
 
 /* Detached: nothing left to do but free; the model keeps the counts. */
@@ -922,6 +965,7 @@ void gpu_probes_read(struct gpu_probes *gp)
 
 	if (!gp->tr)
 		return;
+	read_comms(gp);
 	fd = bpf_map__fd(gp->tr->skel->maps.api_stats);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;

@@ -75,6 +75,62 @@ struct gpu_comm *gpu_comm_add(struct gpu_proc *p)
 	return tb_append(&p->comms, &p->ncomms, sizeof(struct gpu_comm));
 }
 
+uint64_t gpu_comm_key(const struct gpu_comm *c)
+{
+	uint64_t k = 0;
+
+	for (int b = 0; b < 8; b++)
+		k = k << 8 | c->id[b];
+	return k;
+}
+
+/*
+ * A split's id (gpu.h): FNV-1a over the parent's id, the split's number
+ * among the parent's splits so far and the color. Members of one child
+ * agree on all three; members of another color differ in the last.
+ */
+static void split_id(struct gpu_proc *p, struct gpu_comm *c)
+{
+	uint64_t h = 14695981039346656037ull;
+	unsigned char in[24];
+	int par = -1, nth = 0;
+
+	for (int i = p->ncomms - 2; i >= 0 && par < 0; i--)
+		if (p->comms[i].comm == c->parent && !p->comms[i].destroyed)
+			par = i;
+	if (par < 0 || !gpu_comm_key(&p->comms[par]))
+		return;	/* its parent unknown: so is it */
+	/* Splits of the parent before this one, NCCL_SPLIT_NOCOLOR's (no comm) too. */
+	for (int i = par + 1; i < p->ncomms - 1; i++)
+		nth += p->comms[i].parent == c->parent;
+	memcpy(in, p->comms[par].id, 16);
+	memcpy(in + 16, &nth, 4);
+	memcpy(in + 20, &c->color, 4);
+	for (size_t b = 0; b < sizeof(in); b++)
+		h = (h ^ in[b]) * 1099511628211ull;
+	for (int b = 0; b < 8; b++)
+		c->id[b] = h >> (56 - 8 * b);
+}
+
+bool gpu_comm_count(struct gpu_proc *p, uint64_t comm, uint64_t calls, uint64_t bytes)
+{
+	struct gpu_comm *c = NULL;
+
+	for (int i = p->ncomms - 1; i >= 0 && !c; i--)
+		if (p->comms[i].comm == comm)
+			c = &p->comms[i];
+	if (!c) {
+		if (p->ncomms >= GPU_MAX_COMMS || !(c = gpu_comm_add(p)))
+			return false;
+		c->comm = comm;
+		c->rank = c->nranks = -1;
+		c->api = -1;
+	}
+	c->calls = calls;
+	c->bytes = bytes;
+	return true;
+}
+
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 {
 	struct gpu_proc *p = gpu_proc_get(g, e->pid);
@@ -99,7 +155,10 @@ void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 	c->rank = e->rank;
 	c->nranks = e->nranks;
 	c->api = e->api;
+	c->color = e->color;
 	memcpy(c->id, e->id, sizeof(c->id));
+	if (e->parent && e->rank < 0 && !gpu_comm_key(c))
+		split_id(p, c);
 }
 
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS])

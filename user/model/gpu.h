@@ -44,12 +44,21 @@ struct gpu_mapping {
 	int probes[GF_NFAMILIES];	/* functions probed per family */
 };
 
+/*
+ * A communicator of a process. id is the first 16 bytes of its
+ * ncclUniqueId, the same on every rank; a split's is derived from its
+ * parent's, the split's number on the parent and its color (the same on
+ * every member: they split together, in the same order); all zero when
+ * the call that made it was not seen (attached later: api -1).
+ */
 struct gpu_comm {
 	uint64_t comm, parent;
 	int rank, nranks;
 	unsigned char id[16];
-	int api;
+	int api;		/* the call that made it; -1: not seen */
+	int color;		/* split: its color */
 	bool destroyed;
+	uint64_t calls, bytes;	/* outermost data calls on it (tb_comm_stat) */
 };
 
 struct gpu_proc {
@@ -89,6 +98,15 @@ void gpu_proc_forget_maps(struct gpu_proc *p);
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e);
 /* A new communicator of p, zeroed (a recording's); NULL: out of memory. */
 struct gpu_comm *gpu_comm_add(struct gpu_proc *p);
+/*
+ * The counts of handle comm in p (BPF's comm_stats): the newest
+ * communicator at that address, one with an unknown id made if the call
+ * that made it was not seen (GPU_MAX_COMMS at most). Returns whether the
+ * counts were kept.
+ */
+bool gpu_comm_count(struct gpu_proc *p, uint64_t comm, uint64_t calls, uint64_t bytes);
+/* Its id as one number (the first 8 bytes, big-endian as printed); 0: unknown. */
+uint64_t gpu_comm_key(const struct gpu_comm *c);
 /*
  * Bounded: an exited process that mapped no CUDA/NCCL code, made no call
  * and no communicator is forgotten; past GPU_MAX_GONE exited ones that

@@ -8,14 +8,14 @@
 #include <string.h>
 #include "gpu_api_table.h"
 
-#define SYNC(n, f, core)	{ n, f, TB_AK_SYNC, 0, 0, 0, core }
-#define COPY(n, f, core)	{ n, f, TB_AK_MEMCPY, 0, 0, 0, core }
-#define COLL(n, cnt, dt, core)	{ n, GF_NCCL, TB_AK_COLL, cnt, dt, 0, core }
-#define P2P(n)			{ n, GF_NCCL, TB_AK_P2P, 2, 3, 0, true }
-#define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core }
-#define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false }
-#define TORCH(n, k, core)	{ n, GF_TORCH, k, 0, 0, 0, core }
-#define PYLOCK(n, gil_after)	{ n, GF_PYTHON, TB_AK_PYLOCK, 0, 0, gil_after, false }
+#define SYNC(n, f, core)	{ n, f, TB_AK_SYNC, 0, 0, 0, core, 0 }
+#define COPY(n, f, core)	{ n, f, TB_AK_MEMCPY, 0, 0, 0, core, 0 }
+#define COLL(n, cnt, dt, cm, core) { n, GF_NCCL, TB_AK_COLL, cnt, dt, 0, core, cm }
+#define P2P(n)			{ n, GF_NCCL, TB_AK_P2P, 2, 3, 0, true, 5 }
+#define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core, 0 }
+#define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false, 0 }
+#define TORCH(n, k, core)	{ n, GF_TORCH, k, 0, 0, 0, core, 0 }
+#define PYLOCK(n, gil_after)	{ n, GF_PYTHON, TB_AK_PYLOCK, 0, 0, gil_after, false, 0 }
 
 const struct gpu_api gpu_apis[] = {
 	SYNC("cudaDeviceSynchronize", GF_CUDART, true),
@@ -42,17 +42,20 @@ const struct gpu_api gpu_apis[] = {
 	COPY("cuMemcpyDtoH_v2", GF_CUDA, true),
 	COPY("cuMemcpyDtoH_v2_ptds", GF_CUDA, false),
 
-	/* (sendbuff, recvbuff, count, datatype, ...) unless noted */
-	COLL("ncclAllReduce", 3, 4, true),
-	COLL("ncclBroadcast", 3, 4, true),
-	COLL("ncclBcast", 2, 3, false),	/* (buff, count, datatype, ...) */
-	COLL("ncclReduce", 3, 4, true),
-	COLL("ncclAllGather", 3, 4, true),
-	COLL("ncclReduceScatter", 3, 4, true),
-	COLL("ncclAlltoAll", 3, 4, false),
-	COLL("ncclGather", 3, 4, false),
-	COLL("ncclScatter", 3, 4, false),
-	P2P("ncclSend"),		/* (buff, count, datatype, peer, ...) */
+	/*
+	 * (sendbuff, recvbuff, count, datatype, ...) unless noted; the comm
+	 * follows op and/or root where the call has them (nccl.h).
+	 */
+	COLL("ncclAllReduce", 3, 4, 6, true),	/* ..., op, comm, stream */
+	COLL("ncclBroadcast", 3, 4, 6, true),	/* ..., root, comm, stream */
+	COLL("ncclBcast", 2, 3, 5, false),	/* (buff, count, datatype, root, comm, stream) */
+	COLL("ncclReduce", 3, 4, 7, true),	/* ..., op, root, comm: on the stack */
+	COLL("ncclAllGather", 3, 4, 5, true),	/* ..., comm, stream */
+	COLL("ncclReduceScatter", 3, 4, 6, true),	/* ..., op, comm, stream */
+	COLL("ncclAlltoAll", 3, 4, 5, false),	/* ..., comm, stream */
+	COLL("ncclGather", 3, 4, 6, false),	/* ..., root, comm, stream */
+	COLL("ncclScatter", 3, 4, 6, false),	/* ..., root, comm, stream */
+	P2P("ncclSend"),		/* (buff, count, datatype, peer, comm, stream) */
 	P2P("ncclRecv"),
 	{ "ncclGroupStart", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
 	{ "ncclGroupEnd", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
@@ -141,7 +144,7 @@ uint64_t gpu_api_cookie(int api)
 {
 	const struct gpu_api *a = &gpu_apis[api];
 
-	return TB_COOKIE(api, a->kind, a->cnt, a->dt, a->il);
+	return TB_COOKIE(api, a->kind, a->cnt, a->dt, a->il, a->cm);
 }
 
 bool gpu_kind_is_sync(enum tb_api_kind k)

@@ -33,6 +33,7 @@ struct gpu_api {
 	unsigned char cnt, dt;	/* 1-based argument of count, datatype; 0 none */
 	unsigned char il;	/* comm init: enum tb_init_layout; launch: 1 = driver */
 	bool core;		/* every build has it: warn when it is missing */
+	unsigned char cm;	/* 1-based argument of an NCCL data call's comm (7: stack); 0 none */
 };
 
 extern const struct gpu_api gpu_apis[];

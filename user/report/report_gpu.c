@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* The CUDA/NCCL parts of the reports: libraries found, calls, communicators. */
+#include <inttypes.h>
 #include <string.h>
 #include "gpu.h"
 #include "sections.h"
@@ -57,8 +58,14 @@ static void text_comms(FILE *f, const struct gpu *g)
 			if (k->rank >= 0)
 				fprintf(f, "rank %d of %d, ", k->rank, k->nranks);
 			hex_id(id, k->id, 8);
-			fprintf(f, "id %s (%s)%s\n", id, gpu_apis[k->api].name,
-				k->destroyed ? ", destroyed" : "");
+			if (k->api >= 0)
+				fprintf(f, "id %s (%s)", id, gpu_apis[k->api].name);
+			else
+				fprintf(f, "id unknown (made before tracing)");
+			/* 0: none, or a recording older than the count (schema 11) */
+			if (k->calls)
+				fprintf(f, ", %" PRIu64 " data calls", k->calls);
+			fprintf(f, "%s\n", k->destroyed ? ", destroyed" : "");
 		}
 	}
 }
@@ -195,10 +202,15 @@ static void json_comm(struct jw *w, const struct gpu_comm *k)
 	jw_int_field(w, "nranks", k->nranks);
 	hex_id(buf, k->id, 16);
 	jw_string_field(w, "id", buf);
-	jw_string_field(w, "init", gpu_apis[k->api].name);
+	if (k->api >= 0)
+		jw_string_field(w, "init", gpu_apis[k->api].name);
+	else
+		jw_null_field(w, "init");
 	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)k->parent);
 	jw_string_field(w, "parent", buf);
 	jw_bool_field(w, "destroyed", k->destroyed);
+	jw_uint_field(w, "calls", k->calls);
+	jw_uint_field(w, "bytes", k->bytes);
 	jw_end_object(w);
 }
 
