@@ -333,6 +333,67 @@ START_TEST(culprit_fewest_collectives)
 }
 END_TEST
 
+static void comm_calls(struct stall_obs *o, uint64_t key, uint64_t calls)
+{
+	o->comms[o->ncomms].key = key;
+	o->comms[o->ncomms++].calls = calls;
+}
+
+/*
+ * A rank stuck in a collective of its own subgroup while its peer waits in
+ * the world's: both in NCCL calls, and the totals point at the wrong rank
+ * (rank 1 made 3 more calls on its own communicator). Per communicator,
+ * rank 1 is one call behind on the shared one: the culprit.
+ */
+START_TEST(culprit_behind_on_a_communicator)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o[2] = { rank_obs(200, 0), rank_obs(300, 1) };
+	const struct stall_job *j;
+	uint64_t t = TICK;
+
+	run(&st, o, 2, &t, 5 * S, 100 * MS, true);
+	for (int i = 0; i < 2; i++) {
+		o[i].tr.depth = 1;
+		o[i].tr.region = TB_COMM;
+		o[i].has_coll = true;
+	}
+	comm_calls(&o[0], 0xdeadbeef01020304ull, 401);
+	comm_calls(&o[1], 0xdeadbeef01020304ull, 400);
+	comm_calls(&o[1], 0x1111, 4);	/* its own split: no peer seen, not compared */
+	comm_calls(&o[0], 0x2222, 9);
+	o[0].coll = 401 + 9;
+	o[1].coll = 400 + 4 + 9 + 1;	/* more in all */
+	run(&st, o, 2, &t, t + 4 * S, 100 * MS, false);
+	j = stall_any(&st);
+	ck_assert_ptr_nonnull(j);
+	ck_assert(j->culprit);
+	ck_assert_int_eq(j->ranks[0].rank, 1);
+	ck_assert_uint_eq(j->ranks[0].behind, 1);
+	ck_assert_uint_eq(j->ranks[0].behind_comm, 0xdeadbeef01020304ull);
+	ck_assert_uint_eq(j->ranks[1].behind, 0);
+	/* Its peer waits in its next sync, not in a call: still the one behind. */
+	o[0].tr.region = TB_GPU_WAIT;
+	o[1].tr.depth = 0;
+	block(&o[1], TB_W_SLEEP, TB_PH_FORWARD, t - S);
+	o[1].comms[0].calls = 395;
+	stall_update(&st, o, 2, t);
+	j = stall_any(&st);
+	ck_assert_int_eq(j->ranks[0].rank, 1);
+	ck_assert_uint_eq(j->ranks[0].behind, 6);
+	/* Shared counts agree, both in calls: none named, whatever the totals say. */
+	o[1].comms[0].calls = 401;
+	o[1].tr.depth = 1;
+	o[1].tr.region = TB_COMM;
+	o[0].tr.region = TB_COMM;
+	stall_update(&st, o, 2, t + TICK);
+	j = stall_any(&st);
+	ck_assert(!j->culprit);
+	ck_assert_uint_eq(j->ranks[0].behind + j->ranks[1].behind, 0);
+	stall_free(&st);
+}
+END_TEST
+
 /* serve: jobs apart; a job whose ranks are all gone is forgotten. */
 START_TEST(jobs_apart)
 {
@@ -405,9 +466,10 @@ START_TEST(report_outputs)
 		"\"culprit_pid\":300,\"ranks\":["
 		"{\"rank\":1,\"pid\":300,\"culprit\":true,\"phase\":\"data\",\"waits_in\":\"data_wait\","
 		"\"wait_s\":5.000,\"inside\":null,\"worker\":{\"pid\":301,\"state\":\"sleeping\","
-		"\"for_s\":6.000},\"since_stall_category\":\"idle\",\"since_stall_s\":5.200},"
+		"\"for_s\":6.000},\"behind\":null,\"since_stall_category\":\"idle\",\"since_stall_s\":5.200},"
 		"{\"rank\":0,\"pid\":200,\"culprit\":false,\"phase\":\"backward\",\"waits_in\":\"comm\","
-		"\"wait_s\":5.000,\"inside\":null,\"worker\":null,\"since_stall_category\":\"idle\","
+		"\"wait_s\":5.000,\"inside\":null,\"worker\":null,\"behind\":null,"
+		"\"since_stall_category\":\"idle\","
 		"\"since_stall_s\":5.200}]}}");
 	free(text);
 	/* Not stalled: nothing at all. */
@@ -439,6 +501,7 @@ int main(void)
 	tcase_add_test(tc, culprit_dead_worker);
 	tcase_add_test(tc, culprit_not_in_collective);
 	tcase_add_test(tc, culprit_fewest_collectives);
+	tcase_add_test(tc, culprit_behind_on_a_communicator);
 	tcase_add_test(tc, jobs_apart);
 	tcase_add_test(tc, report_outputs);
 	suite_add_tcase(s, tc);

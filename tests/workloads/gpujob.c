@@ -29,7 +29,7 @@
  *          [--comm-init [--rank R] [--nranks N]] [--wait-ms M]
  *          [--loop-delay-ms D] [--dlopen DIR [--cudart NAME] [--cuda NAME]
  *          [--nccl NAME]]
- *          [--wait-probes MS [--launch-probes]] [--loading]
+ *          [--wait-probes MS [--launch-probes]] [--loading] [--stall-at S]
  * --mode: how the stand-ins block (spin on the clock, or nanosleep).
  * --wait-ms: sleep first (a tracer attaches); --loop-delay-ms: sleep after
  * loading the libraries, before the loop.
@@ -37,6 +37,14 @@
  * own code anew every 10 ms, as a loader at work does (import torch maps
  * hundreds of files over seconds): the libraries are dlopened while the
  * process's code keeps growing.
+ * --stall-at S (with --comm-init): the loop's step S never ends, as a rank
+ * stuck in its subgroup's collective hangs a job: rank 0 blocks (for an
+ * hour) in that step's first ncclAllReduce on the loop's communicator;
+ * every other rank makes 3 ncclAllReduce on its own split communicator
+ * (the split's color is then the rank: one member each) and blocks in a
+ * 4th. So on the loop's communicator rank 0 entered one data call more
+ * than the others (9 a step: ncclBcast's inner ncclBroadcast is not one),
+ * while in all the others made 3 more.
  * --wait-probes: after loading, wait (at most MS) until every function
  * it calls that trainbpf probes (with --launch-probes, the launch calls
  * too) has a uprobe: an int3 (0xcc) in place of its first byte, which the
@@ -186,12 +194,12 @@ struct comm_rec {
 
 static struct {
 	int steps, threads, launches, sleep_mode, comm_init, rank, nranks;
-	int launch_probes, loading;
+	int launch_probes, loading, stall_at;
 	long long cpu_ns, sync_ns, nccl_ns, wait_ms, loop_delay_ms, wait_probes_ms;
 	const char *truth, *dir, *cudart, *cuda, *nccl;
 } g_opt = { .steps = 10, .threads = 1, .cpu_ns = 1000000, .sync_ns = 2000000,
 	    .nccl_ns = 2000000, .rank = 3, .nranks = 8, .cudart = "libcudart.so.13",
-	    .cuda = "libcuda.so.1", .nccl = "libnccl.so.2" };
+	    .cuda = "libcuda.so.1", .nccl = "libnccl.so.2", .stall_at = -1 };
 
 static struct thr g_thr[MAX_THREADS];
 static struct comm_rec g_comms[MAX_COMMS];
@@ -348,6 +356,26 @@ static void communicate(struct thr *t, int step)
 	CALL(t, ncclGroupEnd, A_NONE, 0);
 }
 
+/* --stall-at: this step never ends (see the top). */
+static void stall_here(struct thr *t)
+{
+	static char buf[4096];
+	ncclComm_t own = NULL;
+
+	for (int i = 0; i < g_ncomms; i++)
+		if (g_comms[i].init == A_ncclCommSplit)
+			own = g_comms[i].comm;
+	if (g_opt.rank > 0)
+		for (int i = 0; i < 3; i++)
+			CALL(t, ncclAllReduce, A_NONE, 1024 * 4, buf, buf, 1024, ncclFloat32, ncclSum,
+			     own, STREAM);
+	fprintf(stderr, "gpujob: rank %d stalls in step %d at %lld\n", g_opt.rank, g_opt.stall_at,
+		(long long)mono_ns());
+	F.fakenccl_set_block(FAKE_SLEEP, 3600LL * 1000000000LL);
+	CALL(t, ncclAllReduce, A_NONE, 1024 * 4, buf, buf, 1024, ncclFloat32, ncclSum,
+	     g_opt.rank > 0 ? own : g_comm, STREAM);
+}
+
 static void *loop(void *arg)
 {
 	struct thr *t = arg;
@@ -363,6 +391,8 @@ static void *loop(void *arg)
 		for (int i = 0; i < g_opt.launches; i++)
 			launch(t);
 		synchronise(t);
+		if (step == g_opt.stall_at && t->index == 0)
+			stall_here(t);
 		communicate(t, step);
 	}
 	if (t->index > 0)
@@ -402,7 +432,8 @@ static void comms_create(struct thr *t)
 	add_comm(g_comm, A_ncclCommInitRank, g_opt.rank, g_opt.nranks, &id);
 	CALL(t, ncclCommInitRankConfig, A_NONE, 0, &c, g_opt.nranks, id2, r2, NULL);
 	add_comm(c, A_ncclCommInitRankConfig, r2, g_opt.nranks, &id2);
-	CALL(t, ncclCommSplit, A_NONE, 0, g_comm, 0, g_opt.rank, &c, NULL);
+	CALL(t, ncclCommSplit, A_NONE, 0, g_comm, g_opt.stall_at >= 0 ? g_opt.rank : 0,
+	     g_opt.rank, &c, NULL);
 	add_comm(c, A_ncclCommSplit, g_opt.rank, g_opt.nranks, &id);
 }
 
@@ -645,7 +676,7 @@ static void usage(void)
 		"[--sync-us U] [--nccl-us U]\n  [--launches K] [--mode spin|sleep] "
 		"[--threads N] [--comm-init [--rank R] [--nranks N]]\n  [--wait-ms M] "
 		"[--loop-delay-ms D] [--dlopen DIR [--cudart NAME] [--cuda NAME] "
-		"[--nccl NAME]]\n  [--wait-probes MS [--launch-probes]] [--loading]\n");
+		"[--nccl NAME]]\n  [--wait-probes MS [--launch-probes]] [--loading] [--stall-at S]\n");
 	exit(1);
 }
 
@@ -659,7 +690,8 @@ static void parse_args(int argc, char **argv)
 		{ "loop-delay-ms", 1, 0, 'W' }, { "truth", 1, 0, 'o' },
 		{ "dlopen", 1, 0, 'D' }, { "cudart", 1, 0, 'A' }, { "cuda", 1, 0, 'C' },
 		{ "nccl", 1, 0, 'N' }, { "wait-probes", 1, 0, 'P' },
-		{ "launch-probes", 0, 0, 'L' }, { "loading", 0, 0, 'G' }, { 0 },
+		{ "launch-probes", 0, 0, 'L' }, { "loading", 0, 0, 'G' },
+		{ "stall-at", 1, 0, 'S' }, { 0 },
 	};
 	int c;
 
@@ -684,6 +716,7 @@ static void parse_args(int argc, char **argv)
 		case 'P': g_opt.wait_probes_ms = num(optarg, "wait-probes", 0, 3600000); break;
 		case 'L': g_opt.launch_probes = 1; break;
 		case 'G': g_opt.loading = 1; break;
+		case 'S': g_opt.stall_at = num(optarg, "stall-at", 0, 1000000); break;
 		case 'm':
 			if (strcmp(optarg, "spin") && strcmp(optarg, "sleep"))
 				die_msg("--mode must be spin or sleep");
@@ -696,6 +729,8 @@ static void parse_args(int argc, char **argv)
 		usage();
 	if (g_opt.rank >= g_opt.nranks)
 		die_msg("--rank must be below --nranks");
+	if (g_opt.stall_at >= 0 && !g_opt.comm_init)
+		die_msg("--stall-at needs --comm-init");
 }
 
 int main(int argc, char **argv)

@@ -103,6 +103,15 @@ static void progress(const struct job *job, const struct proc_rec *p,
 	gpu_sum_kinds(gp->stat, &g);
 	o->has_coll = g.ops > 0;
 	o->coll = g.ops;
+	/* Its live communicators whose id is known: the ones peers can be compared on. */
+	for (int c = gp->ncomms - 1; c >= 0 && o->ncomms < STALL_MAX_COMMS; c--) {
+		const struct gpu_comm *k = &gp->comms[c];
+
+		if (k->destroyed || !k->comm || !gpu_comm_key(k))
+			continue;
+		o->comms[o->ncomms].key = gpu_comm_key(k);
+		o->comms[o->ncomms++].calls = k->calls;
+	}
 }
 
 /*

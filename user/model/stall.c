@@ -251,15 +251,70 @@ static int fewest_collectives(const struct stall_obs *const *o, int n)
 	return differ ? best : -1;
 }
 
-/* The rank whose wait has no peer (see stall.h); -1: none to tell. */
-static int choose_culprit(const struct stall_rank *r, const struct stall_obs *const *o, int n)
+/* The most calls any rank of o entered on communicator key, and how many ranks have it. */
+static uint64_t comm_max(const struct stall_obs *const *o, int n, uint64_t key, int *members)
 {
-	int ncomm = 0, best = -1;
+	uint64_t most = 0;
+
+	*members = 0;
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < o[i]->ncomms; c++)
+			if (o[i]->comms[c].key == key) {
+				++*members;
+				most = o[i]->comms[c].calls > most ? o[i]->comms[c].calls : most;
+			}
+	return most;
+}
+
+/*
+ * Each rank's lag on the communicators it shares with another rank seen
+ * (r[i].behind, behind_comm: its largest); returns whether any
+ * communicator is shared.
+ */
+static bool comm_lags(struct stall_rank *r, const struct stall_obs *const *o, int n)
+{
+	bool shared = false;
+	int members;
 
 	for (int i = 0; i < n; i++)
+		for (int c = 0; c < o[i]->ncomms; c++) {
+			uint64_t most = comm_max(o, n, o[i]->comms[c].key, &members);
+			uint64_t lag = most - o[i]->comms[c].calls;
+
+			shared |= members > 1;
+			if (members > 1 && lag > r[i].behind) {
+				r[i].behind = lag;
+				r[i].behind_comm = o[i]->comms[c].key;
+			}
+		}
+	return shared;
+}
+
+/* The rank furthest behind on a communicator; -1 if none is. */
+static int furthest_behind(const struct stall_rank *r, int n)
+{
+	int best = -1;
+
+	for (int i = 0; i < n; i++)
+		if (r[i].behind && (best < 0 || r[i].behind > r[best].behind ||
+				    (r[i].behind == r[best].behind && longer(&r[i], &r[best]))))
+			best = i;
+	return best;
+}
+
+/* The rank whose wait has no peer (see stall.h); -1: none to tell. */
+static int choose_culprit(struct stall_rank *r, const struct stall_obs *const *o, int n)
+{
+	int ncomm = 0, best = -1;
+	bool shared = comm_lags(r, o, n);
+
+	if ((best = furthest_behind(r, n)) >= 0)
+		return best;
+	for (int i = 0; i < n; i++)
 		ncomm += r[i].wait == TB_COMM;
+	/* Counts of shared communicators agree: totals over others would mislead. */
 	if (ncomm == n)
-		return fewest_collectives(o, n);
+		return shared ? -1 : fewest_collectives(o, n);
 	for (int i = 0; i < n; i++)
 		if (r[i].wait != TB_COMM && (best < 0 || longer(&r[i], &r[best])))
 			best = i;
@@ -279,6 +334,7 @@ static int by_rank(const void *a, const void *b)
 
 static void judge(struct stall_job *j, const struct stall_obs *const *o, int n, uint64_t now)
 {
+	const struct stall_obs *seen[STALL_MAX_RANKS];	/* o of each of j->ranks */
 	int c;
 
 	j->nranks = 0;
@@ -286,10 +342,12 @@ static void judge(struct stall_job *j, const struct stall_obs *const *o, int n, 
 	for (int i = 0; i < n; i++) {
 		const struct stall_mem *m = mem_of(j, o[i]);
 
-		if (m)
-			rank_of(m, o[i], now, &j->ranks[j->nranks++]);
+		if (!m)
+			continue;
+		seen[j->nranks] = o[i];
+		rank_of(m, o[i], now, &j->ranks[j->nranks++]);
 	}
-	c = choose_culprit(j->ranks, o, j->nranks);
+	c = choose_culprit(j->ranks, seen, j->nranks);
 	if (c >= 0) {
 		j->ranks[c].culprit = true;
 		j->culprit = true;

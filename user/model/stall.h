@@ -29,6 +29,7 @@
 #define STALL_HIST 64			/* step times kept per job for the median */
 #define STALL_MAX_RANKS 64		/* ranks of a job followed (the rest unseen) */
 #define STALL_MAX_WORKERS 16		/* DataLoader workers of a rank looked at */
+#define STALL_MAX_COMMS 8		/* communicators of a rank compared (known ids) */
 
 /* One thread as its slot says now. */
 struct stall_thread_obs {
@@ -55,6 +56,11 @@ struct stall_obs {
 	bool has_coll;		/* NCCL collectives are counted (probes on) */
 	uint64_t coll;		/* NCCL collectives it entered, all communicators */
 	struct {
+		uint64_t key;	/* gpu_comm_key: the same on every rank of it */
+		uint64_t calls;	/* data calls it entered on it */
+	} comms[STALL_MAX_COMMS];
+	int ncomms;
+	struct {
 		pid_t pid;
 		struct stall_thread_obs main;	/* the worker's main thread */
 	} workers[STALL_MAX_WORKERS];
@@ -76,6 +82,8 @@ struct stall_rank {
 	pid_t worker;		/* data_wait: the worker it waits on; 0 none found */
 	uint8_t worker_state, worker_wait;	/* that worker's main thread (tb_state, tb_wait) */
 	uint64_t worker_ns;	/* how long it has been in it */
+	uint64_t behind;	/* NCCL data calls fewer than a peer's on one communicator */
+	uint64_t behind_comm;	/* that communicator (gpu_comm_key); 0: behind none */
 	bool culprit;
 };
 

@@ -82,7 +82,7 @@ static const char schema[] =
 "  exited INTEGER);"
 "CREATE TABLE nccl_comms (seq INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  comm INTEGER, parent INTEGER, rank INTEGER, nranks INTEGER,"
-"  id TEXT, api TEXT, destroyed INTEGER);"
+"  id TEXT, api TEXT, destroyed INTEGER, calls INTEGER, bytes INTEGER, color INTEGER);"
 "CREATE TABLE phase_times (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  start_ns INTEGER NOT NULL, phase TEXT NOT NULL,"
 "  cp_cpu INTEGER, cp_gpu_wait INTEGER, cp_comm INTEGER, cp_data_wait INTEGER,"
@@ -101,7 +101,8 @@ static const char schema[] =
 "  threshold_ns INTEGER NOT NULL, culprit INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  rank INTEGER, phase INTEGER, wait INTEGER, wait_ns INTEGER, cat INTEGER,"
 "  cat_ns INTEGER, api INTEGER, in_api INTEGER, worker INTEGER,"
-"  worker_state INTEGER, worker_wait INTEGER, worker_ns INTEGER);";
+"  worker_state INTEGER, worker_wait INTEGER, worker_ns INTEGER, behind INTEGER,"
+"  behind_comm TEXT);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -128,12 +129,12 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_SYNC] = "INSERT INTO syncs VALUES (?,?)",
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
 	[RS_GPU_PROC] = "INSERT INTO gpu_procs VALUES (?,?,?)",
-	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?)",
+	[RS_COMM] = "INSERT INTO nccl_comms VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_PHASE_TIME] = "INSERT INTO phase_times VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
 		"?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
-	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

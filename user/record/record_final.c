@@ -4,6 +4,7 @@
  * that marks a recording complete), and the counters, which every flush
  * rewrites so that a cut recording still says what was lost.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include "diagnosis.h"
 #include "phases.h"
@@ -64,6 +65,15 @@ static void stall_row(struct recorder *r, const struct stall_job *j, const struc
 	rec_bind_int(r, RS_STALL, 15, k->worker_state);
 	rec_bind_int(r, RS_STALL, 16, k->worker_wait);
 	rec_bind_int(r, RS_STALL, 17, (int64_t)k->worker_ns);
+	rec_bind_int(r, RS_STALL, 18, (int64_t)k->behind);
+	if (k->behind_comm) {
+		char hex[17];
+
+		snprintf(hex, sizeof(hex), "%016" PRIx64, k->behind_comm);
+		rec_bind_text(r, RS_STALL, 19, hex);
+	} else {
+		rec_bind_null(r, RS_STALL, 19);
+	}
 	rec_step(r, RS_STALL);
 }
 
@@ -331,8 +341,14 @@ static void write_comm(struct recorder *r, int i, pid_t pid, const struct gpu_co
 	rec_bind_int(r, RS_COMM, 5, k->rank);
 	rec_bind_int(r, RS_COMM, 6, k->nranks);
 	rec_bind_text(r, RS_COMM, 7, id);
-	rec_bind_text(r, RS_COMM, 8, gpu_apis[k->api].name);
+	if (k->api >= 0)
+		rec_bind_text(r, RS_COMM, 8, gpu_apis[k->api].name);
+	else
+		rec_bind_null(r, RS_COMM, 8);	/* made before tracing */
 	rec_bind_int(r, RS_COMM, 9, k->destroyed);
+	rec_bind_int(r, RS_COMM, 10, (int64_t)k->calls);
+	rec_bind_int(r, RS_COMM, 11, (int64_t)k->bytes);
+	rec_bind_int(r, RS_COMM, 12, k->color);
 	rec_step(r, RS_COMM);
 }
 

@@ -29,7 +29,10 @@
  * rows of source optimizer, meta steps_loop_done_ns, steps_optim_done_ns,
  * steps_optim_multi); an older file's table counts micro-batches, and its
  * run leaves the loop's last step out as pending.
+ * 10 added the stall (table stall). 11 the NCCL data calls per
+ * communicator (nccl_comms.calls, bytes, color) and a stalled rank's lag
+ * on one (stall.behind, behind_comm); an older file's are 0.
  */
-#define REC_SCHEMA_VERSION 10
+#define REC_SCHEMA_VERSION 11
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -1069,17 +1070,23 @@ static void hex_bytes(const char *hex, unsigned char *out, size_t n)
 static int load_comms(struct recording *r, const struct gpu_read *x,
 		      char *err, size_t errlen)
 {
+	/* Schema 11 counts each one's data calls; an older file's are 0. */
+	const char *sql = has_column(r, "nccl_comms", "calls") ?
+		"SELECT seq, comm, parent, rank, nranks, id, api, destroyed, calls, bytes, color "
+		"FROM nccl_comms ORDER BY rowid" :
+		"SELECT seq, comm, parent, rank, nranks, id, api, destroyed, 0, 0, 0 "
+		"FROM nccl_comms ORDER BY rowid";
 	struct q q;
 
-	if (q_open(r, &q, "SELECT seq, comm, parent, rank, nranks, id, api, destroyed "
-		   "FROM nccl_comms ORDER BY rowid", err, errlen))
+	if (q_open(r, &q, sql, err, errlen))
 		return -1;
 	while (q_row(&q)) {
 		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
-		int api = gpu_api_find(col_str(&q, 6));
+		/* NULL: made before tracing, counted only (schema 11) */
+		int api = col_null(&q, 6) ? -1 : gpu_api_find(col_str(&q, 6));
 		struct gpu_comm *c;
 
-		if (!p || api < 0)
+		if (!p || (api < 0 && !col_null(&q, 6)))
 			continue;
 		c = gpu_comm_add(p);
 		if (!c)
@@ -1091,6 +1098,9 @@ static int load_comms(struct recording *r, const struct gpu_read *x,
 		hex_bytes(col_str(&q, 5), c->id, sizeof(c->id));
 		c->api = api;
 		c->destroyed = col_i64(&q, 7) != 0;
+		c->calls = col_ns(&q, 8);
+		c->bytes = col_ns(&q, 9);
+		c->color = (int)col_i64(&q, 10);
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -1199,8 +1209,11 @@ static int stall_rank_row(struct recording *r, struct q *q, struct stall_rank *k
 		.cat_ns = col_ns(q, 10), .api = (uint16_t)col_i64(q, 11),
 		.in_api = col_i64(q, 12) != 0, .worker = (pid_t)col_i64(q, 13),
 		.worker_state = (uint8_t)col_i64(q, 14), .worker_wait = (uint8_t)col_i64(q, 15),
-		.worker_ns = col_ns(q, 16),
+		.worker_ns = col_ns(q, 16), .behind = col_ns(q, 17),
 	};
+	/* A communicator's id: 16 hex digits, or NULL (schema 11; none before). */
+	if (k->behind && sscanf(col_str(q, 18), "%16" SCNx64, &k->behind_comm) != 1)
+		return ERR("%s: stall: a rank's communicator is not an id", r->path);
 	if (k->phase < 0 || k->phase >= TB_NPHASE || k->wait < 0 || k->wait >= TB_NCAT ||
 	    k->cat < 0 || k->cat >= TB_NCAT || k->rank < -1)
 		return ERR("%s: stall: a rank's phase, wait or category out of range", r->path);
@@ -1209,15 +1222,20 @@ static int stall_rank_row(struct recording *r, struct q *q, struct stall_rank *k
 
 static int load_stall(struct recording *r, char *err, size_t errlen)
 {
+	static const char stall_sql[] =
+		"SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
+		"wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
+		"behind, behind_comm FROM stall ORDER BY rowid";
 	struct stall_job *j = NULL;
 	struct q q;
 	int rc = 0;
 
 	if (!has_table(r, "stall"))
 		return 0;
-	if (q_open(r, &q, "SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
-		   "wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns "
-		   "FROM stall ORDER BY rowid", err, errlen))
+	if (q_open(r, &q, has_column(r, "stall", "behind") ? stall_sql :
+		   "SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
+		   "wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
+		   "0, NULL FROM stall ORDER BY rowid", err, errlen))
 		return -1;
 	while (!rc && q_row(&q)) {
 		if (!j) {

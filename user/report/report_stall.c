@@ -4,6 +4,7 @@
  * rank, culprit first, on top of the live view and of the final report
  * when the run ended stalled; the "stall" member of the JSON report.
  */
+#include <inttypes.h>
 #include "gpu_api_table.h"
 #include "phase_spans.h"
 #include "sections.h"
@@ -33,6 +34,9 @@ static void wait_words(FILE *f, const struct stall_rank *r)
 	if (r->worker)
 		fprintf(f, " on DataLoader worker %d (%s %.1f s)", r->worker,
 			stall_state_words(r->worker_state, r->worker_wait), r->worker_ns / 1e9);
+	if (r->behind)
+		fprintf(f, ", %" PRIu64 " NCCL call%s behind on communicator %016" PRIx64,
+			r->behind, r->behind == 1 ? "" : "s", r->behind_comm);
 }
 
 void report_stall_text(FILE *f, const struct job *job)
@@ -83,6 +87,18 @@ static void json_rank(struct jw *w, const struct stall_rank *r)
 		jw_int_field(w, "pid", r->worker);
 		jw_string_field(w, "state", stall_state_words(r->worker_state, r->worker_wait));
 		jw_float_field(w, "for_s", r->worker_ns / 1e9, 3);
+		jw_end_object(w);
+	} else {
+		jw_null(w);
+	}
+	jw_name(w, "behind");
+	if (r->behind) {
+		char hex[17];
+
+		snprintf(hex, sizeof(hex), "%016" PRIx64, r->behind_comm);
+		jw_object(w);
+		jw_string_field(w, "communicator", hex);
+		jw_uint_field(w, "nccl_calls", r->behind);
 		jw_end_object(w);
 	} else {
 		jw_null(w);
