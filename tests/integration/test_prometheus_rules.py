@@ -43,7 +43,7 @@ BUILTIN = {"up", "ALERTS"}
 
 ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",
           "TrainbpfGPUIdle", "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown",
-          "TrainbpfJobStalled"}
+          "TrainbpfJobStalled", "TrainbpfRankBehindInCollectives"}
 # One alert per job, its stalled ranks and their nodes listed from a query.
 PER_JOB_ALERTS = {"TrainbpfJobStalled"}
 PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"} - PER_JOB_ALERTS
@@ -146,7 +146,7 @@ def test_config_check(promtool, tmp_path):
     # From elsewhere: rule_files are relative to the config file, so a fresh
     # clone's config loads its rules wherever Prometheus runs.
     out = run_promtool(promtool, "check", "config", CONFIG, cwd=tmp_path)
-    assert "1 rule files found" in out and "14 rules found" in out, out
+    assert "1 rule files found" in out and "15 rules found" in out, out
 
 
 def test_config_keeps_prometheus_job():

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "gpu.h"
 #include "labels.h"
 #include "metrics.h"
 #include "phases.h"
@@ -474,6 +475,62 @@ START_TEST(stalled_job_gauge)
 }
 END_TEST
 
+/* A communicator of pid with id's first byte b (0: made before tracing), calls made on it. */
+static void comm(pid_t pid, uint64_t handle, unsigned char b, uint64_t calls)
+{
+	struct gpu_proc *gp = gpu_proc_get(job.gpu, pid);
+
+	ck_assert(gpu_comm_count(gp, handle, calls, calls * 4));
+	for (int c = 0; c < gp->ncomms; c++)
+		if (gp->comms[c].comm == handle)
+			gp->comms[c].id[0] = b;
+}
+
+/*
+ * trainbpf_nccl_collectives_total: per communicator id, counters that
+ * survive a process gone; ids made before tracing under "unknown", past
+ * MX_COMMS under "other".
+ */
+START_TEST(collectives_per_communicator)
+{
+	static struct gpu g;
+	char *text;
+
+	job.gpu = &g;
+	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	comm(10, 0x1000, 0xde, 40);
+	comm(10, 0x2000, 0, 3);
+	comm(10, 0x3000, 0, 2);	/* another handle of an unknown one: summed */
+	for (int i = 0; i < MX_COMMS; i++)	/* 8 more: the last two are past the bound */
+		comm(10, 0x4000 + i, 0x10 + i, 1);
+	metrics_update(&m, &job, 100 * S);
+	comm(10, 0x1000, 0xde, 45);
+	metrics_update(&m, &job, 101 * S);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE trainbpf_nccl_collectives_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(text, "trainbpf_nccl_collectives_total{training_job=\"j1\","
+				  "rank=\"0\",local_rank=\"unknown\",world_size=\"2\","
+				  "role=\"trainer\",communicator=\"de00000000000000\"} 45\n"));
+	ck_assert_ptr_nonnull(strstr(text, "communicator=\"unknown\"} 5\n"));
+	ck_assert_ptr_nonnull(strstr(text, "communicator=\"1500000000000000\"} 1\n"));
+	ck_assert_ptr_null(strstr(text, "communicator=\"1600000000000000\""));
+	ck_assert_ptr_nonnull(strstr(text, "communicator=\"other\"} 2\n"));
+	free(text);
+	/* The rank restarts as a new process: its new counts add on. */
+	gpu_proc_get(job.gpu, 10)->exited = true;
+	job_on_exit(&job, 10, 102 * S, 0);
+	metrics_update(&m, &job, 102 * S);
+	proc(12, 1, TB_ROLE_TRAINER, 0, "j1");
+	comm(12, 0x1000, 0xde, 7);
+	metrics_update(&m, &job, 103 * S);
+	text = exposition();
+	ck_assert_ptr_nonnull(strstr(text, "communicator=\"de00000000000000\"} 52\n"));
+	free(text);
+	job.gpu = NULL;
+	gpu_free(&g);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -495,6 +552,7 @@ int main(void)
 	tcase_add_test(tc, findings_per_job);
 	tcase_add_test(tc, step_time_and_epochs);
 	tcase_add_test(tc, stalled_job_gauge);
+	tcase_add_test(tc, collectives_per_communicator);
 	tcase_add_test(tc, setup_series_no_teardown);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

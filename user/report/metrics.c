@@ -14,6 +14,31 @@ void metrics_init(struct metrics *m, uint64_t grace_ns)
 	m->grace_ns = grace_ns;
 }
 
+/* key's entry in v->comm, made if there is room, else the other one's. */
+static struct mx_comm *comm_slot(struct mx_values *v, uint64_t key)
+{
+	if (key == MX_COMM_OTHER)
+		goto other;
+	for (int i = 0; i < v->ncomm; i++)
+		if (v->comm[i].key == key)
+			return &v->comm[i];
+	if (v->ncomm < MX_COMMS) {
+		v->comm[v->ncomm] = (struct mx_comm){ .key = key };
+		return &v->comm[v->ncomm++];
+	}
+other:
+	v->comm[MX_COMMS].key = MX_COMM_OTHER;
+	return &v->comm[MX_COMMS];
+}
+
+/* A process's data calls per communicator id (several handles may share one: unknown). */
+static void proc_comms(const struct gpu_proc *gp, struct mx_values *v)
+{
+	for (int c = 0; c < gp->ncomms; c++)
+		if (gp->comms[c].calls)
+			comm_slot(v, gpu_comm_key(&gp->comms[c]))->calls += gp->comms[c].calls;
+}
+
 /*
  * What a process gave so far. A trainer's categories are its main thread's
  * critical path (the report's headline: a wait for another thread counts
@@ -43,6 +68,7 @@ static void proc_values(const struct job *job, const struct proc_rec *p,
 		v->syncs = s.syncs;
 		v->nccl_ops = s.ops;
 		v->nccl_bytes = s.bytes;
+		proc_comms(gp, v);
 	}
 	/* Settled phase time only: a pending step's may still move between phases. */
 	pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
@@ -80,6 +106,18 @@ static bool add_gain(struct mx_values *s, const struct mx_values *cur,
 	any += d = gain(cur->syncs, last->syncs), s->syncs += d;
 	any += d = gain(cur->nccl_ops, last->nccl_ops), s->nccl_ops += d;
 	any += d = gain(cur->nccl_bytes, last->nccl_bytes), s->nccl_bytes += d;
+	for (int c = 0; c <= MX_COMMS; c++) {
+		const struct mx_comm *k = &cur->comm[c];
+		uint64_t then = 0;
+
+		if (!k->calls)
+			continue;
+		for (int l = 0; l <= MX_COMMS; l++)
+			if (last->comm[l].calls && last->comm[l].key == k->key)
+				then = last->comm[l].calls;
+		if ((d = gain(k->calls, then)))
+			comm_slot(s, k->key)->calls += d, any += d;
+	}
 	return any;
 }
 

@@ -34,6 +34,19 @@
 /* Processes followed at once (the job model's own bounds are below it). */
 #define MX_MAX_PROCS 65536
 
+/*
+ * NCCL data calls per communicator (its id, gpu_comm_key): the first
+ * MX_COMMS ids a series meets keep a sample of their own, later ones go
+ * to MX_COMM_OTHER; MX_COMM_UNKNOWN: made before tracing, no id.
+ */
+#define MX_COMMS 8
+#define MX_COMM_UNKNOWN 0
+#define MX_COMM_OTHER UINT64_MAX
+struct mx_comm {
+	uint64_t key;
+	uint64_t calls;
+};
+
 struct mx_values {
 	uint64_t cat_ns[TB_NCAT];
 	uint64_t phase_ns[PH_NSHOWN];
@@ -42,6 +55,8 @@ struct mx_values {
 	uint64_t epochs;		/* DataLoader passes completed */
 	uint64_t rbytes, wbytes;
 	uint64_t syncs, nccl_ops, nccl_bytes;
+	struct mx_comm comm[MX_COMMS + 1];	/* the last: MX_COMM_OTHER */
+	int ncomm;
 };
 
 struct mx_series {

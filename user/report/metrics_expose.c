@@ -111,6 +111,35 @@ static void per_series(const struct metrics *m, FILE *f, const char *name, const
 #define PER(m, f, name, type, help, ph, field, dbl) \
 	per_series(m, f, name, type, help, ph, offsetof(struct mx_values, field), dbl)
 
+/* Per communicator: "unknown" made before tracing, "other" past MX_COMMS ids. */
+static void comm_counts(const struct metrics *m, FILE *f)
+{
+	const char *name = "trainbpf_nccl_collectives_total";
+
+	family(f, "trainbpf_nccl_collectives_total", "counter",
+	       "NCCL data calls (collectives, sends, receives) entered on a communicator, by its "
+	       "id: the first 8 bytes of its ncclUniqueId (a split's derived from its parent's), "
+	       "the same on every rank of it. A rank whose count stops below its peers' is "
+	       "behind.");
+	for (int i = 0; i < m->nseries; i++) {
+		const struct mx_series *s = &m->series[i];
+
+		for (int c = 0; c <= MX_COMMS && live(s); c++) {
+			const struct mx_comm *k = &s->v.comm[c];
+
+			if (!k->calls)
+				continue;
+			series_labels(f, name, s);
+			if (k->key == MX_COMM_UNKNOWN || k->key == MX_COMM_OTHER)
+				fprintf(f, ",communicator=\"%s\"} ",
+					k->key == MX_COMM_OTHER ? "other" : "unknown");
+			else
+				fprintf(f, ",communicator=\"%016" PRIx64 "\"} ", k->key);
+			fprintf(f, "%" PRIu64 "\n", k->calls);
+		}
+	}
+}
+
 static void counts(const struct metrics *m, FILE *f)
 {
 	PER(m, f, "trainbpf_steps_total", "counter", "Training steps completed.", true,
@@ -132,6 +161,7 @@ static void counts(const struct metrics *m, FILE *f)
 	PER(m, f, "trainbpf_epochs_total", "counter",
 	    "DataLoader passes completed (told when the next pass's first training step begins).",
 	    true, epochs, false);
+	comm_counts(m, f);
 	/* Not trainbpf_step_seconds: that is the counter's family in OpenMetrics. */
 	family(f, "trainbpf_last_step_seconds", "gauge",
 	       "Mean wall time of the training steps completed at the last update that had any "
