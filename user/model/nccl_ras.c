@@ -142,6 +142,18 @@ static void summary_row(const char *prev, const char *line, struct ras_view *v)
 	}
 }
 
+/* N from a line "<head>N<tail>..."; -1 if it is not one (sscanf alone stops at the number). */
+static int count_in(const char *line, const char *head, const char *tail)
+{
+	char *end;
+	long n;
+
+	if (strncmp(line, head, strlen(head)))
+		return -1;
+	n = strtol(line + strlen(head), &end, 10);
+	return end != line + strlen(head) && !strncmp(end, tail, strlen(tail)) ? n : -1;
+}
+
 struct text_state {
 	char prev[256];
 	bool in_table, saw_comms, saw_table;
@@ -164,13 +176,13 @@ static int text_line(struct text_state *t, const char *line, struct ras_view *v)
 		t->in_table = false;
 	else if (t->in_table && table_row(line, v))
 		return -1;
-	else if (sscanf(line, "  Missing communicator data from %d job process", &n) == 1)
+	else if ((n = count_in(line, "  Missing communicator data from ", " job process")) >= 0)
 		v->procs_missing = n;
-	else if (sscanf(line, "  Missing communicator data from %d rank", &n) == 1)
+	else if ((n = count_in(line, "  Missing communicator data from ", " rank")) >= 0)
 		v->ranks_missing += n;
-	else if (sscanf(line, "  %d job process", &n) == 1 && strstr(line, "considered dead"))
+	else if ((n = count_in(line, "  ", " job process")) >= 0 && strstr(line, "considered dead"))
 		v->procs_dead = n;
-	else if (sscanf(line, "  Encountered %d communication timeout", &n) == 1)
+	else if ((n = count_in(line, "  Encountered ", " communication timeout")) >= 0)
 		v->timeouts = n;
 	else
 		summary_row(t->prev, line, v);
