@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include "gpu.h"
 #include "labels.h"
 #include "procfs.h"
 #include "serve.h"
 
 static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
 		    uint64_t now);
+static void ras_write(struct serve *s, FILE *f);
 
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 {
@@ -31,6 +34,7 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 		return 1;
 	}
 	s->started = true;
+	ras_poller_start(&s->ras);	/* without it, no RAS series (said) */
 	/* A scrape during the scan (it attaches to every job) gets the daemon's own series */
 	publish(s, tr, NULL, 0);
 	/* Jobs already running (a restart of the daemon picks them up). */
@@ -91,6 +95,7 @@ static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes 
 	say_untraced(s, &me, now);
 	metrics_write(&s->mx, &me, f);
 	metrics_gpu_write(&s->mx, f);	/* the GPU's own side, when NVML is read */
+	ras_write(s, f);
 	if (fclose(f)) {
 		free(text);
 		return;
@@ -120,6 +125,67 @@ static void reload(struct serve *s)
 	}
 	web_config_drop(s->wc);
 	s->wc = fresh;
+}
+
+/* The NCCL version p mapped, if it has RAS (>= 2.24); NULL if not. */
+static const char *ras_nccl(const struct job *job, const struct proc_rec *p)
+{
+	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+
+	for (int i = 0; gp && i < gp->nmaps; i++) {
+		const struct gpu_object *o = &job->gpu->objs[gp->maps[i].obj];
+
+		if ((o->families & (1u << GF_NCCL)) &&
+		    ras_version_at_least(o->version[GF_NCCL], 2, 24, 0))
+			return o->version[GF_NCCL];
+	}
+	return NULL;
+}
+
+/* p into its job's entry (by its series' label), a new one if there is room. */
+static void ras_add(struct ras_job *jobs, int *n, const char *id, pid_t pid, const char *ver)
+{
+	int i;
+
+	for (i = 0; i < *n && strcmp(jobs[i].job, id); i++)
+		;
+	if (i == *n) {
+		if (*n == RAS_MAX_JOBS)
+			return;
+		memset(&jobs[i], 0, sizeof(jobs[i]));
+		snprintf(jobs[i].job, sizeof(jobs[i].job), "%s", id);
+		/* JSON from 2.28.7 (NCCL's docs, "JSON Output"); the text before */
+		jobs[i].json = ras_version_at_least(ver, 2, 28, 7);
+		(*n)++;
+	}
+	if (jobs[i].npids < RAS_MAX_PIDS)
+		jobs[i].pids[jobs[i].npids++] = pid;
+}
+
+/* A round of RAS queries: the jobs of the live series whose processes map NCCL >= 2.24. */
+static void ras_round(struct serve *s, const struct job *job)
+{
+	static struct ras_job jobs[RAS_MAX_JOBS];
+	int n = 0;
+
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct proc_rec *p = &job->procs[i];
+		const char *ver;
+		int series;
+
+		if (p->folded || !job_proc_alive(p) || !(ver = ras_nccl(job, p)) ||
+		    (series = metrics_series_of(&s->mx, p)) < 0)
+			continue;
+		ras_add(jobs, &n, s->mx.series[series].job, p->pid, ver);
+	}
+	ras_poller_submit(&s->ras, jobs, n);
+}
+
+static void ras_write(struct serve *s, FILE *f)
+{
+	static struct ras_report r[RAS_MAX_JOBS];
+
+	metrics_ras_write(r, ras_poller_results(&s->ras, r), f);
 }
 
 void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid)
@@ -166,6 +232,10 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 			phases_forget_gone(tr->job->phases, tr->job, now - SERVE_FORGET_NS);
 	}
 	metrics_gpu_update(&s->mx, tr->job, now);
+	if (now >= s->next_ras) {
+		ras_round(s, tr->job);
+		s->next_ras = now + SERVE_RAS_NS;
+	}
 	publish(s, tr, gp, now);
 }
 
@@ -174,6 +244,7 @@ void serve_stop(struct serve *s)
 	if (!s->started)
 		return;
 	exporter_stop(&s->ex);
+	ras_poller_stop(&s->ras);
 	web_config_drop(s->wc);
 	discover_free(&s->dsc);
 	metrics_free(&s->mx);

@@ -16,6 +16,7 @@
 #include "exporter.h"
 #include "gpu_probes.h"
 #include "metrics.h"
+#include "ras_client.h"
 #include "tracer.h"
 #include "web_config.h"
 
@@ -24,6 +25,8 @@
 #define SERVE_JUDGE_NS 5000000000ull	/* the findings: a diagnosis per job */
 /* a dead process's phase threads: kept past the judge window that may read them */
 #define SERVE_FORGET_NS (4 * SERVE_JUDGE_NS)
+/* NCCL RAS asked, per job (ras_client.h): its view is job-wide, slow to change */
+#define SERVE_RAS_NS 10000000000ull
 #define SERVE_SAY_NS 60000000000ull	/* a warning that repeats: at most this often */
 /*
  * Execs looked at between two refreshes (serve_on_exec: two small /proc
@@ -55,6 +58,8 @@ struct serve {
 	unsigned int execs_seen;	/* since the last refresh */
 	int idle_scans;		/* scans in a row that found no live process traced */
 	double start_unix;
+	struct ras_poller ras;	/* NCCL RAS queries, off the loop */
+	uint64_t next_ras;
 };
 
 /* Listens and finds what runs already; an exit status (1, said) or 0. */

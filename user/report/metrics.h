@@ -162,5 +162,8 @@ void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
  */
 void metrics_gpu_update(struct metrics *m, const struct job *job, uint64_t now);
 void metrics_gpu_write(const struct metrics *m, FILE *f);
+/* metrics_ras.c: the last NCCL RAS reports of the jobs (nccl_ras.h); none: no family. */
+struct ras_report;
+void metrics_ras_write(const struct ras_report *r, int n, FILE *f);
 
 #endif

@@ -20,7 +20,10 @@
 	extern __typeof(p##name) name __attribute__((weak, alias("p" #name)))
 
 /* As in NCCL's .rodata, for whoever looks for the version in the file. */
-__attribute__((used)) static const char banner[] = "NCCL version 2.27.3+cuda13.0";
+#ifndef FAKE_NCCL_BANNER	/* other versions: tests/workloads/Makefile's libnccl variants */
+#define FAKE_NCCL_BANNER "NCCL version 2.27.3+cuda13.0"
+#endif
+__attribute__((used)) static const char banner[] = FAKE_NCCL_BANNER;
 
 struct ncclComm {
 	int rank, nranks;
