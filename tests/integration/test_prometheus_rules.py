@@ -24,6 +24,7 @@ UNIT = os.path.join(DEPLOY, "systemd", "trainbpf.service")
 # family it writes), and what Prometheus adds itself.
 EXPOSE = os.path.join(ROOT, "user", "report", "metrics_expose.c")
 EXPOSE_GPU = os.path.join(ROOT, "user", "report", "metrics_gpu.c")
+EXPOSE_RAS = os.path.join(ROOT, "user", "report", "metrics_ras.c")
 
 
 def families():
@@ -35,6 +36,10 @@ def families():
         out.update(re.findall(r'(?:family|PER)\((?:m, )?f, "([a-z_]+)", "(counter|gauge)"', src))
         out.update((n, "counter") for n in re.findall(r'\bcounter\(m, f, "([a-z_]+)"', src))
         out.update(re.findall(r"# TYPE ([a-z_]+) (counter|gauge)", src))
+    # metrics_ras.c: gauges all (a view as of the last query).
+    src = open(EXPOSE_RAS).read()
+    out.update((n, "gauge") for n in
+               re.findall(r'(?:\bfamily|\bper_job)\((?:r, n, )?f, "([a-z_]+)"', src))
     return out
 
 
@@ -43,9 +48,9 @@ BUILTIN = {"up", "ALERTS"}
 
 ALERTS = {"TrainbpfDataStarvation", "TrainbpfCommunicationBound", "TrainbpfHostBoundGPU",
           "TrainbpfGPUIdle", "TrainbpfStraggler", "TrainbpfEventsLost", "TrainbpfDown",
-          "TrainbpfJobStalled", "TrainbpfRankBehindInCollectives"}
-# One alert per job, its stalled ranks and their nodes listed from a query.
-PER_JOB_ALERTS = {"TrainbpfJobStalled"}
+          "TrainbpfJobStalled", "TrainbpfRankBehindInCollectives", "TrainbpfNCCLProcessDead"}
+# One alert per job, its stalled ranks (or the nodes that read it) listed from a query.
+PER_JOB_ALERTS = {"TrainbpfJobStalled", "TrainbpfNCCLProcessDead"}
 PER_RANK_ALERTS = ALERTS - {"TrainbpfEventsLost", "TrainbpfDown"} - PER_JOB_ALERTS
 CAPABILITIES = {"BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH"}
 
@@ -146,7 +151,7 @@ def test_config_check(promtool, tmp_path):
     # From elsewhere: rule_files are relative to the config file, so a fresh
     # clone's config loads its rules wherever Prometheus runs.
     out = run_promtool(promtool, "check", "config", CONFIG, cwd=tmp_path)
-    assert "1 rule files found" in out and "15 rules found" in out, out
+    assert "1 rule files found" in out and "16 rules found" in out, out
 
 
 def test_config_keeps_prometheus_job():

@@ -436,6 +436,12 @@ enum ras_result ras_query(const struct ras_job *j, struct ras_view *v, char *why
 	}
 	if ((r = job_addr(j->pids[0], &a, why, len)) || (r = verify(j, &a, &to, why, len)))
 		goto cleanup;
+	/* Still alive: what /proc/PID said above was its, not a reused pid's. */
+	if (syscall(SYS_pidfd_send_signal, vi.pidfd, 0, NULL, 0)) {
+		snprintf(why, len, "pid %d ended while its RAS address was checked", j->pids[0]);
+		r = RAS_GONE;
+		goto cleanup;
+	}
 	vi.tolen = sockaddr_of(&to, &a, &vi.to);
 	if (pthread_create(&th, NULL, visit, &vi)) {
 		snprintf(why, len, "no thread to enter the job's network namespace");

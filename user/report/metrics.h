@@ -153,6 +153,10 @@ void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f)
 void metrics_free(struct metrics *m);
 /* The series of a process followed at the last update, or -1. */
 int metrics_series_of(const struct metrics *m, const struct proc_rec *p);
+/* A family's HELP and TYPE lines. */
+void metrics_family(FILE *f, const char *name, const char *type, const char *help);
+/* A label value, escaped (backslash, double quote, newline). */
+void metrics_put_value(FILE *f, const char *v);
 /* name{training_job=...,rank=...,role=...[,extra="val"]} and a space. */
 void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
 			const char *extra, const char *val);

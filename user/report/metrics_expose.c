@@ -10,7 +10,7 @@
 #include "metrics.h"
 
 /* A label value: backslash, double quote and newline escaped. */
-static void put_value(FILE *f, const char *v)
+void metrics_put_value(FILE *f, const char *v)
 {
 	for (; *v; v++) {
 		if (*v == '\\' || *v == '"')
@@ -38,7 +38,7 @@ static void put_int_label(FILE *f, const char *name, int v)
 static void series_labels(FILE *f, const char *name, const struct mx_series *s)
 {
 	fprintf(f, "%s{training_job=\"", name);
-	put_value(f, s->job);
+	metrics_put_value(f, s->job);
 	fputc('"', f);
 	put_int_label(f, "rank", s->rank);
 	put_int_label(f, "local_rank", s->local_rank);
@@ -55,9 +55,14 @@ void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
 	fputs("} ", f);
 }
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+void metrics_family(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	metrics_family(f, name, type, help);
 }
 
 static bool live(const struct mx_series *s)
@@ -211,7 +216,7 @@ static void findings(const struct metrics *m, FILE *f)
 			if (m->jobs[i].severity[k] < 0)
 				continue;
 			fputs("trainbpf_finding{training_job=\"", f);
-			put_value(f, m->jobs[i].job);
+			metrics_put_value(f, m->jobs[i].job);
 			fprintf(f, "\",finding=\"%s\"} %.3f\n", diag_id_name(k),
 				m->jobs[i].severity[k]);
 		}

@@ -14,20 +14,14 @@
 static void put_job(FILE *f, const char *name, const char *job)
 {
 	fprintf(f, "%s{training_job=\"", name);
-	for (; *job; job++) {
-		if (*job == '\\' || *job == '"')
-			fputc('\\', f);
-		if (*job == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*job, f);
-	}
+	metrics_put_value(f, job);
 	fputc('"', f);
 }
 
+/* Gauges all: a view as of the last query. */
 static void family(FILE *f, const char *name, const char *help)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	metrics_family(f, name, "gauge", help);
 }
 
 /* One gauge per job read; off: the value's offset in the view; -1 values (not said) left out. */
