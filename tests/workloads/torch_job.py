@@ -278,6 +278,14 @@ def parse_args(argv):
                    help="DataLoader worker 0 of --hang-rank sleeps forever in its Nth batch "
                    "(a hung job: roles.jsonl notes it, kind hang)")
     p.add_argument("--hang-rank", type=int, default=0)
+    p.add_argument("--pause", action="append", default=[], metavar="STEP:SEC:HOW",
+                   help="--pause-rank stops before the forward of its global step STEP for SEC "
+                   "seconds, HOW: sleep (time.sleep in its loop) or read=PATH (one read of "
+                   "PATH, a file whose reads take that long: tests/workloads/slowfs), then "
+                   "goes on; its peers wait in the step's allreduce. roles.jsonl notes each "
+                   "(kind pause, then resume), and 1 s in, the loop thread's own view of "
+                   "itself (kind frames: sys._current_frames, its wchan)")
+    p.add_argument("--pause-rank", type=int, default=1)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--quick-exit", action="store_true",
                    help="--launch single: os._exit right after writing the truth, so "
@@ -343,6 +351,37 @@ def append_line(path, obj):
 
 def note_role(parts, kind, **what):
     append_line(os.path.join(parts, "roles.jsonl"), dict(kind=kind, **what))
+
+
+def own_view(parts, tid, ident, delay):
+    """After delay, what the loop thread says of itself: its Python frames
+    (innermost first) and its kernel wait channel."""
+    time.sleep(delay)
+    f, names = sys._current_frames().get(ident), []
+    while f is not None:
+        names.append(f.f_code.co_name)
+        f = f.f_back
+    with open(f"/proc/self/task/{tid}/wchan") as w:
+        wchan = w.read().strip()
+    note_role(parts, "frames", pid=os.getpid(), tid=tid, names=names, wchan=wchan,
+              mono=time.monotonic())
+
+
+def pause_here(parts, rank, spec):
+    """--pause: this rank stops here (see its help)."""
+    sec, how = spec
+    tid = threading.get_native_id()
+    watch = threading.Thread(target=own_view, args=(parts, tid, threading.get_ident(), 1.0))
+    note_role(parts, "pause", rank=rank, pid=os.getpid(), tid=tid, how=how, sec=sec,
+              start_mono=time.monotonic())
+    watch.start()
+    if how == "sleep":
+        time.sleep(sec)
+    else:
+        with open(how[len("read="):], "rb", buffering=0) as f:
+            f.read(4096)
+    note_role(parts, "resume", rank=rank, pid=os.getpid(), mono=time.monotonic())
+    watch.join()
 
 
 def note_mp_helpers(parts):
@@ -699,6 +738,8 @@ def run_rank(rank, args, parts):
 
     epochs, total_steps, total_opt, getitem_s, helpers_noted = [], 0, 0, 0.0, False
     slow_start = None   # (unix, mono) of the straggler's first slow step
+    pauses = {int(st): (float(sec), how) for st, sec, how in
+              (p.split(":", 2) for p in args.pause)}
     for e in range(1, args.epochs + 1):
         e0 = t
         before = len(clock.intervals)
@@ -728,6 +769,8 @@ def run_rank(rank, args, parts):
             unsynced = net.no_sync() if args.no_sync and ddp and not manual and \
                 (i + 1) % args.accum else contextlib.nullcontext()
             unsynced.__enter__()
+            if rank == args.pause_rank and total_steps + nsteps in pauses:
+                pause_here(parts, rank, pauses[total_steps + nsteps])
             loss = step_loss(net, x, y, args, batches.extra)
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
@@ -904,15 +947,16 @@ def assemble(args, parts, top, launcher, wall_start):
         with open(os.path.join(parts, f"rank-{r}.json")) as f:
             ranks.append(json.load(f))
     roles = {"top": top, "launcher": launcher, "ranks": [], "workers": [], "helpers": [],
-             "threads": []}
+             "threads": [], "events": []}   # events: hang, pause, resume, frames
     path = os.path.join(parts, "roles.jsonl")
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
                 kind = r.pop("kind")
-                roles[{"rank": "ranks", "worker": "workers", "helper": "helpers",
-                       "thread": "threads"}[kind]].append(r)
+                key = {"rank": "ranks", "worker": "workers", "helper": "helpers",
+                       "thread": "threads"}.get(kind)
+                roles[key].append(r) if key else roles["events"].append(dict(kind=kind, **r))
     roles["ranks"].sort(key=lambda r: r["rank"])
     for r in ranks:
         roles["threads"].append({"tid": r["pid"], "pid": r["pid"],
