@@ -27,7 +27,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF
+from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF, WORKLOADS
 
 RULES = os.path.join(ROOT, "deploy", "prometheus", "trainbpf.rules.yml")
 GRACE_S = 5
@@ -329,3 +329,74 @@ def check_series(prom, job_id, parts, lives):
         steps = prom.query(f'last_over_time(trainbpf_steps_total{{training_job="{job_id}",'
                            f'rank="{r}"}}[5m])')[0][1]
         assert steps == part["steps"], (rank, steps, part["steps"])
+
+
+STALL_AT = 150          # gpujob --stall-at: rank 1 stops entering the loop's collectives there
+STALL_AFTER_S = 3.0
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/prometheus"),
+                    reason="never: scripts/setup.sh installs prometheus")
+def test_stalled_ranks_in_prometheus(tmp_path):
+    """Two "nodes" (a serve each, --stall-after 3) of a 2-rank job on the
+    NCCL stand-in whose rank 1 gets stuck in a collective of its own
+    subgroup while rank 0 waits in the world's (gpujob --stall-at, as
+    test_stall_nccl.py): each node says its rank is stalled within the
+    threshold, an update (0.5 s), a scrape (1 s) and our poll (0.5 s) of the
+    stall, with SLACK_S for a loaded host; neither node alone can name the
+    culprit (each sees one rank, waiting in a call), and across them the
+    per-communicator counts do: rank 1 is one call behind rank 0 on the
+    loop's communicator (the TrainbpfRankBehindInCollectives expression),
+    and only rank 1 made calls on its own split communicator."""
+    job_id = f"stall-{os.getpid()}"
+    nodes = [Serve(tmp_path, f"node{r}", "--stall-after", str(STALL_AFTER_S), "--match",
+                   f"gpujob .*--rank {r} ") for r in (0, 1)]
+    prom = Prometheus(tmp_path, [n.port for n in nodes])
+    ranks, stalls, seen = [], {}, {}
+    slack_s = 1.5
+    try:
+        for r in (0, 1):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK="0", WORLD_SIZE="2",
+                       TORCHELASTIC_RUN_ID=job_id)
+            ranks.append(subprocess.Popen(
+                [os.path.join(WORKLOADS, "gpujob"), "--truth", str(tmp_path / f"t{r}.json"),
+                 "--comm-init", "--rank", str(r), "--nranks", "2", "--steps", "1000000",
+                 "--stall-at", str(STALL_AT), "--cpu-us", "2000", "--sync-us", "100",
+                 "--nccl-us", "100", "--mode", "sleep", "--wait-probes", "60000"],
+                env=env, stderr=open(tmp_path / f"rank{r}.log", "w")))
+        mono_to_unix = time.time() - time.monotonic()
+        deadline = time.monotonic() + 120
+        while len(seen) < 2 and time.monotonic() < deadline:
+            for r in (0, 1):
+                text = (tmp_path / f"rank{r}.log").read_text()
+                if r not in stalls and " stalls in step " in text:
+                    stalls[r] = int(text.rsplit(" at ", 1)[1]) / 1e9 + mono_to_unix
+            for m, v in prom.query(f'trainbpf_job_stalled{{training_job="{job_id}"}} == 1'):
+                seen.setdefault(m["rank"], time.time())
+            assert all(p.poll() is None for p in ranks)
+            time.sleep(0.5)
+        assert set(seen) == {"0", "1"} and set(stalls) == {0, 1}, (seen, stalls)
+        start = max(stalls.values())
+        late = {r: t - start for r, t in seen.items()}
+        print(f"stalled in Prometheus {late} s after the stall")
+        assert all(STALL_AFTER_S <= d <= STALL_AFTER_S + 0.2 + 0.5 + 1.0 + 0.5 + slack_s
+                   for d in late.values()), late
+        assert not prom.query(f'trainbpf_job_stall_culprit{{training_job="{job_id}"}}')
+        lag = {m["rank"]: (m["communicator"], v) for m, v in prom.query(
+            f'max by (training_job, communicator) (trainbpf_nccl_collectives_total'
+            f'{{training_job="{job_id}", communicator!~"unknown|other"}}) - on (training_job, '
+            f'communicator) group_right () trainbpf_nccl_collectives_total'
+            f'{{training_job="{job_id}", communicator="deadbeef01020304"}}')}
+        assert lag == {"0": ("deadbeef01020304", 0.0), "1": ("deadbeef01020304", 1.0)}, lag
+        counts = {(m["rank"], m["communicator"]): v for m, v in prom.query(
+            f'trainbpf_nccl_collectives_total{{training_job="{job_id}"}}')}
+        assert counts[("0", "deadbeef01020304")] == 9 * STALL_AT + 1, counts
+        own = {k: v for k, v in counts.items() if k[1] not in ("deadbeef01020304",)}
+        assert list(own.values()) == [4.0] and list(own)[0][0] == "1", counts
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+        prom.stop()
+        codes = [n.stop() for n in nodes]
+    assert codes == [0, 0]
