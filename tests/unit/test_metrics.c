@@ -110,6 +110,40 @@ START_TEST(counters_survive_processes)
 }
 END_TEST
 
+/*
+ * Time counted once is not counted twice when its split changes: an open
+ * wait counted as lock at one update is closed as cpu (what the thread it
+ * waited for did) at the next, and the process turns trainer (critical
+ * path) from other (its own states). The series adds one second a second.
+ */
+START_TEST(a_split_that_changes_adds_no_time)
+{
+	struct proc_rec *p = proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
+	struct thread_rec *t = &p->threads[0];
+	uint64_t sum = 0;
+	const struct mx_series *s;
+
+	t->cp[TB_CPU] = 1 * S;
+	t->cp[TB_LOCK] = 2 * S;	/* the open part of a wait */
+	metrics_update(&m, &job, 100 * S);
+	t->cp[TB_CPU] = 4 * S;	/* closed: 2 s as the waker's cpu, and 1 s more */
+	t->cp[TB_LOCK] = 0;
+	metrics_update(&m, &job, 101 * S);
+	s = series("j1", 0, TB_ROLE_TRAINER);
+	for (int c = 0; c < TB_NCAT; c++)
+		sum += s->v.cat_ns[c];
+	ck_assert_uint_eq(sum, 4 * S);
+	ck_assert_uint_eq(s->v.cat_ns[TB_CPU], 2 * S);	/* 1 s, and the 1 s it grew */
+	ck_assert_uint_eq(s->v.cat_ns[TB_LOCK], 2 * S);	/* kept: a counter */
+	/* Parts that all grow are added as they are. */
+	t->cp[TB_CPU] = 5 * S;
+	t->cp[TB_IDLE] = 2 * S;
+	metrics_update(&m, &job, 104 * S);
+	ck_assert_uint_eq(s->v.cat_ns[TB_CPU], 3 * S);
+	ck_assert_uint_eq(s->v.cat_ns[TB_IDLE], 2 * S);
+}
+END_TEST
+
 START_TEST(series_go_after_the_grace_period)
 {
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
@@ -541,6 +575,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, ranks_and_roles_are_series);
 	tcase_add_test(tc, counters_survive_processes);
+	tcase_add_test(tc, a_split_that_changes_adds_no_time);
 	tcase_add_test(tc, series_go_after_the_grace_period);
 	tcase_add_test(tc, job_id_falls_back_to_the_launcher);
 	tcase_add_test(tc, label_values_are_escaped);

@@ -87,16 +87,44 @@ static uint64_t gain(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
+/*
+ * Time split n ways (categories, phases): what cur gained over last, into
+ * s. The split of time already counted can change between two updates
+ * (an open wait counted as lock is closed as the cpu of the thread it
+ * waited for; the trainer thread or the role changes, and with it the
+ * values followed), and a counter cannot give back what it counted: the
+ * parts that grew are scaled down so that together they add no more than
+ * the whole grew, one second per second. Returns what was added.
+ */
+static uint64_t add_split(uint64_t *s, const uint64_t *cur, const uint64_t *last, int n)
+{
+	uint64_t d[(int)TB_NCAT > (int)PH_NSHOWN ? (int)TB_NCAT : (int)PH_NSHOWN];
+	uint64_t grew = 0, now = 0, then = 0, whole;
+
+	for (int i = 0; i < n; i++) {
+		grew += d[i] = gain(cur[i], last[i]);
+		now += cur[i];
+		then += last[i];
+	}
+	whole = gain(now, then);
+	if (grew <= whole) {
+		for (int i = 0; i < n; i++)
+			s[i] += d[i];
+		return grew;
+	}
+	for (int i = 0; i < n; i++)
+		s[i] += (uint64_t)((unsigned __int128)d[i] * whole / grew);
+	return whole;
+}
+
 /* Adds what cur gained over last to s; whether anything was. */
 static bool add_gain(struct mx_values *s, const struct mx_values *cur,
 		     const struct mx_values *last)
 {
 	uint64_t any = 0, d;
 
-	for (int c = 0; c < TB_NCAT; c++)
-		any += d = gain(cur->cat_ns[c], last->cat_ns[c]), s->cat_ns[c] += d;
-	for (int p = 0; p < PH_NSHOWN; p++)
-		any += d = gain(cur->phase_ns[p], last->phase_ns[p]), s->phase_ns[p] += d;
+	any += add_split(s->cat_ns, cur->cat_ns, last->cat_ns, TB_NCAT);
+	any += add_split(s->phase_ns, cur->phase_ns, last->phase_ns, PH_NSHOWN);
 	any += d = gain(cur->steps, last->steps), s->steps += d;
 	any += d = gain(cur->epochs, last->epochs), s->epochs += d;
 	if (cur->step_ms > last->step_ms)
