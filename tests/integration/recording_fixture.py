@@ -166,7 +166,8 @@ def make_recording(path, spec=None, **over):
         # cudart found in one file, cudaMemcpy missing from it; one communicator.
         db.execute("INSERT INTO gpu_libraries VALUES (100, 'cudart', "
                    "'/opt/lib/libcudart.so.13', '13.0.96', 0, 0, 7, 3, 'cudaMemcpy')")
-        db.execute("INSERT INTO nccl_comms VALUES (0, 100, 4096, 0, 1, 8, "
+        db.execute("INSERT INTO nccl_comms (seq, pid, comm, parent, rank, nranks, id, api, "
+                   "destroyed) VALUES (0, 100, 4096, 0, 1, 8, "
                    "'deadbeef0102030405060708090a0b0c', 'ncclCommInitRank', 1)")
     db.executemany("INSERT INTO counters VALUES (?,?)", spec["counters"].items())
     if spec.get("syncs", True):  # one cudaStreamSynchronize per step

@@ -162,6 +162,8 @@ def test_rank_paused_in_its_loop_then_resumed(tmp_path, slowfs):
             print(f"pause {n} ({pause['how']}): STALLED {since:.2f} s in: {line}")
             assert THRESHOLD_S <= since <= THRESHOLD_S + TICK_S + INTERVAL_S + SLACK_S, since
             assert int(m.group(3)) == pause["pid"] and m.group(5) == cat, line
+            if cat == "io":     # the file it waits on, from its syscall's fd
+                assert line.endswith(f"waiting in io {m.group(6)} s on {slowfs}/data"), line
             row0 = next(ROW.match(l) for tt, l in lines if tt >= t and ROW.match(l))
             assert int(row0.group(1)) == rank0["pid"] and row0.group(3) == "comm", row0.group(0)
             # Cleared: a table two intervals after it goes on has no STALLED line.

@@ -74,7 +74,6 @@ static void read_thread(struct reader *rd, pid_t pid, struct snap_thread *t)
 	char path[96];
 	uint64_t rq;
 	double then;
-	ssize_t n;
 
 	if (!procfs_stat(pid, t->tid, &st)) {
 		memcpy(t->comm, st.comm, sizeof(t->comm));
@@ -85,9 +84,7 @@ static void read_thread(struct reader *rd, pid_t pid, struct snap_thread *t)
 	t->wait = t->syscall >= 0 ? tb_syscall_wait(t->syscall) : TB_W_OTHER;
 	if (t->wait == TB_W_FD) {
 		t->wait = procfs_fd_wait(pid, t->arg0);
-		snprintf(path, sizeof(path), "/proc/%d/fd/%ld", pid, t->arg0);
-		n = readlink(path, t->target, sizeof(t->target) - 1);	/* the link itself, never followed */
-		t->target[n > 0 ? n : 0] = '\0';
+		procfs_fd_target(pid, t->arg0, t->target, sizeof(t->target));
 	}
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pid, t->tid);
 	if (t->state != 'R' && procfs_read_file(path, t->wchan, sizeof(t->wchan)) < 0)

@@ -7,7 +7,9 @@
 #include "gpu.h"
 #include "grow.h"
 #include "phases.h"
+#include "procfs.h"
 #include "stall_observe.h"
+#include "syscall_class.h"
 #include "steps.h"
 
 /* A thread's slot as stall.h needs it; false if it has none (exited). */
@@ -131,6 +133,23 @@ static void job_key(const struct job *job, const struct proc_rec *p, char *out, 
 		memcpy(out + n, id, strnlen(id, len - n - 1));
 }
 
+/*
+ * Blocked in storage: the file of its syscall's fd (a read of a FUSE or NFS
+ * file that never answers), from /proc; nothing for a page fault's wait.
+ */
+static void io_object(const struct proc_rec *p, struct stall_thread_obs *t)
+{
+	long fd = -1, nr;
+
+	if (t->state != TB_ST_BLOCKED || t->depth ||
+	    (t->wait != TB_W_IOWAIT && t->wait != TB_W_FILE))
+		return;
+	nr = procfs_syscall(p->pid, t->tid, &fd);
+	if (nr >= 0 && tb_syscall_wait(nr) == TB_W_FD &&
+	    !procfs_fd_target(p->pid, fd, t->object, sizeof(t->object)) && t->object[0] != '/')
+		t->object[0] = '\0';	/* a file's path only */
+}
+
 /* One rank; false if its trainer thread cannot be read. */
 static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labels,
 		    struct stall_obs *o)
@@ -156,6 +175,7 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 		  diag_proc_rank(job, job->diag, p->pid);
 	memcpy(o->cp, t->cp, sizeof(o->cp));
 	o->net_blocked = net_blocked(tr, p, t->tid);
+	io_object(p, &o->tr);
 	add_workers(tr, job, p, o);
 	return true;
 }

@@ -217,6 +217,8 @@ static void rank_of(const struct stall_mem *m, const struct stall_obs *o, uint64
 	r->in_api = o->tr.depth;
 	r->api = o->tr.depth ? o->tr.api : 0;
 	since_stall(m, o, r);
+	if (r->wait == TB_IO)
+		memcpy(r->object, o->tr.object, sizeof(r->object));
 	w = r->wait == TB_DATA_WAIT ? busy_worker(o) : -1;
 	if (w < 0)
 		return;

@@ -30,6 +30,7 @@
 #define STALL_MAX_RANKS 64		/* ranks of a job followed (the rest unseen) */
 #define STALL_MAX_WORKERS 16		/* DataLoader workers of a rank looked at */
 #define STALL_MAX_COMMS 8		/* communicators of a rank compared (known ids) */
+#define STALL_OBJECT_LEN 160		/* a storage wait's file, cut */
 
 /* One thread as its slot says now. */
 struct stall_thread_obs {
@@ -41,6 +42,8 @@ struct stall_thread_obs {
 	uint8_t region;		/* its category when depth */
 	uint16_t api;		/* its enum tb_api when depth */
 	uint64_t since;		/* its current state began */
+	/* blocked in storage: the file its syscall's fd names (/proc), "" if none */
+	char object[STALL_OBJECT_LEN];
 };
 
 /* One rank at one refresh. */
@@ -84,6 +87,7 @@ struct stall_rank {
 	uint64_t worker_ns;	/* how long it has been in it */
 	uint64_t behind;	/* NCCL data calls fewer than a peer's on one communicator */
 	uint64_t behind_comm;	/* that communicator (gpu_comm_key); 0: behind none */
+	char object[STALL_OBJECT_LEN];	/* io: the file it waits on ("" unknown) */
 	bool culprit;
 };
 

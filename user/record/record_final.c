@@ -74,6 +74,10 @@ static void stall_row(struct recorder *r, const struct stall_job *j, const struc
 	} else {
 		rec_bind_null(r, RS_STALL, 19);
 	}
+	if (k->object[0])
+		rec_bind_text(r, RS_STALL, 20, k->object);
+	else
+		rec_bind_null(r, RS_STALL, 20);
 	rec_step(r, RS_STALL);
 }
 

@@ -1214,6 +1214,7 @@ static int stall_rank_row(struct recording *r, struct q *q, struct stall_rank *k
 	/* A communicator's id: 16 hex digits, or NULL (schema 11; none before). */
 	if (k->behind && sscanf(col_str(q, 18), "%16" SCNx64, &k->behind_comm) != 1)
 		return ERR("%s: stall: a rank's communicator is not an id", r->path);
+	snprintf(k->object, sizeof(k->object), "%s", col_str(q, 19));
 	if (k->phase < 0 || k->phase >= TB_NPHASE || k->wait < 0 || k->wait >= TB_NCAT ||
 	    k->cat < 0 || k->cat >= TB_NCAT || k->rank < -1)
 		return ERR("%s: stall: a rank's phase, wait or category out of range", r->path);
@@ -1225,7 +1226,7 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 	static const char stall_sql[] =
 		"SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
 		"wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
-		"behind, behind_comm FROM stall ORDER BY rowid";
+		"behind, behind_comm, object FROM stall ORDER BY rowid";
 	struct stall_job *j = NULL;
 	struct q q;
 	int rc = 0;
@@ -1235,7 +1236,7 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 	if (q_open(r, &q, has_column(r, "stall", "behind") ? stall_sql :
 		   "SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
 		   "wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
-		   "0, NULL FROM stall ORDER BY rowid", err, errlen))
+		   "0, NULL, NULL FROM stall ORDER BY rowid", err, errlen))
 		return -1;
 	while (!rc && q_row(&q)) {
 		if (!j) {

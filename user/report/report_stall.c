@@ -31,6 +31,11 @@ static void wait_words(FILE *f, const struct stall_rank *r)
 		tb_cat_names[r->wait], r->wait_ns / 1e9);
 	if (r->in_api && r->api < gpu_napis)
 		fprintf(f, " inside %s", gpu_apis[r->api].name);
+	if (r->object[0]) {
+		char path[ESC_LEN(STALL_OBJECT_LEN)];
+
+		fprintf(f, " on %s", report_esc(path, sizeof(path), r->object));
+	}
 	if (r->worker)
 		fprintf(f, " on DataLoader worker %d (%s %.1f s)", r->worker,
 			stall_state_words(r->worker_state, r->worker_wait), r->worker_ns / 1e9);
@@ -91,6 +96,10 @@ static void json_rank(struct jw *w, const struct stall_rank *r)
 	} else {
 		jw_null(w);
 	}
+	if (r->object[0])
+		jw_string_field(w, "object", r->object);
+	else
+		jw_null_field(w, "object");
 	jw_name(w, "behind");
 	if (r->behind) {
 		char hex[17];

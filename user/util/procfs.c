@@ -201,16 +201,23 @@ static bool unix_socket(pid_t pid, unsigned long inode)
 	return found;
 }
 
-unsigned int procfs_fd_wait(pid_t pid, long fd)
+int procfs_fd_target(pid_t pid, long fd, char *out, size_t len)
 {
-	char path[64], target[256];
+	char path[64];
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", pid, fd);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n <= 0)
+	n = readlink(path, out, len - 1);	/* the link itself, never followed */
+	out[n > 0 ? n : 0] = 0;
+	return n > 0 ? 0 : -1;
+}
+
+unsigned int procfs_fd_wait(pid_t pid, long fd)
+{
+	char target[256];
+
+	if (procfs_fd_target(pid, fd, target, sizeof(target)))
 		return TB_W_OTHER;
-	target[n] = 0;
 	if (target[0] == '/')
 		return TB_W_FILE;
 	if (!strncmp(target, "socket:[", 8))

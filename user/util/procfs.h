@@ -29,6 +29,8 @@ int procfs_io(pid_t pid, pid_t tid, uint64_t *rbytes, uint64_t *wbytes);
 long procfs_syscall(pid_t pid, pid_t tid, long *arg0);
 /* enum tb_wait of an fd: file, socket or other. */
 unsigned int procfs_fd_wait(pid_t pid, long fd);
+/* What pid's fd names (its /proc link, not followed), into out; 0, or -1 ("" in out). */
+int procfs_fd_target(pid_t pid, long fd, char *out, size_t len);
 /* The thread ids of pid; returns the count, -1 if pid is gone. */
 int procfs_tasks(pid_t pid, pid_t *tids, int max);
 /*
