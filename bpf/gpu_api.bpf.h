@@ -290,6 +290,7 @@ static __always_inline int enter(struct pt_regs *ctx)
 	s->region = region_of(kind);
 	s->api = api;
 	s->api_ts = now;
+	s->api_bytes = bytes;
 	s->depth = 1;
 	write_end(s);
 	/* A collective called between brackets: communication (torch.bpf.h). */

@@ -227,6 +227,7 @@ struct tb_slot {
 	__u8 region;		/* while depth > 0: TB_GPU_WAIT or TB_COMM */
 	__u16 api;		/* while depth > 0: the outermost call's enum tb_api */
 	__u64 api_ts;		/* entry of the outermost probed call */
+	__u64 api_bytes;	/* and its bytes (an NCCL data call's count x datatype size) */
 	__u64 io_rbytes;	/* task->ioac at the last switch-out, minus base */
 	__u64 io_wbytes;
 	__u64 io_rbase;

@@ -36,8 +36,8 @@ INTERVAL_S = 1.0
 SLACK_S = 1.0
 SHARED = "deadbeef01020304"
 LINE = re.compile(r"^STALLED for ([\d.]+) s .*: culprit rank (\d) \(pid (\d+)\) in (\w+), "
-                  r"waiting in (\w+) ([\d.]+) s inside (\w+), 1 NCCL call behind on "
-                  r"communicator ([0-9a-f]{16})$")
+                  r"waiting in (\w+) ([\d.]+) s inside (\w+) \(([\d.]+ \w+)\), 1 NCCL call "
+                  r"behind on communicator ([0-9a-f]{16})$")
 
 
 def start_rank(rank, tmp_path):
@@ -91,7 +91,7 @@ def test_rank_behind_on_a_communicator(tmp_path):
     assert m, line
     assert (int(m.group(2)), int(m.group(3))) == (1, ranks[1].pid), line
     assert m.group(5) == "comm" and m.group(7) == "ncclAllReduce", line
-    assert m.group(8) == SHARED, line
+    assert m.group(9) == SHARED, line
     # When each rank stalled, by its own clock (CLOCK_MONOTONIC, as ours).
     stalls = {}
     for i, err in enumerate(job_err):
@@ -110,6 +110,8 @@ def test_rank_behind_on_a_communicator(tmp_path):
     assert by_pid[ranks[1].pid]["behind"] == {"communicator": SHARED, "nccl_calls": 1}
     assert by_pid[ranks[0].pid]["behind"] is None
     assert by_pid[ranks[0].pid]["inside"] == "ncclAllReduce"
+    # Both block in an ncclAllReduce of 1024 float32 (gpujob.c's stall_here).
+    assert by_pid[ranks[0].pid]["inside_bytes"] == by_pid[ranks[1].pid]["inside_bytes"] == 4096
     # Each communicator's data calls, exact (the stand-in's ids: gpujob.c).
     c0, c1 = comms_of(report, ranks[0].pid), comms_of(report, ranks[1].pid)
     assert c0[SHARED]["calls"] == CALLS_PER_STEP * STEPS_BEFORE + 1

@@ -465,11 +465,12 @@ START_TEST(report_outputs)
 		"{\"stall\":{\"since_s\":4.800,\"for_s\":5.200,\"threshold_s\":3.000,"
 		"\"culprit_pid\":300,\"ranks\":["
 		"{\"rank\":1,\"pid\":300,\"culprit\":true,\"phase\":\"data\",\"waits_in\":\"data_wait\","
-		"\"wait_s\":5.000,\"inside\":null,\"worker\":{\"pid\":301,\"state\":\"sleeping\","
+		"\"wait_s\":5.000,\"inside\":null,\"inside_bytes\":null,\"worker\":{\"pid\":301,\"state\":\"sleeping\","
 		"\"for_s\":6.000},\"object\":null,\"behind\":null,\"since_stall_category\":\"idle\","
 		"\"since_stall_s\":5.200},"
 		"{\"rank\":0,\"pid\":200,\"culprit\":false,\"phase\":\"backward\",\"waits_in\":\"comm\","
-		"\"wait_s\":5.000,\"inside\":null,\"worker\":null,\"object\":null,\"behind\":null,"
+		"\"wait_s\":5.000,\"inside\":null,\"inside_bytes\":null,\"worker\":null,"
+		"\"object\":null,\"behind\":null,"
 		"\"since_stall_category\":\"idle\","
 		"\"since_stall_s\":5.200}]}}");
 	free(text);

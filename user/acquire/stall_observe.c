@@ -26,6 +26,7 @@ static bool read_thread(const struct tracer *tr, const struct thread_rec *t,
 	o->depth = s->depth;
 	o->region = s->region;
 	o->api = s->api;
+	o->api_bytes = s->api_bytes;
 	o->since = s->since;
 	return true;
 }

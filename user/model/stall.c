@@ -216,6 +216,7 @@ static void rank_of(const struct stall_mem *m, const struct stall_obs *o, uint64
 	r->wait_ns = now > m->wait_from ? now - m->wait_from : 0;
 	r->in_api = o->tr.depth;
 	r->api = o->tr.depth ? o->tr.api : 0;
+	r->api_bytes = o->tr.depth ? o->tr.api_bytes : 0;
 	since_stall(m, o, r);
 	if (r->wait == TB_IO)
 		memcpy(r->object, o->tr.object, sizeof(r->object));

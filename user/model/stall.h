@@ -41,6 +41,7 @@ struct stall_thread_obs {
 	uint8_t depth;		/* inside a probed CUDA/NCCL call */
 	uint8_t region;		/* its category when depth */
 	uint16_t api;		/* its enum tb_api when depth */
+	uint64_t api_bytes;	/* and that call's bytes (NCCL data calls) */
 	uint64_t since;		/* its current state began */
 	/* blocked in storage: the file its syscall's fd names (/proc), "" if none */
 	char object[STALL_OBJECT_LEN];
@@ -81,6 +82,7 @@ struct stall_rank {
 	int cat;		/* enum tb_cat it spent the most in since the stall */
 	uint64_t cat_ns;	/* and how long */
 	uint16_t api;		/* wait in a probed call: which (TB_API_*); else 0 */
+	uint64_t api_bytes;	/* its bytes (an NCCL data call's); 0 none */
 	bool in_api;
 	pid_t worker;		/* data_wait: the worker it waits on; 0 none found */
 	uint8_t worker_state, worker_wait;	/* that worker's main thread (tb_state, tb_wait) */

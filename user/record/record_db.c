@@ -102,7 +102,7 @@ static const char schema[] =
 "  rank INTEGER, phase INTEGER, wait INTEGER, wait_ns INTEGER, cat INTEGER,"
 "  cat_ns INTEGER, api INTEGER, in_api INTEGER, worker INTEGER,"
 "  worker_state INTEGER, worker_wait INTEGER, worker_ns INTEGER, behind INTEGER,"
-"  behind_comm TEXT, object TEXT);";
+"  behind_comm TEXT, object TEXT, api_bytes INTEGER);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -134,7 +134,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_PHASE_STEP] = "INSERT INTO phase_steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
 		"?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
-	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

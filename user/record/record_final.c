@@ -78,6 +78,7 @@ static void stall_row(struct recorder *r, const struct stall_job *j, const struc
 		rec_bind_text(r, RS_STALL, 20, k->object);
 	else
 		rec_bind_null(r, RS_STALL, 20);
+	rec_bind_int(r, RS_STALL, 21, (int64_t)k->api_bytes);
 	rec_step(r, RS_STALL);
 }
 

@@ -1209,7 +1209,7 @@ static int stall_rank_row(struct recording *r, struct q *q, struct stall_rank *k
 		.cat_ns = col_ns(q, 10), .api = (uint16_t)col_i64(q, 11),
 		.in_api = col_i64(q, 12) != 0, .worker = (pid_t)col_i64(q, 13),
 		.worker_state = (uint8_t)col_i64(q, 14), .worker_wait = (uint8_t)col_i64(q, 15),
-		.worker_ns = col_ns(q, 16), .behind = col_ns(q, 17),
+		.worker_ns = col_ns(q, 16), .behind = col_ns(q, 17), .api_bytes = col_ns(q, 20),
 	};
 	/* A communicator's id: 16 hex digits, or NULL (schema 11; none before). */
 	if (k->behind && sscanf(col_str(q, 18), "%16" SCNx64, &k->behind_comm) != 1)
@@ -1226,7 +1226,7 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 	static const char stall_sql[] =
 		"SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
 		"wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
-		"behind, behind_comm, object FROM stall ORDER BY rowid";
+		"behind, behind_comm, object, api_bytes FROM stall ORDER BY rowid";
 	struct stall_job *j = NULL;
 	struct q q;
 	int rc = 0;
@@ -1236,7 +1236,7 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 	if (q_open(r, &q, has_column(r, "stall", "behind") ? stall_sql :
 		   "SELECT since_ns, now_ns, threshold_ns, culprit, pid, rank, phase, wait, "
 		   "wait_ns, cat, cat_ns, api, in_api, worker, worker_state, worker_wait, worker_ns, "
-		   "0, NULL, NULL FROM stall ORDER BY rowid", err, errlen))
+		   "0, NULL, NULL, 0 FROM stall ORDER BY rowid", err, errlen))
 		return -1;
 	while (!rc && q_row(&q)) {
 		if (!j) {

@@ -31,6 +31,12 @@ static void wait_words(FILE *f, const struct stall_rank *r)
 		tb_cat_names[r->wait], r->wait_ns / 1e9);
 	if (r->in_api && r->api < gpu_napis)
 		fprintf(f, " inside %s", gpu_apis[r->api].name);
+	if (r->in_api && r->api_bytes) {
+		char b[32];
+
+		fmt_bytes(b, sizeof(b), r->api_bytes);
+		fprintf(f, " (%s)", b);
+	}
 	if (r->object[0]) {
 		char path[ESC_LEN(STALL_OBJECT_LEN)];
 
@@ -86,6 +92,10 @@ static void json_rank(struct jw *w, const struct stall_rank *r)
 		jw_string_field(w, "inside", gpu_apis[r->api].name);
 	else
 		jw_null_field(w, "inside");
+	if (r->in_api && r->api_bytes)
+		jw_uint_field(w, "inside_bytes", r->api_bytes);
+	else
+		jw_null_field(w, "inside_bytes");
 	jw_name(w, "worker");
 	if (r->worker) {
 		jw_object(w);
