@@ -472,9 +472,10 @@ START_TEST(stalled_job_gauge)
 	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
 	proc(20, 1, TB_ROLE_TRAINER, 0, "j2");
 	job.stall = &st;
+	/* 1 s steps: the threshold is 10 of them */
 	for (uint64_t t = 1; t <= 20; t++) {
-		o[0].progress = t < 10 ? t : 10;	/* job a stops at 10 s */
-		o[1].progress = t;
+		o[0].progress = o[0].steps = t < 5 ? t : 5;	/* job a stops at 5 s */
+		o[1].progress = o[1].steps = t;
 		stall_update(&st, o, 2, t * S);
 	}
 	ck_assert(stall_pid_stalled(&st, 10));
@@ -496,7 +497,7 @@ START_TEST(stalled_job_gauge)
 	ck_assert_ptr_null(strstr(text, "trainbpf_job_stall_culprit{training_job=\"j2\""));
 	free(text);
 	/* Job a resumes: 0 at the next update. */
-	o[0].progress = 11;
+	o[0].progress = o[0].steps = 11;
 	stall_update(&st, o, 2, 21 * S);
 	ck_assert_int_eq(metrics_update(&m, &job, 21 * S), 0);
 	text = exposition();

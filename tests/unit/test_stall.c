@@ -120,6 +120,35 @@ START_TEST(slow_job_not_stalled)
 END_TEST
 
 /* No progress ever: never judged (start-up, a hang before the first step). */
+/*
+ * Steps longer than the floor from the first one (a large model: 10 s
+ * steps under a 3 s floor): not stalled in the first step, which no step
+ * time yet bounds, nor after (10 x 10 s); a hang after that is.
+ */
+START_TEST(long_first_step_not_stalled)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o = rank_obs(100, 0);
+	uint64_t t = TICK;
+
+	o.progress = 1;	/* its first fetch */
+	stall_update(&st, &o, 1, t);
+	for (int step = 1; step <= 4; step++) {
+		for (; t < step * 10 * S; t += TICK) {
+			stall_update(&st, &o, 1, t);
+			ck_assert(!stall_job(&st, "")->stalled);
+		}
+		o.steps = step;
+		o.progress = step + 1;
+	}
+	stall_update(&st, &o, 1, t);
+	ck_assert_uint_eq(stall_job(&st, "")->threshold_ns, 100 * S);
+	run(&st, &o, 1, &t, t + 100 * S + 2 * TICK, 10 * S, false);
+	ck_assert(stall_job(&st, "")->stalled);
+	stall_free(&st);
+}
+END_TEST
+
 START_TEST(no_progress_no_stall)
 {
 	struct stall st = { .floor_ns = S };
@@ -497,6 +526,7 @@ int main(void)
 	tcase_add_test(tc, stalls_after_threshold);
 	tcase_add_test(tc, slow_job_not_stalled);
 	tcase_add_test(tc, no_progress_no_stall);
+	tcase_add_test(tc, long_first_step_not_stalled);
 	tcase_add_test(tc, resume_clears);
 	tcase_add_test(tc, validation_is_progress);
 	tcase_add_test(tc, wait_survives_a_timeout_wakeup);

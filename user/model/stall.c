@@ -384,7 +384,13 @@ static void update_job(struct stall *st, struct stall_job *j, const struct stall
 					memcpy(j->mem[i].cp0, o[k]->cp, sizeof(j->mem[i].cp0));
 		return;
 	}
-	j->stalled = j->progress_ns && now - j->progress_ns > j->threshold_ns;
+	/*
+	 * Not before a step's time is known: a job whose steps are longer than
+	 * the floor would be called stalled in its first one (a large model's
+	 * 40 s steps under the 30 s floor), and nothing yet says how long a
+	 * step takes. A hang in the first step is the dump's to show.
+	 */
+	j->stalled = j->progress_ns && j->nhist && now - j->progress_ns > j->threshold_ns;
 	if (!j->stalled)
 		return;
 	j->since = j->progress_ns;

@@ -4,8 +4,10 @@
  * progress (a training step, or a DataLoader fetch: validation counts)
  * for longer than its threshold, max(the floor, STALL_STEPS_X times its
  * median step). The floor is 30 s unless --stall-after says otherwise.
- * A job is judged from its first progress on: one that hangs before any
- * is never called stalled. The next progress clears it.
+ * A job is judged once one of its step times is known (after the first
+ * step that completes once the job is seen): one that hangs before is
+ * never called stalled, and a job of steps longer than the floor is not
+ * called stalled in its first. The next progress clears it.
  *
  * What each rank's trainer thread waits on now comes from its BPF slot
  * (state, wait, phase, probed call) and its DataLoader workers' slots, fed
