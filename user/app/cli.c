@@ -39,7 +39,9 @@ static const char doc[] =
 "    trainbpf report run.db [--format text|json|csv|html] [--epoch N] [--pid N]\n"
 "    trainbpf trace run.db -o trace.json                  # Chrome/Perfetto\n"
 "    trainbpf diff before.db after.db\n"
-"    sudo trainbpf serve --listen 127.0.0.1:9464         # Prometheus exporter\n";
+"    sudo trainbpf serve --listen 127.0.0.1:9464         # Prometheus exporter\n"
+"    sudo trainbpf top                                   # every job here, live\n"
+"    sudo trainbpf dump -p 1234                          # each thread, now\n";
 
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
@@ -401,6 +403,35 @@ void cli_parse_dump(int argc, char **argv, struct env *env)
 	argp_parse(&argp, argc, argv, 0, NULL, env);
 }
 
+static const char top_doc[] =
+"trainbpf top: every training job of this node, a line per rank, live\n"
+"\n"
+"Finds the training processes as `trainbpf serve` does (a process that maps\n"
+"libtorch, the CUDA runtime or NCCL; with --match or --cgroup, those instead)\n"
+"and shows, every -i seconds, a line per rank: its step time, steps per\n"
+"second, where its time went since the last table by training phase, what\n"
+"it mostly was (a category), and its job's top finding, or STALLED. On a\n"
+"terminal it is redrawn in place: up/down choose a rank, enter opens its\n"
+"job's live view (trainbpf -p its ranks), q quits. Otherwise a table after\n"
+"another.\n"
+"\n"
+"EXAMPLES:\n"
+"    sudo trainbpf top\n"
+"    sudo trainbpf top -i 1 --match 'train\\.py'\n";
+
+static const struct argp_option top_opts[] = {
+	{ "interval", 'i', "SEC", 0, "A table every SEC seconds (default 2)" },
+	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: Ctrl-C or q)" },
+	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
+	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
+	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	{},
+};
+
 static const char serve_doc[] =
 "trainbpf serve: every training process of this node, for Prometheus\n"
 "\n"
@@ -460,12 +491,31 @@ static error_t parse_serve_arg(int key, char *arg, struct argp_state *state)
 		env->web_config = arg;
 		return 0;
 	case ARGP_KEY_ARG:
-		argp_error(state, "serve takes no command: it finds the training processes");
+		argp_error(state, "%s takes no command: it finds the training processes",
+			   env->top ? "top" : "serve");
 		return 0;
 	case ARGP_KEY_END:
 		return 0;
 	}
 	return parse_arg(key, arg, state);
+}
+
+void cli_parse_top(int argc, char **argv, struct env *env)
+{
+	static const struct argp argp = { top_opts, parse_serve_arg,
+		"[-i SEC] [--match REGEX] [--cgroup PATH]", top_doc };
+
+	env_defaults(env);
+	env->serve = env->top = true;
+	env->interval_s = 2;
+	env->grace_s = 10;	/* a job gone leaves the table soon */
+	env->epochs = EP_INTERVAL;	/* as serve: epochs are a job's */
+	env->epoch_interval_s = 1e7;
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, env);
+	if (env->interval_s <= 0) {
+		fprintf(stderr, "trainbpf top: -i must be above 0\n");
+		exit(2);
+	}
 }
 
 void cli_parse_serve(int argc, char **argv, struct env *env)

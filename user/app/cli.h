@@ -41,6 +41,7 @@ struct env {
 	bool force;		/* record --force: an earlier recording may be replaced */
 	/* serve: a node's daemon for Prometheus (docs/metrics.md) */
 	bool serve;
+	bool top;		/* trainbpf top: serve's machinery, a table on the terminal */
 	const char *listen;	/* HOST:PORT of /metrics */
 	const char *match;	/* watch processes whose command line matches */
 	const char *cgroup;	/* watch processes in this cgroup (v2 path) */
@@ -56,6 +57,8 @@ void cli_parse(int argc, char **argv, struct env *env);
 void cli_parse_record(int argc, char **argv, struct env *env);
 /* The same for "serve": no target, the daemon finds them. */
 void cli_parse_serve(int argc, char **argv, struct env *env);
+/* The same for "top": serve's, with a table every -i seconds instead of /metrics. */
+void cli_parse_top(int argc, char **argv, struct env *env);
 /* trainbpf dump -p PID[,PID...] [--format text|json] [-o FILE] */
 void cli_parse_dump(int argc, char **argv, struct env *env);
 

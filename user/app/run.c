@@ -39,6 +39,7 @@
 #include "report.h"
 #include "run.h"
 #include "serve.h"
+#include "top.h"
 #include "stall_observe.h"
 #include "states.h"
 #include "steps.h"
@@ -72,6 +73,7 @@ struct run {
 	struct recorder rec;
 	bool recording;
 	struct serve srv;	/* serve: the node's daemon */
+	struct top top;		/* trainbpf top: srv's table on the terminal */
 	struct states states;
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
@@ -584,7 +586,9 @@ static int trace_loop(struct run *r, FILE *live)
 			break;
 		}
 		if (env->serve) {
-			serve_tick(&r->srv, &r->tr, &r->gp, now, rescan_signal);
+			if (!serve_tick(&r->srv, &r->tr, &r->gp, now, rescan_signal) ||
+			    (deadline && now >= deadline))
+				break;	/* top: q, enter, or -d */
 			rescan_signal = 0;
 			continue;	/* a daemon: jobs come and go */
 		}
@@ -817,6 +821,8 @@ static int run_free(struct run *r, uint64_t report_ns)
 		err = -1;
 	r->out = NULL;
 	serve_stop(&r->srv);	/* no scrape after this */
+	if (r->env->top)
+		top_end(&r->top);	/* the terminal as it was, whatever ended it */
 	if (r->stream) {	/* record: the final refresh drained it */
 		r->stream = NULL;
 		states_close(&r->states);
@@ -891,6 +897,10 @@ static int start(struct run *r)
 	r->job.stall = &r->stall;
 	if (env->record_path && start_recording(r))
 		return 1;
+	if (env->top) {
+		top_start(&r->top, env->interval_s);
+		r->srv.top = &r->top;
+	}
 	if (env->serve)
 		return serve_start(&r->srv, env, &r->tr);
 	err = start_targets(&r->tr, env, &r->l, &r->ignored);
@@ -933,6 +943,11 @@ int run_trace(const struct env *given)
 	}
 	if (env->serve) {	/* told to stop: nothing to report */
 		err = 0;
+		if (env->top && r->top.nchosen) {
+			/* Enter: that job's live view, once nothing of top is attached. */
+			run_free(r, 0);
+			return top_exec_live(&r->top, env->interval_s);
+		}
 		goto cleanup;
 	}
 	if (env->record_path) {

@@ -28,13 +28,15 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 		web_config_drop(s->wc);
 		return 1;
 	}
-	if (exporter_start(&s->ex, env->listen, s->wc)) {
+	/* top: a table on the terminal, nothing served; RAS is the exposition's */
+	if (!s->top && exporter_start(&s->ex, env->listen, s->wc)) {
 		discover_free(&s->dsc);
 		web_config_drop(s->wc);
 		return 1;
 	}
 	s->started = true;
-	ras_poller_start(&s->ras);	/* without it, no RAS series (said) */
+	if (!s->top)
+		ras_poller_start(&s->ras);	/* without it, no RAS series (said) */
 	/* A scrape during the scan (it attaches to every job) gets the daemon's own series */
 	publish(s, tr, NULL, 0);
 	/* Jobs already running (a restart of the daemon picks them up). */
@@ -87,8 +89,11 @@ static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes 
 	struct mx_self me = { 0 };
 	char *text = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	FILE *f;
 
+	if (s->top)
+		return;	/* its table is drawn by serve_tick */
+	f = open_memstream(&text, &len);
 	if (!f)
 		return;
 	self_stats(s, tr, gp, &me);
@@ -211,17 +216,21 @@ static void scan(struct serve *s, struct tracer *tr, uint64_t now)
 		tracer_hooks_pause(tr);
 }
 
-void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
+bool serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
 		bool rescan)
 {
 	s->execs_seen = 0;
-	if (rescan)
+	if (s->top && !top_keys(s->top, &s->mx))
+		return false;
+	if (rescan && !s->top)
 		reload(s);
 	if (rescan || now >= s->next_scan)
 		scan(s, tr, now);
 	labels_refresh(tr->job, "/proc", false);
+	if (s->top && !s->top->next_ns)
+		top_draw(s->top, &s->mx, now, true);	/* a key moved the choice */
 	if (now < s->next_publish)
-		return;
+		return true;
 	s->next_publish = now + SERVE_PUBLISH_NS;
 	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
 	metrics_update(&s->mx, tr->job, now);
@@ -232,19 +241,24 @@ void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 			phases_forget_gone(tr->job->phases, tr->job, now - SERVE_FORGET_NS);
 	}
 	metrics_gpu_update(&s->mx, tr->job, now);
-	if (now >= s->next_ras) {
+	if (now >= s->next_ras && !s->top) {
 		ras_round(s, tr->job);
 		s->next_ras = now + SERVE_RAS_NS;
 	}
 	publish(s, tr, gp, now);
+	if (s->top)
+		top_draw(s->top, &s->mx, now, false);
+	return true;
 }
 
 void serve_stop(struct serve *s)
 {
 	if (!s->started)
 		return;
-	exporter_stop(&s->ex);
-	ras_poller_stop(&s->ras);
+	if (!s->top) {
+		exporter_stop(&s->ex);
+		ras_poller_stop(&s->ras);
+	}
 	web_config_drop(s->wc);
 	discover_free(&s->dsc);
 	metrics_free(&s->mx);

@@ -17,6 +17,7 @@
 #include "gpu_probes.h"
 #include "metrics.h"
 #include "ras_client.h"
+#include "top.h"
 #include "tracer.h"
 #include "web_config.h"
 
@@ -60,14 +61,18 @@ struct serve {
 	double start_unix;
 	struct ras_poller ras;	/* NCCL RAS queries, off the loop */
 	uint64_t next_ras;
+	struct top *top;	/* trainbpf top: its table, no exporter; NULL under serve */
 };
 
 /* Listens and finds what runs already; an exit status (1, said) or 0. */
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr);
 /* A process not traced exec'ed: traced at once if --match/--cgroup says so. */
 void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid);
-/* After a refresh: new processes (at once if rescan), labels, metrics, exposition. */
-void serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
+/*
+ * After a refresh: new processes (at once if rescan), labels, metrics, the
+ * exposition (top: its keys and table). False when top is to end.
+ */
+bool serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
 		bool rescan);
 void serve_stop(struct serve *s);
 

@@ -29,6 +29,15 @@ static int serve_main(int argc, char **argv)
 	return run_trace(&env);
 }
 
+static int top_main(int argc, char **argv)
+{
+	struct env env;
+
+	argv[0] = "trainbpf top";
+	cli_parse_top(argc, argv, &env);
+	return run_trace(&env);
+}
+
 static int record_main(int argc, char **argv)
 {
 	struct env env;
@@ -79,6 +88,7 @@ static const struct command {
 	{ "trace", trace_main },
 	{ "diff", diff_main },
 	{ "serve", serve_main },	/* a node's daemon for Prometheus (run.c, serve.c) */
+	{ "top", top_main },	/* every job of the node, a line per rank (top.c) */
 	{ "dump", dump_main },		/* every thread of a job now, from /proc */
 };
 
