@@ -102,6 +102,17 @@ def test_top_in_tmux(tmp_path):
         subprocess.run(["tmux", "send-keys", "-t", name, "C-c"], check=True)
         # its final report's last lines (its first have scrolled past 30 rows)
         wait_screen(name, lambda l: any(x.startswith("Counters:") for x in l), 60)
+        # A closed terminal (SIGHUP) ends top, as it ends the live tool.
+        subprocess.run(["tmux", "respawn-pane", "-k", "-t", name, "env", TRAINBPF, "top",
+                        "--match", MARK], check=True)
+        wait_screen(name, lambda l: any(x.startswith("trainbpf top:") for x in l), 60)
+        pane = subprocess.run(["tmux", "display-message", "-p", "-t", name, "#{pane_pid}"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["tmux", "kill-session", "-t", name], check=True)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{pane}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pane}"), "top outlived its terminal"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
         for p in jobs:

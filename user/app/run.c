@@ -90,7 +90,10 @@ static void on_winch(int sig)
 	resized = 1;
 }
 
-/* serve: SIGHUP looks for new processes at once (a daemon's reload). */
+/*
+ * serve: SIGHUP looks for new processes at once (a daemon's reload); top,
+ * on a terminal, ends with it as the live tool does (a closed terminal).
+ */
 static void on_signal(int sig)
 {
 	if (serving && sig == SIGHUP)
@@ -274,7 +277,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		gpu_probes_on_library(&r->gp, &r->job, ev->life->pid, now_ns());
 		break;
 	case TR_EV_EXEC_SEEN:
-		if (serving)
+		if (r->env->serve)	/* and top */
 			serve_on_exec(&r->srv, &r->tr, ev->pid);
 		break;
 	}
@@ -871,7 +874,7 @@ static int start(struct run *r)
 	r->out = out_open(env->output);	/* record: --report's file, if any */
 	if (!r->out)
 		return 1;
-	serving = env->serve;
+	serving = env->serve && !env->top;
 	if (!env->command)
 		raise_nofile();
 	install_signals(&r->ignored);
