@@ -149,6 +149,32 @@ START_TEST(long_first_step_not_stalled)
 }
 END_TEST
 
+/*
+ * The stall starts at the last progress's own time (its event's), not at
+ * the refresh that saw it: a refresh 0.4 s late under load made the
+ * STALLED line's "for" 0.4 s short of the trainer's wait.
+ */
+START_TEST(stall_starts_at_the_progress_itself)
+{
+	struct stall st = { .floor_ns = 3 * S };
+	struct stall_obs o = rank_obs(100, 0);
+	const struct stall_job *j;
+	uint64_t t = TICK;
+
+	run(&st, &o, 1, &t, 5 * S, 100 * MS, true);
+	o.steps++;
+	o.progress++;
+	o.progress_at = t + 10 * MS;	/* its fetch began here */
+	t += 400 * MS;			/* a late refresh sees it */
+	stall_update(&st, &o, 1, t);
+	run(&st, &o, 1, &t, t + 4 * S, 100 * MS, false);
+	j = stall_any(&st);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_uint_eq(j->since, o.progress_at);
+	stall_free(&st);
+}
+END_TEST
+
 START_TEST(no_progress_no_stall)
 {
 	struct stall st = { .floor_ns = S };
@@ -527,6 +553,7 @@ int main(void)
 	tcase_add_test(tc, slow_job_not_stalled);
 	tcase_add_test(tc, no_progress_no_stall);
 	tcase_add_test(tc, long_first_step_not_stalled);
+	tcase_add_test(tc, stall_starts_at_the_progress_itself);
 	tcase_add_test(tc, resume_clears);
 	tcase_add_test(tc, validation_is_progress);
 	tcase_add_test(tc, wait_survives_a_timeout_wakeup);

@@ -99,6 +99,7 @@ static void progress(const struct job *job, const struct proc_rec *p,
 
 	o->steps = pt ? pt->steps.steps : 0;
 	o->progress = o->steps + (pt ? pt->fetches : 0);
+	o->progress_at = pt ? pt->start : 0;	/* the step under way began at the last */
 	if (!o->progress)
 		o->progress = o->steps = call_steps(job, p->pid);
 	if (!gp)

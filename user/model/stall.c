@@ -362,6 +362,7 @@ static void judge(struct stall_job *j, const struct stall_obs *const *o, int n, 
 static void update_job(struct stall *st, struct stall_job *j, const struct stall_obs *const *o,
 		       int n, uint64_t now)
 {
+	uint64_t at = 0;
 	bool moved = false;
 
 	for (int i = 0; i < n; i++) {
@@ -369,14 +370,19 @@ static void update_job(struct stall *st, struct stall_job *j, const struct stall
 
 		if (!m)
 			continue;
-		moved |= take_progress(j, m, o[i], now);
+		if (take_progress(j, m, o[i], now)) {
+			moved = true;
+			/* the progress's own time, not this refresh's (a late one under load) */
+			at = o[i]->progress_at && o[i]->progress_at <= now &&
+			     o[i]->progress_at > at ? o[i]->progress_at : at;
+		}
 		track_wait(m, o[i], now);
 	}
 	j->now = now;
 	j->threshold_ns = stall_threshold(st->floor_ns, j->hist, j->nhist);
 	if (moved) {
 		/* The stall, if any, is over; what comes next is measured from here. */
-		j->progress_ns = now;
+		j->progress_ns = at ? at : now;
 		j->stalled = false;
 		for (int i = 0; i < j->nmem; i++)
 			for (int k = 0; k < n; k++)

@@ -55,6 +55,7 @@ struct stall_obs {
 	pid_t pid;
 	int rank;		/* -1: unknown */
 	uint64_t progress;	/* training steps plus DataLoader fetches so far */
+	uint64_t progress_at;	/* when the last of them began (its event's time); 0: unknown */
 	uint64_t steps;		/* training steps so far (the median's) */
 	struct stall_thread_obs tr;	/* its trainer thread */
 	uint64_t cp[TB_NCAT];	/* the trainer thread's critical-path totals now */
