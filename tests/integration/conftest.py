@@ -3,6 +3,7 @@
 These tests run for real: as root, BPF programs load and attach, and real
 processes run. Paths are relative to the repository root.
 """
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,24 @@ def schema_version():
 
 def workload(name):
     return os.path.join(WORKLOADS, name)
+
+
+@contextlib.contextmanager
+def slowfs_mounted(mnt, delay_ms, size_mib):
+    """tests/workloads/slowfs on mnt (made here): one file, /data, every read
+    of which takes delay_ms in its daemon; unmounted after."""
+    mnt.mkdir()
+    fs = subprocess.Popen([workload("slowfs"), "-d", str(delay_ms), "-s", str(size_mib),
+                           str(mnt)])
+    try:
+        deadline = time.time() + 10
+        while str(mnt) not in open("/proc/mounts").read():
+            assert fs.poll() is None and time.time() < deadline, "slowfs did not mount"
+            time.sleep(0.05)
+        yield mnt
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+        fs.wait(timeout=10)
 
 
 def run_trainbpf(args, timeout=120, **kw):

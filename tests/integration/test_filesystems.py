@@ -8,29 +8,15 @@ life of ~330-340 ms (exec and the dynamic loader take the rest), so at
 least 85% of its lifetime is io. If trainbpf only knew the block layer,
 those waits would be idle (woken by a process it does not trace).
 """
-import os
-import subprocess
-import time
-
 import pytest
 
-from conftest import trace_json, workload
+from conftest import slowfs_mounted, trace_json
 
 
 @pytest.fixture
 def slowfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    fs = subprocess.Popen([workload("slowfs"), "-d", "10", "-s", "4", str(mnt)])
-    try:
-        deadline = time.time() + 10
-        while str(mnt) not in open("/proc/mounts").read():
-            assert fs.poll() is None and time.time() < deadline, "slowfs did not mount"
-            time.sleep(0.05)
+    with slowfs_mounted(tmp_path / "mnt", 10, 4) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-        fs.wait(timeout=10)
 
 
 def test_fuse_reads_are_io(slowfs):

@@ -35,7 +35,7 @@ import time
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, TORCH_JOB, TRAINBPF, workload
+from conftest import SYSTEM_PYTHON, TORCH_JOB, TRAINBPF, slowfs_mounted
 
 THRESHOLD_S = 3.0
 TICK_S = 0.2
@@ -51,19 +51,8 @@ ROW = re.compile(r"^    pid (\d+) in (\w+), waiting in (\w+) ")
 
 @pytest.fixture
 def slowfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    fs = subprocess.Popen([workload("slowfs"), "-d", str(int(PAUSE_S * 1000)), "-s", "1",
-                           str(mnt)])
-    try:
-        deadline = time.time() + 10
-        while str(mnt) not in open("/proc/mounts").read():
-            assert fs.poll() is None and time.time() < deadline, "slowfs did not mount"
-            time.sleep(0.05)
+    with slowfs_mounted(tmp_path / "mnt", int(PAUSE_S * 1000), 1) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-        fs.wait(timeout=10)
 
 
 def roles(parts, kind):
