@@ -27,7 +27,8 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF, WORKLOADS
+from conftest import ROOT, SYSTEM_PYTHON, TORCH_JOB, TRAINBPF
+from test_stall_nccl import STEPS_BEFORE as STALL_AT_STEP, stall_rank_cmd
 
 RULES = os.path.join(ROOT, "deploy", "prometheus", "trainbpf.rules.yml")
 GRACE_S = 5
@@ -331,7 +332,6 @@ def check_series(prom, job_id, parts, lives):
         assert steps == part["steps"], (rank, steps, part["steps"])
 
 
-STALL_AT = 150          # gpujob --stall-at: rank 1 stops entering the loop's collectives there
 STALL_AFTER_S = 3.0
 
 
@@ -358,12 +358,8 @@ def test_stalled_ranks_in_prometheus(tmp_path):
         for r in (0, 1):
             env = dict(os.environ, RANK=str(r), LOCAL_RANK="0", WORLD_SIZE="2",
                        TORCHELASTIC_RUN_ID=job_id)
-            ranks.append(subprocess.Popen(
-                [os.path.join(WORKLOADS, "gpujob"), "--truth", str(tmp_path / f"t{r}.json"),
-                 "--comm-init", "--rank", str(r), "--nranks", "2", "--steps", "1000000",
-                 "--stall-at", str(STALL_AT), "--cpu-us", "2000", "--sync-us", "100",
-                 "--nccl-us", "100", "--mode", "sleep", "--wait-probes", "60000"],
-                env=env, stderr=open(tmp_path / f"rank{r}.log", "w")))
+            ranks.append(subprocess.Popen(stall_rank_cmd(r, tmp_path / f"t{r}.json"), env=env,
+                                          stderr=open(tmp_path / f"rank{r}.log", "w")))
         mono_to_unix = time.time() - time.monotonic()
         deadline = time.monotonic() + 120
         while len(seen) < 2 and time.monotonic() < deadline:
@@ -390,7 +386,7 @@ def test_stalled_ranks_in_prometheus(tmp_path):
         assert lag == {"0": ("deadbeef01020304", 0.0), "1": ("deadbeef01020304", 1.0)}, lag
         counts = {(m["rank"], m["communicator"]): v for m, v in prom.query(
             f'trainbpf_nccl_collectives_total{{training_job="{job_id}"}}')}
-        assert counts[("0", "deadbeef01020304")] == 9 * STALL_AT + 1, counts
+        assert counts[("0", "deadbeef01020304")] == 9 * STALL_AT_STEP + 1, counts
         own = {k: v for k, v in counts.items() if k[1] not in ("deadbeef01020304",)}
         assert list(own.values()) == [4.0] and list(own)[0][0] == "1", counts
     finally:

@@ -40,14 +40,18 @@ LINE = re.compile(r"^STALLED for ([\d.]+) s .*: culprit rank (\d) \(pid (\d+)\) 
                   r"behind on communicator ([0-9a-f]{16})$")
 
 
+def stall_rank_cmd(rank, truth):
+    """gpujob as rank of 2 that stalls at step STEPS_BEFORE (test_serve.py's too)."""
+    return [workload("gpujob"), "--truth", str(truth), "--comm-init", "--rank", str(rank),
+            "--nranks", "2", "--steps", "1000000", "--stall-at", str(STEPS_BEFORE),
+            "--cpu-us", "2000", "--sync-us", "100", "--nccl-us", "100", "--mode", "sleep",
+            "--wait-probes", "60000"]
+
+
 def start_rank(rank, tmp_path):
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2")
-    return subprocess.Popen(
-        [workload("gpujob"), "--truth", str(tmp_path / f"truth{rank}.json"), "--comm-init",
-         "--rank", str(rank), "--nranks", "2", "--steps", "1000000",
-         "--stall-at", str(STEPS_BEFORE), "--cpu-us", "2000", "--sync-us", "100",
-         "--nccl-us", "100", "--mode", "sleep", "--wait-probes", "60000"],
-        env=env, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(stall_rank_cmd(rank, tmp_path / f"truth{rank}.json"), env=env,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def read_lines(stream, out):
