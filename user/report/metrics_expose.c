@@ -60,11 +60,6 @@ void metrics_family(FILE *f, const char *name, const char *type, const char *hel
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
-{
-	metrics_family(f, name, type, help);
-}
-
 static bool live(const struct mx_series *s)
 {
 	return s->alive_ns != 0;
@@ -72,7 +67,7 @@ static bool live(const struct mx_series *s)
 
 static void times(const struct metrics *m, FILE *f)
 {
-	family(f, "trainbpf_time_seconds_total", "counter",
+	metrics_family(f, "trainbpf_time_seconds_total", "counter",
 	       "Wall time of each process's main thread (a trainer's trainer thread) by "
 	       "where it went (a trainer's critical path: a wait for another thread counts "
 	       "as what that thread did).");
@@ -82,7 +77,7 @@ static void times(const struct metrics *m, FILE *f)
 				   tb_cat_names[c]);
 			fprintf(f, "%.9f\n", m->series[i].v.cat_ns[c] / 1e9);
 		}
-	family(f, "trainbpf_phase_seconds_total", "counter",
+	metrics_family(f, "trainbpf_phase_seconds_total", "counter",
 	       "Wall time of a trainer's trainer thread by training phase, from PyTorch's "
 	       "own brackets (settled steps).");
 	for (int i = 0; i < m->nseries; i++)
@@ -98,7 +93,7 @@ static void times(const struct metrics *m, FILE *f)
 static void per_series(const struct metrics *m, FILE *f, const char *name, const char *type,
 		       const char *help, bool phases_only, size_t off, bool is_double)
 {
-	family(f, name, type, help);
+	metrics_family(f, name, type, help);
 	for (int i = 0; i < m->nseries; i++) {
 		const struct mx_series *s = &m->series[i];
 		const char *v = (const char *)&s->v + off;
@@ -121,7 +116,7 @@ static void comm_counts(const struct metrics *m, FILE *f)
 {
 	const char *name = "trainbpf_nccl_collectives_total";
 
-	family(f, "trainbpf_nccl_collectives_total", "counter",
+	metrics_family(f, "trainbpf_nccl_collectives_total", "counter",
 	       "NCCL data calls (collectives, sends, receives) entered on a communicator, by its "
 	       "id: the first 8 bytes of its ncclUniqueId (a split's derived from its parent's), "
 	       "the same on every rank of it. A rank whose count stops below its peers' is "
@@ -168,7 +163,7 @@ static void counts(const struct metrics *m, FILE *f)
 	    true, epochs, false);
 	comm_counts(m, f);
 	/* Not trainbpf_step_seconds: that is the counter's family in OpenMetrics. */
-	family(f, "trainbpf_last_step_seconds", "gauge",
+	metrics_family(f, "trainbpf_last_step_seconds", "gauge",
 	       "Mean wall time of the training steps completed at the last update that had any "
 	       "(updates every 0.5 s).");
 	for (int i = 0; i < m->nseries; i++)
@@ -176,7 +171,7 @@ static void counts(const struct metrics *m, FILE *f)
 			metrics_put_series(f, "trainbpf_last_step_seconds", &m->series[i], NULL, NULL);
 			fprintf(f, "%.6f\n", m->series[i].step_now_ms / 1e3);
 		}
-	family(f, "trainbpf_job_stalled", "gauge",
+	metrics_family(f, "trainbpf_job_stalled", "gauge",
 	       "1 while the trainer's job is stalled: no rank of it on this node made progress "
 	       "(a training step, a DataLoader fetch) for max(--stall-after, 10 median steps); "
 	       "else 0.");
@@ -185,7 +180,7 @@ static void counts(const struct metrics *m, FILE *f)
 			metrics_put_series(f, "trainbpf_job_stalled", &m->series[i], NULL, NULL);
 			fprintf(f, "%d\n", m->series[i].stalled);
 		}
-	family(f, "trainbpf_job_stall_culprit", "gauge",
+	metrics_family(f, "trainbpf_job_stall_culprit", "gauge",
 	       "1 on the series of the rank a stalled job waits for (its wait has no peer), with "
 	       "the phase it is in and what it waits on; no sample otherwise.");
 	for (int i = 0; i < m->nseries; i++) {
@@ -197,7 +192,7 @@ static void counts(const struct metrics *m, FILE *f)
 		fprintf(f, ",phase=\"%s\",wait=\"%s\"} 1\n", ph_names[s->culprit_phase],
 			tb_cat_names[s->culprit_wait & (TB_NCAT - 1)]);
 	}
-	family(f, "trainbpf_processes", "gauge", "Live processes watched.");
+	metrics_family(f, "trainbpf_processes", "gauge", "Live processes watched.");
 	for (int i = 0; i < m->nseries; i++)
 		if (live(&m->series[i])) {
 			metrics_put_series(f, "trainbpf_processes", &m->series[i], NULL, NULL);
@@ -207,7 +202,7 @@ static void counts(const struct metrics *m, FILE *f)
 
 static void findings(const struct metrics *m, FILE *f)
 {
-	family(f, "trainbpf_finding", "gauge",
+	metrics_family(f, "trainbpf_finding", "gauge",
 	       "A finding of trainbpf's diagnosis (docs/model.md) for the job's processes on this "
 	       "node, over their time since the daemon found them: its severity, 0 to 1; no "
 	       "sample: not found.");
@@ -224,31 +219,31 @@ static void findings(const struct metrics *m, FILE *f)
 
 static void self(const struct metrics *m, const struct mx_self *s, FILE *f)
 {
-	family(f, "trainbpf_events_lost_total", "counter",
+	metrics_family(f, "trainbpf_events_lost_total", "counter",
 	       "BPF events lost: the ring buffer was full (phases, steps, lifecycle).");
 	fprintf(f, "trainbpf_events_lost_total %" PRIu64 "\n", s->events_lost);
-	family(f, "trainbpf_threads_untraced_total", "counter",
+	metrics_family(f, "trainbpf_threads_untraced_total", "counter",
 	       "Threads not traced: no slot was free (--max-threads), or their process held its "
 	       "share (an eighth); their time is in no series.");
 	fprintf(f, "trainbpf_threads_untraced_total %" PRIu64 "\n", s->threads_untraced);
-	family(f, "trainbpf_libraries_not_probed_total", "counter",
+	metrics_family(f, "trainbpf_libraries_not_probed_total", "counter",
 	       "Library mappings not probed: owned by another user than the process's or root, "
 	       "writable by others, past 32 in one process, or past 256 kept of one owner's.");
 	fprintf(f, "trainbpf_libraries_not_probed_total %" PRIu64 "\n", s->libraries_refused);
-	family(f, "trainbpf_series_dropped_total", "counter",
+	metrics_family(f, "trainbpf_series_dropped_total", "counter",
 	       "Label sets not kept as their own: past a user's bound (to its overflow series) "
 	       "or the node's (dropped).");
 	fprintf(f, "trainbpf_series_dropped_total %" PRIu64 "\n", m->series_dropped);
-	family(f, "trainbpf_traced_processes", "gauge", "Processes traced now, all jobs.");
+	metrics_family(f, "trainbpf_traced_processes", "gauge", "Processes traced now, all jobs.");
 	fprintf(f, "trainbpf_traced_processes %" PRIu64 "\n", s->processes);
-	family(f, "process_cpu_seconds_total", "counter",
+	metrics_family(f, "process_cpu_seconds_total", "counter",
 	       "CPU time of trainbpf itself, user and system.");
 	fprintf(f, "process_cpu_seconds_total %.6f\n", s->cpu_s);
-	family(f, "process_resident_memory_bytes", "gauge", "Resident memory of trainbpf.");
+	metrics_family(f, "process_resident_memory_bytes", "gauge", "Resident memory of trainbpf.");
 	fprintf(f, "process_resident_memory_bytes %" PRIu64 "\n", s->rss_bytes);
-	family(f, "process_start_time_seconds", "gauge", "When trainbpf started (Unix time).");
+	metrics_family(f, "process_start_time_seconds", "gauge", "When trainbpf started (Unix time).");
 	fprintf(f, "process_start_time_seconds %.3f\n", s->start_unix);
-	family(f, "trainbpf_build_info", "gauge", "The version running.");
+	metrics_family(f, "trainbpf_build_info", "gauge", "The version running.");
 	fprintf(f, "trainbpf_build_info{version=\"%s\"} 1\n", TB_VERSION);
 }
 

@@ -134,7 +134,7 @@ static void put(FILE *f, const struct metrics *m, const char *name, const struct
 static void counter(const struct metrics *m, FILE *f, const char *name, const char *help,
 		    size_t off)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	metrics_family(f, name, "counter", help);
 	for (int i = 0; i < m->gpu.n; i++) {
 		const struct mx_gpu_series *s = &m->gpu.s[i];
 
