@@ -960,6 +960,7 @@ void gpu_probes_read(struct gpu_probes *gp)
 	struct gpu *g = gp->gpu;
 	struct tb_api_key key, next;
 	struct tb_api_stat st;
+	struct gpu_proc *p;
 	void *prev = NULL;
 	int fd;
 
@@ -972,11 +973,7 @@ void gpu_probes_read(struct gpu_probes *gp)
 		prev = &key;
 		if (key.api >= TB_MAX_APIS || bpf_map_lookup_elem(fd, &key, &st))
 			continue;
-		for (int i = g->nprocs - 1; i >= 0; i--) {
-			if (g->procs[i].pid == (pid_t)key.tgid) {
-				g->procs[i].stat[key.api] = st;
-				break;
-			}
-		}
+		if ((p = latest(g, key.tgid)))
+			p->stat[key.api] = st;
 	}
 }

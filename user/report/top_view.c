@@ -191,8 +191,7 @@ static void put_line(FILE *f, const char *line, int cols, bool tty, bool selecte
 		selected ? "\033[0m" : "");
 }
 
-static void header(FILE *f, const struct top_view *tv, const struct metrics *m, int cols,
-		   bool tty)
+static void header(FILE *f, const struct top_view *tv, int cols, bool tty)
 {
 	char line[TOP_LINE];
 	int jobs = 0;
@@ -209,7 +208,6 @@ static void header(FILE *f, const struct top_view *tv, const struct metrics *m, 
 	snprintf(line + strlen(line), sizeof(line) - strlen(line), "  %-13s  %s", "MOSTLY",
 		 "TOP FINDING (severity)");
 	put_line(f, line, cols, tty, false);
-	(void)m;
 }
 
 int top_view_draw(FILE *f, struct top_view *tv, const struct metrics *m, uint64_t now,
@@ -219,7 +217,7 @@ int top_view_draw(FILE *f, struct top_view *tv, const struct metrics *m, uint64_
 	char line[TOP_LINE];
 
 	take_rows(tv, m);
-	header(f, tv, m, cols, tty);
+	header(f, tv, cols, tty);
 	for (int i = 0; i < tv->nrows; i++) {
 		struct top_row *r = &tv->rows[i];
 		const struct mx_series *s = &m->series[r->series];
