@@ -456,9 +456,14 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 	if (ep_snap_alloc(ep, s, job->nprocs))
 		return -1;
 	s->n = job->nprocs;
-	for (int i = 0; i < s->n; i++)
-		ep_tot_of(&s->p[i], &job->procs[i], loop_thread(ep, &job->procs[i]),
-			  ep_tot_at(&ep->prev, i));
+	for (int i = 0; i < s->n; i++) {
+		const struct proc_rec *p = &job->procs[i];
+		const struct ep_tot *before = ep_tot_at(&ep->prev, i);
+
+		/* An ended process's loop thread is a cache miss per snapshot. */
+		ep_tot_of(&s->p[i], p, ep_tot_reusable(before, p) ? NULL : loop_thread(ep, p),
+			  before);
+	}
 	phases_main_now(ep->phases, s->ph);
 	main_phase_rows(ep, job, final, s->ph_cp);
 	return 0;

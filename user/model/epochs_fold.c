@@ -99,14 +99,19 @@ static bool tot_final(const struct proc_rec *p)
  * churns processes, were a quarter of a soak's CPU (cache misses). A final
  * entry is copied on; a thread row added since (read late) reads again.
  */
+bool ep_tot_reusable(const struct ep_tot *before, const struct proc_rec *p)
+{
+	return before && before->final && !before->absent && before->pid == p->pid &&
+	       before->start == p->start_ns && before->nthreads == p->nthreads && !p->folded;
+}
+
 void ep_tot_of(struct ep_tot *t, const struct proc_rec *p, const struct thread_rec *mt,
 	       const struct ep_tot *before)
 {
 	uint64_t own[TB_NCAT];
 
 	tot_identity(t, p);	/* a role may change after the end */
-	if (before && before->final && !before->absent && before->pid == p->pid &&
-	    before->start == p->start_ns && before->nthreads == p->nthreads && !p->folded) {
+	if (ep_tot_reusable(before, p)) {
 		memcpy(t->own, before->own, sizeof(t->own));
 		memcpy(t->main_cp, before->main_cp, sizeof(t->main_cp));
 		memcpy(t->main_own, before->main_own, sizeof(t->main_own));

@@ -19,6 +19,8 @@ void ep_pool_free(struct epochs *ep);
 
 /* Row i of a snapshot, NULL if the process was not in the job then. */
 const struct ep_tot *ep_tot_at(const struct ep_snap *s, int i);
+/* ep_tot_of would copy before on: p's main thread need not be looked up. */
+bool ep_tot_reusable(const struct ep_tot *before, const struct proc_rec *p);
 /*
  * A process's totals now, into a snapshot entry, mt's (its loop thread,
  * may be NULL) as its main_*; those of before (its entry in the last
