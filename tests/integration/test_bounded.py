@@ -32,13 +32,17 @@ it runs SOAK_S and derives its thresholds from that goal:
   the default --epochs auto (every fork made an epoch, and each epoch a
   table as long as the process list: 620 MB after 70 s), and ~10 kB per
   process seen with interval epochs: a ramp, rising at every sample.
-- CPU: trainbpf's own user+sys time (ticks of 10 ms, from /proc/PID/stat)
-  over the steady window <= 2% of a core, the goal itself; and per-tick
-  work must not grow with what was seen: the second half of the window
-  may cost at most 1.5x the first, plus 0.3 points (the tick resolution
-  over half the window is 0.08 points; the rest is load from other tests
-  on this 2-core machine). Before the fix the CPU grew with the square
-  of the processes seen (the roles were judged pairwise).
+- CPU: per-tick work must not grow with what was seen: trainbpf's own
+  user+sys time (ticks of 10 ms, from /proc/PID/stat) over the second half
+  of the steady window may cost at most 1.5x the first, plus 0.3 points
+  (the tick resolution over half the window is 0.08 points; the rest is
+  load from other tests on this 2-core machine). Before the fix the CPU
+  grew with the square of the processes seen (the roles were judged
+  pairwise). The goal's absolute figure (<= 2% of a core) is a benchmark's,
+  not this test's: bench/soak.sh measures it over an hour (RESULTS.md).
+  A 40 s window on this VM cannot tell 2% from 1.3%: the same build's
+  record soak cost 1.35% here and 2.42% in a CI run whose suite took as
+  long as here, and 20 s blocks of one 160 s soak spread 1.32-2.34%.
 
 The report: a 24-hour recording with 200,000 short-lived processes and
 1,440 interval epochs (recording_fixture.make_many_procs; ~600,000 rows)
@@ -66,7 +70,6 @@ GOAL_RSS_MB = 64
 STEP_MB = 0.5       # a rise this large within STEP_S: the allocator settling
 STEP_S = 3
 MAX_STEPS = 2
-GOAL_CPU_PCT = 2.0
 HOUR_S = 3600
 REPORT_BOUND_S = 10.0
 
@@ -196,7 +199,6 @@ def check_soak(samples):
     series = " ".join(f"{t:.0f}:{r:.2f}" for t, _, r in steady)
     assert hour <= GOAL_RSS_MB, \
         f"RSS grows {k * 1024:.1f} kB/s: {hour:.0f} MB at 1 h (s:MB {series})"
-    assert cpu <= GOAL_CPU_PCT, f"CPU {cpu:.2f}% of a core"
     assert cpu2 <= 1.5 * cpu1 + 0.3, f"CPU per tick grows: {cpu1:.2f}% then {cpu2:.2f}%"
 
 
