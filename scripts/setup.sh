@@ -13,6 +13,10 @@ PKGS=(clang llvm make gcc pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
       tmux   # tests: the live view in place, read with capture-pane (test_live_screen.py)
       mmdebstrap)   # scripts/torch-root.sh: the Debian 13 root with torch 2.6
 
+# The machine's Node.js and npm fetch the viewers the tests load outputs in;
+# Debian's where the machine has none.
+command -v npm >/dev/null || PKGS+=(npm)
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -35,6 +39,13 @@ if ((${#missing[@]})); then
 		rm -f "$policy"
 		trap - EXIT
 	fi
+fi
+
+# speedscope, pinned by tests/viewers/package-lock.json: test_speedscope.py
+# loads the trace in it (its own importer, not a replay of it).
+viewers="$(dirname "$0")/../tests/viewers"
+if [[ ! -f $viewers/node_modules/speedscope/package.json ]]; then
+	npm ci --prefix "$viewers" --ignore-scripts --no-audit --no-fund
 fi
 
 # Debian 13's torch 2.6 in a root of its own: the phase tests run the jobs

@@ -11,22 +11,21 @@ browser's layout (getBBox), must be the JSON report's share of the same
 recording within the rounding of both; a screenshot must not be blank.
 """
 import base64
-import fcntl
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 import zlib
 
 import pytest
+
+from browser import CHROMIUM, Browser, console_problems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINBPF = os.path.join(ROOT, "build", "trainbpf")
 RENDER = os.path.join(ROOT, "build", "tests", "render")
 RECORDINGS = os.path.join(ROOT, "tests", "golden", "recordings")
-CHROMIUM = shutil.which("chromium-headless-shell")
 NAMES = sorted(n[:-3] for n in os.listdir(RECORDINGS) if n.endswith(".db"))
 PX = 0.05  # coordinates are printed with 2 decimals; shares with 3-4
 
@@ -42,79 +41,11 @@ BARS_JS = """JSON.stringify([...document.querySelectorAll('svg[data-chart] rect'
 }))"""
 
 
-class Browser:
-    """Chromium over --remote-debugging-pipe: JSON messages ending in NUL, on fds 3 and 4."""
-
-    def __init__(self):
-        cmd_r, self.cmd_w = os.pipe()
-        self.res_r, res_w = os.pipe()
-        # Above 4, so that moving them onto 3 and 4 overwrites neither.
-        for fd in (cmd_r, res_w):
-            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-            os.close(fd)
-            cmd_r, res_w = (high, res_w) if fd == cmd_r else (cmd_r, high)
-
-        # The pipe's ends as fds 3 and 4 of chromium itself, by bash's
-        # redirections: Popen closes what it was not told to keep after a
-        # preexec_fn would have dup2'ed them.
-        args = [CHROMIUM, "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-                "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,900",
-                "about:blank"]
-        self.proc = subprocess.Popen(
-            ["bash", "-c", f'exec "$@" 3<&{cmd_r} 4>&{res_w} {cmd_r}<&- {res_w}>&-', "sh"] + args,
-            pass_fds=(cmd_r, res_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(cmd_r)
-        os.close(res_w)
-        self.buf, self.next_id, self.events = b"", 0, []
-
-    def _read(self):
-        while b"\0" not in self.buf:
-            chunk = os.read(self.res_r, 1 << 16)
-            if not chunk:
-                raise RuntimeError("chromium closed the pipe")
-            self.buf += chunk
-        msg, self.buf = self.buf.split(b"\0", 1)
-        return json.loads(msg)
-
-    def call(self, method, session=None, **params):
-        self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = session
-        os.write(self.cmd_w, json.dumps(msg).encode() + b"\0")
-        while True:
-            m = self._read()
-            if m.get("id") == self.next_id:
-                if "error" in m:
-                    raise RuntimeError(f"{method}: {m['error']}")
-                return m["result"]
-            self.events.append(m)
-
-    def wait(self, method):
-        while not any(e.get("method") == method for e in self.events):
-            self.events.append(self._read())
-
-    def close(self):
-        try:
-            self.call("Browser.close")
-        except RuntimeError:
-            pass
-        self.proc.wait(timeout=30)
-        os.close(self.cmd_w)
-        os.close(self.res_r)
-
-
 def load(path):
     """The page's bars, its problems (console errors, requests) and a screenshot."""
     b = Browser()
     try:
-        target = next(t for t in b.call("Target.getTargets")["targetInfos"]
-                      if t["type"] == "page")
-        s = b.call("Target.attachToTarget", targetId=target["targetId"],
-                   flatten=True)["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            b.call(f"{domain}.enable", session=s)
-        b.events.clear()
+        s = b.page()
         url = "file://" + path
         b.call("Page.navigate", session=s, url=url)
         b.wait("Page.loadEventFired")
@@ -126,11 +57,7 @@ def load(path):
                       captureBeyondViewport=True)["data"]
     finally:
         b.close()
-    errors = [e for e in b.events if e.get("method") in ("Runtime.exceptionThrown",)
-              or (e.get("method") == "Runtime.consoleAPICalled"
-                  and e["params"]["type"] in ("error", "assert"))
-              or (e.get("method") == "Log.entryAdded"
-                  and e["params"]["entry"]["level"] == "error")]
+    errors = console_problems(b.events, ("error", "assert"))
     requests = [e["params"]["request"]["url"] for e in b.events
                 if e.get("method") == "Network.requestWillBeSent"
                 and e["params"]["request"]["url"] != url]
