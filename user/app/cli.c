@@ -51,6 +51,22 @@ enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, 
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* Options several commands take, with the same help: written once. */
+#define OPT_ENTRY_BTF \
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" }
+#define OPT_ENTRY_MAX_THREADS \
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" }
+#define OPT_ENTRY_VERBOSE \
+	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" }
+#define OPT_ENTRY_NO_PHASES_SEE \
+	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" }
+#define OPT_ENTRY_STALL_AFTER \
+	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" }
+#define OPT_ENTRY_MATCH \
+	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" }
+#define OPT_ENTRY_CGROUP \
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" }
+
 static const struct argp_option opts[] = {
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 5, 0 = none)" },
@@ -58,8 +74,8 @@ static const struct argp_option opts[] = {
 	{ "format", OPT_FORMAT, "text|json|html", 0, "Final report format (default text; html when -o ends in .html)" },
 	{ "detail", OPT_DETAIL, NULL, 0, "Text: every section (processes, threads, epoch blocks, the findings' evidence and advice, CUDA/NCCL), not one screen" },
 	{ "output", 'o', "FILE", 0, "Write the final report to FILE (default stdout)" },
-	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	OPT_ENTRY_BTF,
+	OPT_ENTRY_MAX_THREADS,
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch...). Costs the launching thread " TB_LAUNCH_COST " per launch" },
 	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (data, forward, backward, optimizer, checkpoint, validation); they cost " TB_PHASES_COST },
@@ -67,9 +83,9 @@ static const struct argp_option opts[] = {
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive; its first group of digits is the epoch number" },
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
 	{ "step-blocks", OPT_STEP_BLOCKS, "N", 0, "Also print a block (step times, shares, slowest category) every N steps, as they complete" },
-	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
+	OPT_ENTRY_STALL_AFTER,
 	{ "states-out", OPT_STATES_OUT, "FILE", 0, "Debugging and test aid: write every closed state interval (tid, pid, start_ns, end_ns, cat, cp_cat) to FILE as tab-separated lines" },
-	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	OPT_ENTRY_VERBOSE,
 	{},
 };
 
@@ -296,15 +312,15 @@ static const struct argp_option record_opts[] = {
 	{ "pid", 'p', "PID[,PID...]", 0, "Trace these processes, their threads and every descendant" },
 	{ "interval", 'i', "SEC", 0, "Live table every SEC seconds (default 0 = none)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: when the job exits)" },
-	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	OPT_ENTRY_BTF,
+	OPT_ENTRY_MAX_THREADS,
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
 	{ "launches", OPT_LAUNCHES, NULL, 0, "Also count kernel and graph launches (see trainbpf --help)" },
-	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
+	OPT_ENTRY_NO_PHASES_SEE,
 	{ "epochs", OPT_EPOCHS, "auto|marker|passes|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
 	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress for max(SEC, 10 x its median step); default 30. The recording keeps the stall the run ended in" },
-	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	OPT_ENTRY_VERBOSE,
 	{},
 };
 
@@ -422,13 +438,13 @@ static const char top_doc[] =
 static const struct argp_option top_opts[] = {
 	{ "interval", 'i', "SEC", 0, "A table every SEC seconds (default 2)" },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: Ctrl-C or q)" },
-	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
-	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
-	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
-	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
-	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	OPT_ENTRY_MATCH,
+	OPT_ENTRY_CGROUP,
+	OPT_ENTRY_STALL_AFTER,
+	OPT_ENTRY_BTF,
+	OPT_ENTRY_MAX_THREADS,
+	OPT_ENTRY_NO_PHASES_SEE,
+	OPT_ENTRY_VERBOSE,
 	{},
 };
 
@@ -453,16 +469,16 @@ static const char serve_doc[] =
 
 static const struct argp_option serve_opts[] = {
 	{ "listen", OPT_LISTEN, "HOST:PORT", 0, "Serve /metrics there (default 127.0.0.1:9464; [IPV6]:PORT, or PORT on loopback)" },
-	{ "match", OPT_MATCH, "REGEX", 0, "Watch the processes whose command line (arguments joined by spaces) matches this POSIX extended regex" },
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Watch the processes in this cgroup v2 path or below (as /proc/PID/cgroup names it)" },
+	OPT_ENTRY_MATCH,
+	OPT_ENTRY_CGROUP,
 	{ "grace", OPT_GRACE, "SEC", 0, "Keep a job's series this long after its last process exited (default 30)" },
-	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress (a step, a batch) for max(SEC, 10 x its median step); default 30" },
+	OPT_ENTRY_STALL_AFTER,
 	{ "web.config.file", OPT_WEB_CONFIG, "FILE", 0, "TLS and basic auth for /metrics, in the web-config file format of Prometheus' exporters (docs/metrics.md); read again at SIGHUP" },
-	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use when the kernel has none built in" },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Threads traced at once (default " STR(TB_DEFAULT_SLOTS) ")" },
+	OPT_ENTRY_BTF,
+	OPT_ENTRY_MAX_THREADS,
 	{ "ringbuf-size", OPT_RINGBUF, "KB", 0, "Event ring buffer, power of two >= 4 (default 256)" },
-	{ "no-phases", OPT_NO_PHASES, NULL, 0, "Do not probe libtorch for training phases (see trainbpf --help)" },
-	{ "verbose", 'v', NULL, 0, "Print libbpf debug output" },
+	OPT_ENTRY_NO_PHASES_SEE,
+	OPT_ENTRY_VERBOSE,
 	{},
 };
 
