@@ -6,8 +6,10 @@ speedscope (test_speedscope.py)."""
 import fcntl
 import json
 import os
+import select
 import shutil
 import subprocess
+import time
 
 CHROMIUM = shutil.which("chromium-headless-shell")
 
@@ -60,8 +62,15 @@ class Browser:
                 return m["result"]
             self.events.append(m)
 
-    def wait(self, method):
-        while not any(e.get("method") == method for e in self.events):
+    def wait(self, method, where=lambda params: True, timeout_s=60):
+        """Reads messages until an event method whose params satisfy where
+        has come; TimeoutError after timeout_s (a 2-core machine under a
+        test suite's load)."""
+        deadline = time.monotonic() + timeout_s
+        while not any(e.get("method") == method and where(e["params"]) for e in self.events):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.res_r], [], [], left)[0]:
+                raise TimeoutError(f"no {method} within {timeout_s} s")
             self.events.append(self._read())
 
     def close(self):

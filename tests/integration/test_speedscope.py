@@ -26,7 +26,6 @@ import base64
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import time
@@ -45,16 +44,6 @@ LOAD_S = 60     # a 2-core machine under a test suite's load
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="chromium-headless-shell not installed "
                                 "(scripts/setup.sh installs it)")
-
-
-def wait_for(b, pred, what):
-    """Reads b's messages until one satisfies pred; fails after LOAD_S."""
-    deadline = time.monotonic() + LOAD_S
-    while not any(pred(e) for e in b.events):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([b.res_r], [], [], left)[0]:
-            pytest.fail(f"speedscope: no {what} within {LOAD_S} s")
-        b.events.append(b._read())
 
 
 def export(trace, tmp_path):
@@ -78,8 +67,8 @@ def export(trace, tmp_path):
             time.sleep(0.1)
         b.evaluate(s, "window.dispatchEvent(new KeyboardEvent('keydown', "
                       "{key: 's', ctrlKey: true}))")
-        wait_for(b, lambda e: e.get("method") == "Browser.downloadProgress"
-                 and e["params"]["state"] in ("completed", "canceled"), "export")
+        b.wait("Browser.downloadProgress", lambda p: p["state"] in ("completed", "canceled"),
+               LOAD_S)
     finally:
         b.close()
     done = [e for e in b.events if e.get("method") == "Browser.downloadProgress"
