@@ -589,10 +589,15 @@ static int trace_loop(struct run *r, FILE *live)
 			break;
 		}
 		if (env->serve) {
-			if (!serve_tick(&r->srv, &r->tr, &r->gp, now, rescan_signal) ||
+			/*
+			 * Taken and cleared in one step: a SIGHUP that comes
+			 * while the tick runs is the next tick's, not lost.
+			 */
+			bool hup = __atomic_exchange_n(&rescan_signal, 0, __ATOMIC_SEQ_CST);
+
+			if (!serve_tick(&r->srv, &r->tr, &r->gp, now, hup) ||
 			    (deadline && now >= deadline))
 				break;	/* top: q, enter, or -d */
-			rescan_signal = 0;
 			continue;	/* a daemon: jobs come and go */
 		}
 		show(r, live, now, &next_live);
