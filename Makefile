@@ -14,7 +14,7 @@ IMAGE ?= trainbpf:$(VERSION)
 
 BPF_INCLUDES := -Iinclude -Ivmlinux -I/usr/include/$(MULTIARCH)
 CFLAGS ?= -O2 -g
-CFLAGS += -Wall -Wextra -Werror=implicit-function-declaration -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+CFLAGS += -Wall -Wextra -Werror=implicit-function-declaration -Werror=incompatible-pointer-types -Werror=int-conversion -Wno-unused-parameter -Wno-missing-field-initializers -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
 LDLIBS := -lbpf -lelf -lz -lm -lsqlite3 -lmicrohttpd -lgnutls -lyaml -lcrypt -lpthread
 STATIC_LDLIBS := -l:libbpf.a -l:libelf.a -l:libz.a -l:libzstd.a -l:libsqlite3.a -l:libyaml.a \
 		 -l:libcrypt.a -lpthread -lm
@@ -110,7 +110,7 @@ check: unit layers golden integration
 # with clang's instrumentation; new inputs go to the build directory, the
 # seeds (tests/fuzz/make_corpus.py) stay as they are.
 FUZZ_TIME ?= 60
-FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address -Werror=implicit-function-declaration -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address -Werror=implicit-function-declaration -Werror=incompatible-pointer-types -Werror=int-conversion -std=gnu11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"'
 FUZZ_OBJS := $(patsubst $(OUTPUT)/user/%.o,$(OUTPUT)/fuzz/%.o,$(LIB_OBJS))
 $(OUTPUT)/fuzz-corpus $(addprefix $(OUTPUT)/fuzz/,$(LAYERS)):
 	mkdir -p $@

@@ -23,9 +23,9 @@ static void run(const char *path, const struct rec_filter *flt)
 		return;
 	}
 	rec_counters(&r, &c);
-	report_text(sink, &r.job, &c, r.end_ns);
-	report_json(sink, &r.job, &c, r.end_ns);
-	report_csv(sink, &r.job);
+	report_text(sink, &r.ses, &c, r.end_ns);
+	report_json(sink, &r.ses, &c, r.end_ns);
+	report_csv(sink, &r.ses);
 	rec_close(&r);
 	if (!rec_open(&r, path, err, sizeof(err)))
 		trace_export(&r, sink, err, sizeof(err));

@@ -25,6 +25,7 @@
 #include "phases.h"
 #include "report.h"
 #include "report_write.h"
+#include "session.h"
 #include "steps.h"
 #include "cli_read.h"
 
@@ -34,14 +35,9 @@
 #define TICKS 40
 
 struct scene {
-	struct job job;
+	struct session ses;
 	struct { pid_t pid; uint64_t end; } dies[8];
 	int ndies;
-	struct epochs ep;
-	struct steps steps;
-	struct gpu gpu;
-	struct diag dg;
-	struct phases ph;
 	bool calls, phases;
 };
 
@@ -56,18 +52,18 @@ static void build_job(struct scene *s)
 	struct proc_rec *p;
 	struct thread_rec *t;
 
-	s->job.window_start_ns = W0;
-	s->job.window_start_unix = 1700000000.25;
-	p = job_add_proc(&s->job, 10, 1, "launcher", W0);
+	s->ses.job.window_start_ns = W0;
+	s->ses.job.window_start_unix = 1700000000.25;
+	p = job_add_proc(&s->ses.job, 10, 1, "launcher", W0);
 	p->root = true;
 	p->flags = 0;
 	job_add_thread(p, 10, "launcher", W0);
-	p = job_add_proc(&s->job, 100, 10, "python3", W0);
+	p = job_add_proc(&s->ses.job, 100, 10, "python3", W0);
 	p->flags = TB_PF_FORKED | TB_PF_EXECED;
 	job_add_thread(p, 100, "python3", W0);
 	t = job_add_thread(p, 101, "pt_autograd_0", W0 + 50 * MS);
 	t->io_rbytes = 4096;
-	p = job_add_proc(&s->job, 110, 10, "q\"odd\\comm\n", W0 + 100 * MS);
+	p = job_add_proc(&s->ses.job, 110, 10, "q\"odd\\comm\n", W0 + 100 * MS);
 	p->flags = TB_PF_FORKED | TB_PF_EXECED;
 	job_add_thread(p, 110, "q\"odd\\comm\n", W0 + 100 * MS);
 }
@@ -87,7 +83,7 @@ static void phase_rows(struct thread_rec *t, bool data_bound)
 /* Each tick: the trainers compute, wait for data and talk; helpers sleep. */
 static void grow_job(struct scene *s, int tick)
 {
-	struct job *job = &s->job;
+	struct job *job = &s->ses.job;
 	bool data_bound = tick >= TICKS / 2;
 
 	for (int i = 0; i < job->nprocs; i++) {
@@ -139,7 +135,7 @@ static void mark(struct scene *s, uint64_t ts, const char *text)
 
 	e.len = strlen(text);
 	memcpy(e.text, text, e.len);
-	epochs_on_event(&s->ep, &e);
+	epochs_on_event(&s->ses.ep, &e);
 }
 
 static void call(struct scene *s, uint64_t entry, int api, uint64_t dur)
@@ -148,7 +144,7 @@ static void call(struct scene *s, uint64_t entry, int api, uint64_t dur)
 				   .api = api, .kind = gpu_apis[api].kind,
 				   .entry = entry, .ret = entry + dur };
 
-	steps_on_event(&s->steps, &e);
+	steps_on_event(&s->ses.steps, &e);
 }
 
 static void phase(struct scene *s, uint64_t ts, unsigned int ph, unsigned int cls,
@@ -157,7 +153,7 @@ static void phase(struct scene *s, uint64_t ts, unsigned int ph, unsigned int cl
 	struct tb_phase_event e = { .type = TB_EV_PHASE, .pid = 100, .tid = 100, .phase = ph,
 				    .cls = cls, .resolved = resolved, .ts = ts };
 
-	phases_on_event(&s->ph, &e);
+	phases_on_event(&s->ses.phases, &e);
 }
 
 /*
@@ -188,14 +184,14 @@ static void batch(struct scene *s, uint64_t t, int tick, int k)
 /* A DataLoader worker forked at ts by the trainer; it exits at end (0: never). */
 static void fork_worker(struct scene *s, pid_t pid, uint64_t ts, uint64_t end)
 {
-	struct proc_rec *p = job_add_proc(&s->job, pid, 100, "python3", ts);
+	struct proc_rec *p = job_add_proc(&s->ses.job, pid, 100, "python3", ts);
 	struct thread_rec *t = job_add_thread(p, pid, "pt_data_worker", ts);
 
 	(void)t;
 	p->flags = TB_PF_FORKED;
 	if (end)
 		s->dies[s->ndies++] = (typeof(s->dies[0])){ pid, end };
-	epochs_on_fork(&s->ep, pid, 100, ts);
+	epochs_on_fork(&s->ses.ep, pid, 100, ts);
 }
 
 /* What happened during the tick that ends at now. */
@@ -231,32 +227,32 @@ static void events(struct scene *s, int tick, uint64_t now)
 static void exits(struct scene *s, uint64_t now)
 {
 	for (int k = 0; k < s->ndies; k++) {
-		struct proc_rec *p = job_proc(&s->job, s->dies[k].pid);
+		struct proc_rec *p = job_proc(&s->ses.job, s->dies[k].pid);
 
 		if (!p || p->end_ns || s->dies[k].end > now)
 			continue;
 		p->end_ns = p->threads[0].end_ns = s->dies[k].end;
 		p->exit_code = 0;
-		epochs_on_exit(&s->ep, p->pid, p->end_ns);
+		epochs_on_exit(&s->ses.ep, p->pid, p->end_ns);
 	}
 }
 
 /* libtorch_cpu, mapped by the trainer: its probes give the phase events. */
 static void build_torch(struct scene *s)
 {
-	int i = gpu_object_add(&s->gpu);
-	struct gpu_object *o = &s->gpu.objs[i];
+	int i = gpu_object_add(&s->ses.gpu);
+	struct gpu_object *o = &s->ses.gpu.objs[i];
 
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/torch/lib/libtorch_cpu.so");
 	o->families = 1u << GF_TORCH;
 	o->offs[gpu_api_find("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_")] = 0x3000;
-	gpu_mapping_add(gpu_proc_get(&s->gpu, 100), i)->probes[GF_TORCH] = 9;
-	s->job.phases = &s->ph;
+	gpu_mapping_add(gpu_proc_get(&s->ses.gpu, 100), i)->probes[GF_TORCH] = 9;
+	s->ses.phases_on = true;
 }
 
 static void build_gpu(struct scene *s)
 {
-	struct gpu *g = &s->gpu;
+	struct gpu *g = &s->ses.gpu;
 	struct gpu_proc *p;
 	struct gpu_object *o;
 	int i;
@@ -288,7 +284,7 @@ static void build_gpu(struct scene *s)
 /* The counts BPF would have: calls so far, as of tick. */
 static void gpu_counts(struct scene *s, int tick)
 {
-	struct tb_api_stat *st = s->gpu.procs[0].stat;
+	struct tb_api_stat *st = s->ses.gpu.procs[0].stat;
 	int n = tick > 3 ? (tick - 3) * 4 : 0;
 	int sync = gpu_api_find("cudaStreamSynchronize");
 	int ar = gpu_api_find("ncclAllReduce");
@@ -308,8 +304,8 @@ static void gpu_counts(struct scene *s, int tick)
  */
 static void ends(struct scene *s)
 {
-	struct thread_rec *t = &job_proc(&s->job, 100)->threads[0];
-	struct ph_thread *pt = phases_add_thread(&s->ph, 100, 100);
+	struct thread_rec *t = &job_proc(&s->ses.job, 100)->threads[0];
+	struct ph_thread *pt = phases_add_thread(&s->ses.phases, 100, 100);
 
 	t->ends[0][TB_RUNQUEUE] = 40 * MS;
 	t->ends[1][TB_RUNQUEUE] = 20 * MS;
@@ -326,17 +322,14 @@ int main(int argc, char **argv)
 
 	s.calls = argc > 1 && !strcmp(argv[1], "calls");
 	s.phases = argc > 1 && !strcmp(argv[1], "phases");
-	diag_init(&s.dg);
+	session_init(&s.ses);
 	build_job(&s);
 	build_gpu(&s);
 	if (s.phases)
 		build_torch(&s);
-	if (epochs_init(&s.ep, EP_AUTO, 0, NULL, W0, why, sizeof(why)))
+	if (epochs_init(&s.ses.ep, EP_AUTO, 0, NULL, W0, why, sizeof(why)))
 		return 1;
-	s.ep.calls = &s.steps;
-	s.job.epochs = &s.ep;
-	s.job.gpu = &s.gpu;
-	s.job.diag = &s.dg;
+	s.ses.ep.calls = &s.ses.steps;
 	/* One report alone: the live lines still run (the model is the same), unseen. */
 	FILE *live = argc > 2 ? fopen("/dev/null", "w") : stdout;
 
@@ -350,15 +343,15 @@ int main(int argc, char **argv)
 		grow_job(&s, tick);
 		exits(&s, now);
 		gpu_counts(&s, tick);
-		job_classify_roles(&s.job);
-		steps_tick(&s.steps);
-		epochs_tick(&s.ep, &s.job, now);
-		live_epochs(live, &lv, &s.job);
-		live_step_blocks(live, &lv, &s.job, 6, now);
+		job_classify_roles(&s.ses.job);
+		steps_tick(&s.ses.steps);
+		epochs_tick(&s.ses.ep, &s.ses.job, now);
+		live_epochs(live, &lv, &s.ses);
+		live_step_blocks(live, &lv, &s.ses, 6, now);
 		if (tick % 5 == 0)
-			live_table(live, &lv, &s.job, now);
+			live_table(live, &lv, &s.ses, now);
 	}
-	epochs_finish(&s.ep, &s.job, W0 + TICKS * TICK + 17 * MS);
+	epochs_finish(&s.ses.ep, &s.ses.job, W0 + TICKS * TICK + 17 * MS);
 	c.bpf.events_lost = 3;
 	c.bpf.sched_missed = 2;
 	c.bpf.states_lost = 1;
@@ -367,11 +360,11 @@ int main(int argc, char **argv)
 	c.io_wbytes = 987654;
 	c.switches = 4242;
 	if (s.phases) {
-		phases_finish(&s.ph, &s.gpu);
+		phases_finish(&s.ses.phases, &s.ses.gpu);
 		ends(&s);
 	}
 	if (argc > 2 && !strcmp(argv[2], "summary")) {
-		report_summary(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+		report_summary(stdout, &s.ses, &c, W0 + TICKS * TICK + 17 * MS);
 		return 0;
 	}
 	if (argc > 2) {
@@ -379,14 +372,14 @@ int main(int argc, char **argv)
 
 		if (!report_format_parse(argv[2], &fmt))
 			return 2;
-		report_write(stdout, fmt, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+		report_write(stdout, fmt, &s.ses, &c, W0 + TICKS * TICK + 17 * MS);
 		return 0;
 	}
 	printf("==== text\n");
-	report_text(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+	report_text(stdout, &s.ses, &c, W0 + TICKS * TICK + 17 * MS);
 	printf("==== json\n");
-	report_json(stdout, &s.job, &c, W0 + TICKS * TICK + 17 * MS);
+	report_json(stdout, &s.ses, &c, W0 + TICKS * TICK + 17 * MS);
 	printf("==== csv\n");
-	report_csv(stdout, &s.job);
+	report_csv(stdout, &s.ses);
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "diagnosis.h"
+#include "session.h"
 #include "memory.h"
 #include "procfs.h"
 #include "job.h"
@@ -404,40 +405,42 @@ START_TEST(memory_pressure_from_meminfo)
 {
 	char dir[] = "/tmp/tb_diag_XXXXXX";
 	struct dg_finding fs[16];
-	struct job job = { .window_start_ns = 1000 };
+	static struct session ses;
+	struct job *job = &ses.job;
 	struct dg_view v;
-	struct diag d;
+	struct diag *d = &ses.diag;
 	struct mem_sampler ms;
 	const struct dg_finding *f;
 	int n;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	diag_init(&d);
-	mem_sampler_init(&ms, &d);
+	session_init(&ses);
+	job->window_start_ns = 1000;
+	mem_sampler_init(&ms, d);
 	ms.proc_root = dir;
 	write_meminfo(dir, 16000000, 8000000);
-	mem_sample(&ms, &job, 2 * S, true);
+	mem_sample(&ms, job, 2 * S, true);
 	write_meminfo(dir, 16000000, 1600000);	/* 90% used: the low point */
-	mem_sample(&ms, &job, 3 * S, true);
+	mem_sample(&ms, job, 3 * S, true);
 	write_meminfo(dir, 16000000, 9000000);
-	mem_sample(&ms, &job, 4 * S, true);
-	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
+	mem_sample(&ms, job, 4 * S, true);
+	ck_assert_int_eq(diag_view_run(&v, &ses, 5 * S), 0);
 	n = diag_run(&v, fs, 16);
 	f = find(fs, n, DG_MEMORY);
 	ck_assert_ptr_nonnull(f);
 	ck_assert_double_eq_tol(f->value, 0.90, 1e-9);
 	ck_assert_double_eq_tol(v.mem_min_at_s, 3.0 - 1e-6, 1e-6);
 	diag_view_free(&v);
-	diag_free(&d);
+	diag_free(d);
 
-	diag_init(&d);
-	mem_sampler_init(&ms, &d);
+	diag_init(d);
+	mem_sampler_init(&ms, d);
 	ms.proc_root = dir;
-	mem_sample(&ms, &job, 2 * S, true);	/* 9000000 of 16000000 available */
-	ck_assert_int_eq(diag_view_run(&v, &job, &d, 5 * S), 0);
+	mem_sample(&ms, job, 2 * S, true);	/* 9000000 of 16000000 available */
+	ck_assert_int_eq(diag_view_run(&v, &ses, 5 * S), 0);
 	ck_assert_int_eq(diag_run(&v, fs, 16), 0);
 	diag_view_free(&v);
-	diag_free(&d);
+	session_free(&ses);
 	{
 		char path[256];
 

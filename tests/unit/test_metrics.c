@@ -12,31 +12,32 @@
 #include "gpu.h"
 #include "labels.h"
 #include "metrics.h"
+#include "session.h"
 #include "phases.h"
 #include "stall.h"
 
 #define S 1000000000ull
 
-static struct job job;
+static struct session ses;
 static struct metrics m;
 
 static void setup(void)
 {
-	memset(&job, 0, sizeof(job));
+	session_init(&ses);
 	metrics_init(&m, 30 * S);
 }
 
 static void teardown(void)
 {
 	metrics_free(&m);
-	job_free(&job);
+	session_free(&ses);
 }
 
 /* A live process of role with its labels read: rank, a job id. */
 static struct proc_rec *proc(pid_t pid, pid_t ppid, enum tb_role role, int rank,
 			     const char *id)
 {
-	struct proc_rec *p = job_add_proc(&job, pid, ppid, "python", pid * S);
+	struct proc_rec *p = job_add_proc(&ses.job, pid, ppid, "python", pid * S);
 
 	job_add_thread(p, pid, "python", pid * S);
 	p->role = role;
@@ -49,7 +50,7 @@ static struct proc_rec *proc(pid_t pid, pid_t ppid, enum tb_role role, int rank,
 
 static void set_cpu(pid_t pid, uint64_t cpu)
 {
-	struct proc_rec *p = job_proc(&job, pid);
+	struct proc_rec *p = job_proc(&ses.job, pid);
 
 	p->threads[0].cp[TB_CPU] = p->threads[0].own[TB_CPU] = cpu;
 }
@@ -73,7 +74,7 @@ START_TEST(ranks_and_roles_are_series)
 	set_cpu(11, 1 * S);
 	set_cpu(12, 2 * S);
 	set_cpu(20, 5 * S);
-	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 100 * S), 0);
 	ck_assert_int_eq(m.nseries, 3);
 	ck_assert_uint_eq(series("j1", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 3 * S);
 	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 3 * S);
@@ -91,21 +92,21 @@ START_TEST(counters_survive_processes)
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
 	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
 	set_cpu(11, 4 * S);
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	set_cpu(11, 6 * S);
-	job_on_exit(&job, 11, 101 * S, 0);
-	metrics_update(&m, &job, 101 * S);
+	job_on_exit(&ses.job, 11, 101 * S, 0);
+	metrics_update(&m, &ses, 101 * S);
 	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 6 * S);
 	/* folded: it has no row of its own any more */
-	job.procs[1].folded = 1;
-	job.procs[1].pid = 0;
+	ses.job.procs[1].folded = 1;
+	ses.job.procs[1].pid = 0;
 	proc(12, 10, TB_ROLE_WORKER, 0, "j1");
 	set_cpu(12, 1 * S);
-	metrics_update(&m, &job, 102 * S);
+	metrics_update(&m, &ses, 102 * S);
 	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 7 * S);
 	/* a total read lower than before (never in the model; say a reused pid's) adds nothing */
 	set_cpu(12, 0);
-	metrics_update(&m, &job, 103 * S);
+	metrics_update(&m, &ses, 103 * S);
 	ck_assert_uint_eq(series("j1", 0, TB_ROLE_WORKER)->v.cat_ns[TB_CPU], 7 * S);
 }
 END_TEST
@@ -125,10 +126,10 @@ START_TEST(a_split_that_changes_adds_no_time)
 
 	t->cp[TB_CPU] = 1 * S;
 	t->cp[TB_LOCK] = 2 * S;	/* the open part of a wait */
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	t->cp[TB_CPU] = 4 * S;	/* closed: 2 s as the waker's cpu, and 1 s more */
 	t->cp[TB_LOCK] = 0;
-	metrics_update(&m, &job, 101 * S);
+	metrics_update(&m, &ses, 101 * S);
 	s = series("j1", 0, TB_ROLE_TRAINER);
 	for (int c = 0; c < TB_NCAT; c++)
 		sum += s->v.cat_ns[c];
@@ -138,7 +139,7 @@ START_TEST(a_split_that_changes_adds_no_time)
 	/* Parts that all grow are added as they are. */
 	t->cp[TB_CPU] = 5 * S;
 	t->cp[TB_IDLE] = 2 * S;
-	metrics_update(&m, &job, 104 * S);
+	metrics_update(&m, &ses, 104 * S);
 	ck_assert_uint_eq(s->v.cat_ns[TB_CPU], 3 * S);
 	ck_assert_uint_eq(s->v.cat_ns[TB_IDLE], 2 * S);
 }
@@ -147,17 +148,17 @@ END_TEST
 START_TEST(series_go_after_the_grace_period)
 {
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
-	metrics_update(&m, &job, 100 * S);
-	job_on_exit(&job, 10, 101 * S, 0);
-	metrics_update(&m, &job, 101 * S);
-	metrics_update(&m, &job, 129 * S);
+	metrics_update(&m, &ses, 100 * S);
+	job_on_exit(&ses.job, 10, 101 * S, 0);
+	metrics_update(&m, &ses, 101 * S);
+	metrics_update(&m, &ses, 129 * S);
 	ck_assert_ptr_nonnull(series("j1", 0, TB_ROLE_TRAINER));
-	metrics_update(&m, &job, 131 * S);
+	metrics_update(&m, &ses, 131 * S);
 	ck_assert_ptr_null(series("j1", 0, TB_ROLE_TRAINER));
 	/* the freed series is reused by the next job, from zero */
 	proc(30, 1, TB_ROLE_TRAINER, 0, "j2");
 	set_cpu(30, S);
-	metrics_update(&m, &job, 132 * S);
+	metrics_update(&m, &ses, 132 * S);
 	ck_assert_int_eq(m.nseries, 1);
 	ck_assert_uint_eq(series("j2", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], S);
 }
@@ -187,22 +188,22 @@ START_TEST(findings_per_job)
 	char *text;
 
 	proc(10, 1, TB_ROLE_TRAINER, 0, "starved");
-	p = job_proc(&job, 10);
+	p = job_proc(&ses.job, 10);
 	p->threads[0].cp[TB_DATA_WAIT] = p->threads[0].own[TB_DATA_WAIT] = 6 * S;
 	p->threads[0].cp[TB_CPU] = p->threads[0].own[TB_CPU] = 4 * S;
 	proc(20, 1, TB_ROLE_TRAINER, 0, "busy");
 	set_cpu(20, 10 * S);
-	metrics_update(&m, &job, 100 * S);
-	ck_assert_int_eq(metrics_judge(&m, &job, 100 * S), 0);
+	metrics_update(&m, &ses, 100 * S);
+	ck_assert_int_eq(metrics_judge(&m, &ses, 100 * S), 0);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_finding{training_job=\"starved\","
 				     "finding=\"data_loading\"} "));
 	ck_assert_ptr_null(strstr(text, "trainbpf_finding{training_job=\"busy\""));
 	free(text);
 	/* Its processes gone past the grace period: its findings go too. */
-	job_on_exit(&job, 10, 101 * S, 0);
-	metrics_update(&m, &job, 140 * S);
-	metrics_judge(&m, &job, 140 * S);
+	job_on_exit(&ses.job, 10, 101 * S, 0);
+	metrics_update(&m, &ses, 140 * S);
+	metrics_judge(&m, &ses, 140 * S);
 	text = exposition();
 	ck_assert_ptr_null(strstr(text, "training_job=\"starved\""));
 	free(text);
@@ -215,24 +216,21 @@ END_TEST
  */
 START_TEST(setup_series_no_teardown)
 {
-	struct phases ph = { 0 };
 	struct ph_thread *t;
 	char *text;
 
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
-	job.phases = &ph;
-	t = phases_add_thread(&ph, 10, 10);
+	ses.phases_on = true;
+	t = phases_add_thread(&ses.phases, 10, 10);
 	t->tot[PH_FORWARD] = 2 * S;
 	t->ends_ns[0] = 3 * S;
 	t->ends_ns[1] = 1 * S;
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "role=\"trainer\",phase=\"setup\"} 3.000000000\n"));
 	ck_assert_ptr_nonnull(strstr(text, "role=\"trainer\",phase=\"forward\"} 2.000000000\n"));
 	ck_assert_ptr_null(strstr(text, "phase=\"teardown\""));
 	free(text);
-	job.phases = NULL;
-	phases_free(&ph);
 }
 END_TEST
 
@@ -242,22 +240,21 @@ END_TEST
  */
 START_TEST(step_time_and_epochs)
 {
-	struct phases ph = { 0 };
 	struct ph_thread *t;
 	char *text;
 
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
-	job.phases = &ph;
-	t = phases_add_thread(&ph, 10, 10);
+	ses.phases_on = true;
+	t = phases_add_thread(&ses.phases, 10, 10);
 	t->steps.steps = 10;
 	t->steps.step_ms = 1000;
-	metrics_update(&m, &job, 100 * S);
-	t = phases_add_thread(&ph, 10, 10);
+	metrics_update(&m, &ses, 100 * S);
+	t = phases_add_thread(&ses.phases, 10, 10);
 	t->steps.steps = 14;
 	t->steps.step_ms = 1800;	/* 4 steps of 200 ms */
 	t->passes = 1;
-	metrics_update(&m, &job, 101 * S);
-	metrics_update(&m, &job, 102 * S);	/* no step since: the gauge stays */
+	metrics_update(&m, &ses, 101 * S);
+	metrics_update(&m, &ses, 102 * S);	/* no step since: the gauge stays */
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_last_step_seconds{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} "
@@ -267,8 +264,6 @@ START_TEST(step_time_and_epochs)
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_steps_total{training_job=\"j1\",rank=\"0\","
 				     "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 14\n"));
 	free(text);
-	job.phases = NULL;
-	phases_free(&ph);
 }
 END_TEST
 
@@ -283,7 +278,7 @@ START_TEST(job_id_falls_back_to_the_launcher)
 	l->labels.start_unix = 1700000000;
 	proc(10, 5, TB_ROLE_TRAINER, 0, "");
 	set_cpu(10, S);
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	ck_assert_ptr_nonnull(series("5-1700000000", 0, TB_ROLE_TRAINER));
 	f = open_memstream(&text, &len);
 	metrics_write(&m, &(struct mx_self){ 0 }, f);
@@ -303,7 +298,7 @@ START_TEST(label_values_are_escaped)
 	FILE *f;
 
 	proc(10, 1, TB_ROLE_TRAINER, 0, "a\"b\\c\nd");
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	f = open_memstream(&text, &len);
 	metrics_write(&m, &(struct mx_self){ 0 }, f);
 	fclose(f);
@@ -361,23 +356,23 @@ START_TEST(labels_from_the_environment)
 	ENV(dir, 103, "PATH=/bin\0RANKS=9");
 	write_file(dir, 103, "cgroup", cg, sizeof(cg) - 1);
 	for (pid_t pid = 101; pid <= 104; pid++)
-		job_add_proc(&job, pid, 1, "python", 0);
-	labels_refresh(&job, dir, false);
-	ck_assert_str_eq(job.procs[0].labels.job, "10.0.0.1:29500");
-	ck_assert_int_eq(job.procs[0].labels.rank, 3);
-	ck_assert_int_eq(job.procs[0].labels.local_rank, 1);
-	ck_assert_int_eq(job.procs[0].labels.world_size, 8);
-	ck_assert_str_eq(job.procs[1].labels.job, "slurm-77");
-	ck_assert_int_eq(job.procs[1].labels.rank, 5);
-	ck_assert_int_eq(job.procs[1].labels.world_size, 16);
-	ck_assert_str_eq(job.procs[2].labels.job, "pod-12345678-aaaa-bbbb-cccc-dddd");
-	ck_assert_int_eq(job.procs[2].labels.rank, -1);	/* RANKS is not RANK */
-	ck_assert_str_eq(job.procs[3].labels.job, "");	/* gone: nothing to read */
+		job_add_proc(&ses.job, pid, 1, "python", 0);
+	labels_refresh(&ses.job, dir, false);
+	ck_assert_str_eq(ses.job.procs[0].labels.job, "10.0.0.1:29500");
+	ck_assert_int_eq(ses.job.procs[0].labels.rank, 3);
+	ck_assert_int_eq(ses.job.procs[0].labels.local_rank, 1);
+	ck_assert_int_eq(ses.job.procs[0].labels.world_size, 8);
+	ck_assert_str_eq(ses.job.procs[1].labels.job, "slurm-77");
+	ck_assert_int_eq(ses.job.procs[1].labels.rank, 5);
+	ck_assert_int_eq(ses.job.procs[1].labels.world_size, 16);
+	ck_assert_str_eq(ses.job.procs[2].labels.job, "pod-12345678-aaaa-bbbb-cccc-dddd");
+	ck_assert_int_eq(ses.job.procs[2].labels.rank, -1);	/* RANKS is not RANK */
+	ck_assert_str_eq(ses.job.procs[3].labels.job, "");	/* gone: nothing to read */
 	/* no rank yet: read again at the next refreshes, a few times at most */
 	for (int i = 0; i < 10; i++)
-		labels_refresh(&job, dir, false);
-	ck_assert_int_eq(job.procs[0].labels.reads, 1);
-	ck_assert_int_eq(job.procs[2].labels.reads, 4);
+		labels_refresh(&ses.job, dir, false);
+	ck_assert_int_eq(ses.job.procs[0].labels.reads, 1);
+	ck_assert_int_eq(ses.job.procs[2].labels.reads, 4);
 }
 END_TEST
 
@@ -389,13 +384,13 @@ START_TEST(labels_of_trainers_only)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	ENV(dir, 101, "RANK=0\0WORLD_SIZE=2\0TORCHELASTIC_RUN_ID=r1");
 	ENV(dir, 102, "RANK=0\0WORLD_SIZE=2\0TORCHELASTIC_RUN_ID=r1");
-	job_add_proc(&job, 101, 1, "python", 0)->role = TB_ROLE_TRAINER;
-	job_add_proc(&job, 102, 101, "python", 0)->role = TB_ROLE_WORKER;
-	labels_refresh(&job, dir, true);
-	ck_assert_str_eq(job.procs[0].labels.job, "r1");
-	ck_assert_int_eq(job.procs[0].labels.world_size, 2);
-	ck_assert_int_eq(job.procs[1].labels.reads, 0);
-	ck_assert_str_eq(job.procs[1].labels.job, "");
+	job_add_proc(&ses.job, 101, 1, "python", 0)->role = TB_ROLE_TRAINER;
+	job_add_proc(&ses.job, 102, 101, "python", 0)->role = TB_ROLE_WORKER;
+	labels_refresh(&ses.job, dir, true);
+	ck_assert_str_eq(ses.job.procs[0].labels.job, "r1");
+	ck_assert_int_eq(ses.job.procs[0].labels.world_size, 2);
+	ck_assert_int_eq(ses.job.procs[1].labels.reads, 0);
+	ck_assert_str_eq(ses.job.procs[1].labels.job, "");
 }
 END_TEST
 
@@ -404,16 +399,16 @@ START_TEST(another_users_claim_is_its_own_job)
 	/* job v is user 1000's: user 65534's process naming it (job and rank) adds nothing to it */
 	proc(10, 1, TB_ROLE_TRAINER, 0, "v")->labels.uid = 1000;
 	set_cpu(10, 3 * S);
-	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 100 * S), 0);
 	proc(30, 1, TB_ROLE_TRAINER, 0, "v")->labels.uid = 65534;
 	set_cpu(30, 7 * S);
-	ck_assert_int_eq(metrics_update(&m, &job, 101 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 101 * S), 0);
 	ck_assert_uint_eq(series("v", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 3 * S);
 	ck_assert_int_eq(series("v", 0, TB_ROLE_TRAINER)->live, 1);
 	ck_assert_uint_eq(series("v~uid65534", 0, TB_ROLE_TRAINER)->v.cat_ns[TB_CPU], 7 * S);
 	/* the same user's second rank is the job's */
 	proc(11, 1, TB_ROLE_TRAINER, 1, "v")->labels.uid = 1000;
-	ck_assert_int_eq(metrics_update(&m, &job, 102 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 102 * S), 0);
 	ck_assert_ptr_nonnull(series("v", 1, TB_ROLE_TRAINER));
 	/* a long id keeps its suffix whole, cut on a character's boundary */
 	char id[JOB_ID_LEN];
@@ -422,7 +417,7 @@ START_TEST(another_users_claim_is_its_own_job)
 	strcpy(id + sizeof(id) - 3, "\xc3\xa9");	/* 61 x and é: the whole 63 bytes */
 	proc(40, 1, TB_ROLE_TRAINER, 0, id)->labels.uid = 1000;
 	proc(41, 1, TB_ROLE_TRAINER, 0, id)->labels.uid = 7;
-	ck_assert_int_eq(metrics_update(&m, &job, 103 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 103 * S), 0);
 	ck_assert_int_eq(m.series[m.nseries - 1].uid, 7);
 	ck_assert_str_eq(m.series[m.nseries - 1].job + strlen(m.series[m.nseries - 1].job) - 5,
 			 "~uid7");
@@ -442,7 +437,7 @@ START_TEST(one_user_cannot_take_the_nodes_series)
 	}
 	proc(10, 1, TB_ROLE_TRAINER, 0, "real")->labels.uid = 1000;
 	set_cpu(10, 2 * S);
-	ck_assert_int_eq(metrics_update(&m, &job, 100 * S), 0);
+	ck_assert_int_eq(metrics_update(&m, &ses, 100 * S), 0);
 	ck_assert_int_eq(m.nseries, MX_MAX_SERIES_PER_UID + 2);
 	/* its bound's worth of its own, then one overflow series for the rest */
 	ck_assert_uint_eq(series("overflow~uid65534", -1, TB_ROLE_OTHER)->v.cat_ns[TB_CPU],
@@ -460,7 +455,7 @@ END_TEST
  */
 START_TEST(stalled_job_gauge)
 {
-	struct stall st = { .floor_ns = 3 * S };
+	struct stall *st = &ses.stall;
 	struct stall_obs o[2] = {
 		{ .job = "a", .pid = 10, .tr = { .tid = 10, .state = TB_ST_BLOCKED, .wait = TB_W_FUTEX,
 						 .phase = TB_PH_FORWARD } },
@@ -471,16 +466,17 @@ START_TEST(stalled_job_gauge)
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
 	proc(11, 10, TB_ROLE_WORKER, 0, "j1");
 	proc(20, 1, TB_ROLE_TRAINER, 0, "j2");
-	job.stall = &st;
+	st->floor_ns = 3 * S;
+	ses.stall_on = true;
 	/* 1 s steps: the threshold is 10 of them */
 	for (uint64_t t = 1; t <= 20; t++) {
 		o[0].progress = o[0].steps = t < 5 ? t : 5;	/* job a stops at 5 s */
 		o[1].progress = o[1].steps = t;
-		stall_update(&st, o, 2, t * S);
+		stall_update(st, o, 2, t * S);
 	}
-	ck_assert(stall_pid_stalled(&st, 10));
-	ck_assert(!stall_pid_stalled(&st, 20));
-	ck_assert_int_eq(metrics_update(&m, &job, 20 * S), 0);
+	ck_assert(stall_pid_stalled(st, 10));
+	ck_assert(!stall_pid_stalled(st, 20));
+	ck_assert_int_eq(metrics_update(&m, &ses, 20 * S), 0);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE trainbpf_job_stalled gauge\n"));
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
@@ -498,22 +494,20 @@ START_TEST(stalled_job_gauge)
 	free(text);
 	/* Job a resumes: 0 at the next update. */
 	o[0].progress = o[0].steps = 11;
-	stall_update(&st, o, 2, 21 * S);
-	ck_assert_int_eq(metrics_update(&m, &job, 21 * S), 0);
+	stall_update(st, o, 2, 21 * S);
+	ck_assert_int_eq(metrics_update(&m, &ses, 21 * S), 0);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_job_stalled{training_job=\"j1\",rank=\"0\","
 				  "local_rank=\"unknown\",world_size=\"2\",role=\"trainer\"} 0\n"));
 	ck_assert_ptr_null(strstr(text, "trainbpf_job_stall_culprit{"));
 	free(text);
-	job.stall = NULL;
-	stall_free(&st);
 }
 END_TEST
 
 /* A communicator of pid with id's first byte b (0: made before tracing), calls made on it. */
 static void comm(pid_t pid, uint64_t handle, unsigned char b, uint64_t calls)
 {
-	struct gpu_proc *gp = gpu_proc_get(job.gpu, pid);
+	struct gpu_proc *gp = gpu_proc_get(&ses.gpu, pid);
 
 	ck_assert(gpu_comm_count(gp, handle, calls, calls * 4));
 	for (int c = 0; c < gp->ncomms; c++)
@@ -528,19 +522,17 @@ static void comm(pid_t pid, uint64_t handle, unsigned char b, uint64_t calls)
  */
 START_TEST(collectives_per_communicator)
 {
-	static struct gpu g;
 	char *text;
 
-	job.gpu = &g;
 	proc(10, 1, TB_ROLE_TRAINER, 0, "j1");
 	comm(10, 0x1000, 0xde, 40);
 	comm(10, 0x2000, 0, 3);
 	comm(10, 0x3000, 0, 2);	/* another handle of an unknown one: summed */
 	for (int i = 0; i < MX_COMMS; i++)	/* 8 more: the last two are past the bound */
 		comm(10, 0x4000 + i, 0x10 + i, 1);
-	metrics_update(&m, &job, 100 * S);
+	metrics_update(&m, &ses, 100 * S);
 	comm(10, 0x1000, 0xde, 45);
-	metrics_update(&m, &job, 101 * S);
+	metrics_update(&m, &ses, 101 * S);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE trainbpf_nccl_collectives_total counter\n"));
 	ck_assert_ptr_nonnull(strstr(text, "trainbpf_nccl_collectives_total{training_job=\"j1\","
@@ -552,17 +544,15 @@ START_TEST(collectives_per_communicator)
 	ck_assert_ptr_nonnull(strstr(text, "communicator=\"other\"} 2\n"));
 	free(text);
 	/* The rank restarts as a new process: its new counts add on. */
-	gpu_proc_get(job.gpu, 10)->exited = true;
-	job_on_exit(&job, 10, 102 * S, 0);
-	metrics_update(&m, &job, 102 * S);
+	gpu_proc_get(&ses.gpu, 10)->exited = true;
+	job_on_exit(&ses.job, 10, 102 * S, 0);
+	metrics_update(&m, &ses, 102 * S);
 	proc(12, 1, TB_ROLE_TRAINER, 0, "j1");
 	comm(12, 0x1000, 0xde, 7);
-	metrics_update(&m, &job, 103 * S);
+	metrics_update(&m, &ses, 103 * S);
 	text = exposition();
 	ck_assert_ptr_nonnull(strstr(text, "communicator=\"de00000000000000\"} 52\n"));
 	free(text);
-	job.gpu = NULL;
-	gpu_free(&g);
 }
 END_TEST
 

@@ -648,14 +648,12 @@ START_TEST(last_step_closed_at_the_end)
 	struct job job = { 0 }, job2 = { 0 };
 	const struct ph_thread *pt;
 
-	job.phases = &p;
 	one_step_life(&p, &job, false);
 	pt = phases_trainer(&p, 7);
 	ck_assert_ptr_nonnull(pt);
 	ck_assert_int_eq(pt->steps.steps, 1);
 	ck_assert_double_eq_tol(pt->steps.step_ms, 11.0, 1e-9);
 	ck_assert_uint_eq(pt->ended_step, AT(21));
-	job2.phases = &running;
 	one_step_life_to(&running, &job2, false, 0);
 	pt = phases_trainer(&running, 7);
 	ck_assert_int_eq(pt->steps.steps, 0);
@@ -681,13 +679,12 @@ START_TEST(setup_and_teardown_sum_to_life)
 	double wall = 0;
 	const struct thread_rec *t;
 
-	job.phases = &p;
 	t = one_step_life(&p, &job, false);
 	ck_assert_uint_eq(t->ends[0][TB_CPU], 7 * MS);
 	ck_assert_uint_eq(t->ends[0][TB_IO], 3 * MS);
 	ck_assert_uint_eq(t->ends[1][TB_CPU], 2 * MS);
 	ck_assert_uint_eq(t->ends[1][TB_IDLE], 7 * MS);
-	ck_assert_int_eq(phases_job(&job, rows, &sum), 1);
+	ck_assert_int_eq(phases_job(&p, &job, rows, &sum), 1);
 	ck_assert_uint_eq(sum_cats(rows[PH_SETUP]), 10 * MS);
 	ck_assert_uint_eq(sum_cats(rows[PH_TEARDOWN]), 9 * MS);
 	ck_assert_uint_eq(rows[PH_OTHER][TB_CPU], 1 * MS);
@@ -732,7 +729,6 @@ START_TEST(teardown_after_a_last_collective)
 	struct proc_rec *pr;
 	struct thread_rec *t;
 
-	job.phases = &p;
 	pr = job_add_proc(&job, 7, 1, "python3", AT(0));
 	ck_assert_ptr_nonnull(pr);
 	pr->role = TB_ROLE_TRAINER;
@@ -757,7 +753,7 @@ START_TEST(teardown_after_a_last_collective)
 	ck_assert_uint_eq(t->ends[1][TB_COMM], 1 * MS);
 	ck_assert_uint_eq(t->ends[1][TB_CPU], 2 * MS);
 	ck_assert_uint_eq(t->ends[1][TB_IDLE], 5 * MS);
-	phases_job(&job, rows, &sum);
+	phases_job(&p, &job, rows, &sum);
 	ck_assert_uint_eq(sum_cats(rows[PH_TEARDOWN]), 8 * MS);
 	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 2 * MS);
 	ck_assert_uint_eq(sum_cats(rows[PH_COMM]), 0);
@@ -787,18 +783,16 @@ START_TEST(attached_has_no_setup)
 	double wall = 0;
 	const struct thread_rec *t;
 
-	job.phases = &p;
 	t = one_step_life(&p, &job, true);
 	ck_assert_uint_eq(sum_cats(t->ends[0]), 0);
 	ck_assert_uint_eq(sum_cats(t->ends[1]), 9 * MS);	/* a teardown still */
-	phases_job(&job, rows, &sum);
+	phases_job(&p, &job, rows, &sum);
 	ck_assert_uint_eq(sum_cats(rows[PH_SETUP]), 0);
 	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 11 * MS);
 	ck_assert_double_eq_tol(sum.wall_ms[PH_OTHER], 11.0, 1e-9);
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
 		wall += sum.wall_ms[ph];
 	ck_assert_double_eq_tol(wall, 30.0, 1e-9);
-	job2.phases = &launched;
 	t = one_step_life(&launched, &job2, true);
 	ck_assert_uint_eq(sum_cats(t->ends[0]), 10 * MS);
 	phases_free(&p);

@@ -7,10 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "record.h"
+#include "session.h"
 
 #define S 1000000000ull
 
-static struct job job;
+static struct session ses;
 static struct recorder rec;
 static char path[] = "/tmp/test_record_XXXXXX";
 
@@ -33,9 +34,9 @@ static void setup(void)
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	memset(&job, 0, sizeof(job));
-	job.window_start_ns = 10 * S;
-	ck_assert_int_eq(record_open(&rec, path, false, &m, &job), 0);
+	session_init(&ses);
+	ses.job.window_start_ns = 10 * S;
+	ck_assert_int_eq(record_open(&rec, path, false, &m, &ses), 0);
 }
 
 static void teardown(void)
@@ -43,7 +44,7 @@ static void teardown(void)
 	char side[64];
 
 	record_close(&rec);
-	job_free(&job);
+	session_free(&ses);
 	unlink(path);
 	snprintf(side, sizeof(side), "%s-wal", path);
 	unlink(side);
@@ -56,7 +57,7 @@ static void teardown(void)
 static void flush_job(uint64_t now, bool last)
 {
 	ck_assert_int_eq(sqlite3_exec(rec.db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-	ck_assert_int_eq(record_job(&rec, &job, now, last), 0);
+	ck_assert_int_eq(record_job(&rec, &ses, now, last), 0);
 	ck_assert_int_eq(sqlite3_exec(rec.db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 }
 
@@ -77,7 +78,7 @@ END_TEST
 
 START_TEST(samples_are_gains_and_sum_to_totals)
 {
-	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
+	struct proc_rec *p = job_add_proc(&ses.job, 100, 1, "train", 10 * S);
 	struct thread_rec *t = job_add_thread(p, 100, "train", 10 * S);
 
 	t->own[TB_CPU] = t->cp[TB_CPU] = 600;
@@ -101,7 +102,7 @@ END_TEST
 
 START_TEST(a_thread_not_read_at_a_flush_waits_for_the_next)
 {
-	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
+	struct proc_rec *p = job_add_proc(&ses.job, 100, 1, "train", 10 * S);
 	struct thread_rec *t = job_add_thread(p, 100, "train", 10 * S);
 
 	t->slot = 3;
@@ -127,7 +128,7 @@ END_TEST
 
 START_TEST(idle_only_thread_gets_a_row_a_minute_and_at_the_end)
 {
-	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
+	struct proc_rec *p = job_add_proc(&ses.job, 100, 1, "train", 10 * S);
 	struct thread_rec *t = job_add_thread(p, 101, "pool", 10 * S);
 
 	for (uint64_t s = 1; s <= 70; s++) {
@@ -144,7 +145,7 @@ END_TEST
 
 START_TEST(process_end_and_moved_start_update_one_row)
 {
-	struct proc_rec *p = job_add_proc(&job, 100, 1, "train", 10 * S);
+	struct proc_rec *p = job_add_proc(&ses.job, 100, 1, "train", 10 * S);
 
 	job_add_thread(p, 100, "train", 10 * S);
 	flush_job(11 * S, false);
@@ -167,7 +168,7 @@ START_TEST(lifecycle_events_are_queued_until_a_flush)
 	record_on_lifecycle(&rec, &exit);
 	ck_assert_int_eq(one("SELECT count(*) FROM events"), 0);
 	ck_assert_int_eq(sqlite3_exec(rec.db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-	ck_assert_int_eq(record_events(&rec, &job), 0);
+	ck_assert_int_eq(record_events(&rec, &ses), 0);
 	ck_assert_int_eq(sqlite3_exec(rec.db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 	ck_assert_int_eq(one("SELECT ppid FROM events WHERE type = 'fork'"), 100);
 	ck_assert_int_eq(one("SELECT code FROM events WHERE type = 'exit'"), 9);

@@ -7,25 +7,26 @@
 #include <string.h>
 #include "report.h"
 #include "sections.h"
+#include "session.h"
 
 #define S 1000000000ull
 #define W0 (100 * S)		/* window start, CLOCK_MONOTONIC */
 #define NOW (W0 + 10 * S)
 
-static struct job job;
+static struct session ses;
 static struct run_counters ctr;
 
 static void setup(void)
 {
-	memset(&job, 0, sizeof(job));
+	session_init(&ses);
 	memset(&ctr, 0, sizeof(ctr));
-	job.window_start_ns = W0;
-	job.window_start_unix = 1700000000.0;
+	ses.job.window_start_ns = W0;
+	ses.job.window_start_unix = 1700000000.0;
 }
 
 static void teardown(void)
 {
-	job_free(&job);
+	session_free(&ses);
 }
 
 /*
@@ -38,7 +39,7 @@ static void small_job(void)
 	struct proc_rec *p;
 	struct thread_rec *t;
 
-	p = job_add_proc(&job, 100, 1, "trainer", W0);
+	p = job_add_proc(&ses.job, 100, 1, "trainer", W0);
 	p->role = TB_ROLE_TRAINER;
 	p->root = true;
 	t = job_add_thread(p, 100, "trainer", W0);
@@ -50,7 +51,7 @@ static void small_job(void)
 	t->own[TB_LOCK] = 3 * S + 123456789;
 	t->own[TB_CPU] = 250000001;
 
-	p = job_add_proc(&job, 200, 100, ODD_COMM, W0 + S);
+	p = job_add_proc(&ses.job, 200, 100, ODD_COMM, W0 + S);
 	p->role = TB_ROLE_WORKER;
 	p->end_ns = W0 + 4 * S;
 	t = job_add_thread(p, 200, ODD_COMM, W0 + S);
@@ -59,7 +60,7 @@ static void small_job(void)
 	t->own[TB_DATA_WAIT] = S / 2;
 }
 
-static char *render(void (*fn)(FILE *, const struct job *,
+static char *render(void (*fn)(FILE *, const struct session *,
 			       const struct run_counters *, uint64_t))
 {
 	char *buf = NULL;
@@ -67,7 +68,7 @@ static char *render(void (*fn)(FILE *, const struct job *,
 	FILE *f = open_memstream(&buf, &len);
 
 	ck_assert_ptr_nonnull(f);
-	fn(f, &job, &ctr, NOW);
+	fn(f, &ses, &ctr, NOW);
 	fclose(f);
 	return buf;
 }
@@ -262,7 +263,7 @@ START_TEST(json_end_s_from_threads_when_all_exited)
 	const char *e;
 	double end;
 
-	p = job_add_proc(&job, 300, 1, "gone", W0);
+	p = job_add_proc(&ses.job, 300, 1, "gone", W0);
 	job_add_thread(p, 300, "gone", W0)->end_ns = W0 + 2 * S;
 	job_add_thread(p, 301, "gone", W0)->end_ns = W0 + 3 * S;
 	out = render(report_json);

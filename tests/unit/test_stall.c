@@ -8,6 +8,7 @@
 #include <string.h>
 #include "sections.h"
 #include "stall.h"
+#include "session.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -476,16 +477,19 @@ END_TEST
 /* The STALLED line and rows, and the JSON member, of a stalled job: every number as the model has it. */
 START_TEST(report_outputs)
 {
-	struct stall st = { .floor_ns = 3 * S };
+	static struct session ses;
+	struct stall *st = &ses.stall;
 	struct stall_obs o[2] = { rank_obs(200, 0), rank_obs(300, 1) };
-	struct job job = { .window_start_ns = 0, .stall = &st };
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
 	struct jw w;
 	uint64_t t = TICK;
 
-	run(&st, o, 2, &t, 5 * S, 100 * MS, true);
+	session_init(&ses);
+	st->floor_ns = 3 * S;
+	ses.stall_on = true;
+	run(st, o, 2, &t, 5 * S, 100 * MS, true);
 	uint64_t stop = t;	/* 5 s: the last progress was seen at 4.8 s */
 
 	block(&o[0], TB_W_FUTEX, TB_PH_BACKWARD, stop);
@@ -498,10 +502,10 @@ START_TEST(report_outputs)
 	for (; t <= 10 * S; t += TICK) {
 		o[0].cp[TB_IDLE] += TICK;
 		o[1].cp[TB_IDLE] += TICK;
-		stall_update(&st, o, 2, t);
+		stall_update(st, o, 2, t);
 	}
 	f = open_memstream(&text, &len);
-	report_stall_text(f, &job);
+	report_stall_text(f, &ses);
 	fclose(f);
 	ck_assert_str_eq(text,
 		"STALLED for 5.2 s (no step or batch for more than 3.0 s): culprit rank 1 (pid 300) "
@@ -513,7 +517,7 @@ START_TEST(report_outputs)
 	f = open_memstream(&text, &len);
 	jw_init(&w, f);
 	jw_object(&w);
-	report_stall_json(&w, &job);
+	report_stall_json(&w, &ses);
 	jw_end_object(&w);
 	fclose(f);
 	ck_assert_str_eq(text,
@@ -531,13 +535,13 @@ START_TEST(report_outputs)
 	free(text);
 	/* Not stalled: nothing at all. */
 	o[0].progress++;
-	stall_update(&st, o, 2, t);
+	stall_update(st, o, 2, t);
 	f = open_memstream(&text, &len);
-	report_stall_text(f, &job);
+	report_stall_text(f, &ses);
 	fclose(f);
 	ck_assert_str_eq(text, "");
 	free(text);
-	stall_free(&st);
+	session_free(&ses);
 }
 END_TEST
 

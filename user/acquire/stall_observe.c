@@ -8,6 +8,7 @@
 #include "grow.h"
 #include "phases.h"
 #include "procfs.h"
+#include "session.h"
 #include "stall_observe.h"
 #include "syscall_class.h"
 #include "steps.h"
@@ -77,12 +78,11 @@ static void add_workers(const struct tracer *tr, const struct job *job,
 }
 
 /* Steps from the call period (GPU jobs with no phases): its threads' most. */
-static uint64_t call_steps(const struct job *job, pid_t pid)
+static uint64_t call_steps(const struct steps *st, pid_t pid)
 {
-	const struct steps *st = job->epochs ? job->epochs->calls : NULL;
 	uint64_t most = 0;
 
-	for (int i = 0; st && i < st->nth; i++)
+	for (int i = 0; i < st->nth; i++)
 		if (st->th[i].pid == pid) {
 			uint64_t n = st->th[i].nbounds + st->th[i].folded.count;
 
@@ -91,17 +91,17 @@ static uint64_t call_steps(const struct job *job, pid_t pid)
 	return most;
 }
 
-static void progress(const struct job *job, const struct proc_rec *p,
+static void progress(const struct session *ses, const struct proc_rec *p,
 		     const struct ph_thread *pt, struct stall_obs *o)
 {
-	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+	const struct gpu_proc *gp = gpu_proc_find(&ses->gpu, p->pid);
 	struct gpu_sums g;
 
 	o->steps = pt ? pt->steps.steps : 0;
 	o->progress = o->steps + (pt ? pt->fetches : 0);
 	o->progress_at = pt ? pt->start : 0;	/* the step under way began at the last */
 	if (!o->progress)
-		o->progress = o->steps = call_steps(job, p->pid);
+		o->progress = o->steps = call_steps(&ses->steps, p->pid);
 	if (!gp)
 		return;
 	gpu_sum_kinds(gp->stat, &g);
@@ -153,11 +153,11 @@ static void io_object(const struct proc_rec *p, struct stall_thread_obs *t)
 }
 
 /* One rank; false if its trainer thread cannot be read. */
-static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labels,
-		    struct stall_obs *o)
+static bool observe(const struct tracer *tr, const struct session *ses,
+		    const struct proc_rec *p, bool labels, struct stall_obs *o)
 {
-	const struct job *job = tr->job;
-	const struct ph_thread *pt = phases_trainer(job->phases, p->pid);
+	const struct job *job = &ses->job;
+	const struct ph_thread *pt = phases_trainer(ses_phases(ses), p->pid);
 	const struct thread_rec *t = pt ? NULL : job_trainer_thread(p);
 	struct tb_slot s;
 
@@ -165,7 +165,7 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 	for (int i = 0; pt && !t && i < p->nthreads; i++)
 		if (p->threads[i].tid == pt->tid)
 			t = &p->threads[i];
-	progress(job, p, pt, o);
+	progress(ses, p, pt, o);
 	/* A rank is a process whose loop made progress: not a launcher, not a spawn's parent. */
 	if (!o->progress || !read_thread(tr, t, &o->tr, &s))
 		return false;
@@ -173,8 +173,7 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 		job_key(job, p, o->job, sizeof(o->job));
 	o->pid = p->pid;
 	/* Its labels (serve, a recording), else RANK or NCCL's rank as the diagnosis has them. */
-	o->rank = p->labels.rank >= 0 || !job->diag ? p->labels.rank :
-		  diag_proc_rank(job, job->diag, p->pid);
+	o->rank = p->labels.rank >= 0 ? p->labels.rank : diag_proc_rank(ses, p->pid);
 	memcpy(o->cp, t->cp, sizeof(o->cp));
 	o->net_blocked = net_blocked(tr, p, t->tid);
 	io_object(p, &o->tr);
@@ -182,9 +181,10 @@ static bool observe(const struct tracer *tr, const struct proc_rec *p, bool labe
 	return true;
 }
 
-int stall_observe(const struct tracer *tr, bool labels, struct stall_obs **out, int *cap)
+int stall_observe(const struct tracer *tr, const struct session *ses, bool labels,
+		  struct stall_obs **out, int *cap)
 {
-	const struct job *job = tr->job;
+	const struct job *job = &ses->job;
 	int n = 0;
 
 	for (int i = 0; i < job->nprocs; i++) {
@@ -201,7 +201,7 @@ int stall_observe(const struct tracer *tr, bool labels, struct stall_obs **out, 
 		if (!o)
 			break;
 		*out = o;
-		n += observe(tr, p, labels, &o[n]);
+		n += observe(tr, ses, p, labels, &o[n]);
 	}
 	return n;
 }

@@ -12,13 +12,15 @@
 #include "tracer.h"
 
 /*
- * The ranks alive in tr's job, one observation each, into *out (grown;
+ * The ranks alive in ses's job (the one tr fills), one observation each, into *out (grown;
  * free it); their count. A rank is a process, not a DataLoader worker,
  * whose loop thread has made progress (phases.h: a fetch, a step; else
  * steps of its CUDA/NCCL call period): roles can flip a spawn's ranks
  * and their parent while workers start. With labels, each names its training job (serve);
  * without, all are one job.
  */
-int stall_observe(const struct tracer *tr, bool labels, struct stall_obs **out, int *cap);
+struct session;
+int stall_observe(const struct tracer *tr, const struct session *ses, bool labels,
+		  struct stall_obs **out, int *cap);
 
 #endif

@@ -210,7 +210,7 @@ static int run_report(const struct read_env *env)
 		return 1;
 	}
 	rec_counters(&r, &c);
-	report_write(out, env->format, &r.job, &c, r.end_ns);
+	report_write(out, env->format, &r.ses, &c, r.end_ns);
 	rec_close(&r);
 	return close_out(out, env->output);
 }

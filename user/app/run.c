@@ -39,6 +39,7 @@
 #include "report.h"
 #include "run.h"
 #include "serve.h"
+#include "session.h"
 #include "top.h"
 #include "stall_observe.h"
 #include "states.h"
@@ -52,21 +53,14 @@
 /* Everything one run holds; the parts point at each other through job. */
 struct run {
 	const struct env *env;
-	struct job job;
+	struct session ses;	/* the models: the tracer fills ses.job */
 	struct tracer tr;
-	struct gpu gpu;
-	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into gpu */
-	struct gpu_util gu;	/* the GPU's own readings (NVML) */
-	struct gpu_sampler gs;	/* reads them into gu */
+	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into ses.gpu */
+	struct gpu_sampler gs;	/* reads the GPUs (NVML) into ses.gu */
 	bool ending;		/* the last refresh: the GPUs are read whatever the time */
-	struct epochs ep;
-	struct steps steps;
-	struct phases phases;
-	struct stall stall;	/* stall.h: judged each tick */
-	struct stall_obs *sobs;	/* its observations, kept between ticks */
+	struct stall_obs *sobs;	/* ses.stall's observations, kept between ticks */
 	int sobs_cap;
-	struct diag dg;
-	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into dg */
+	struct mem_sampler mem;	/* memory, RSS and ranks from /proc into ses.diag */
 	struct launch l;
 	struct live lv;
 	struct live_screen screen;	/* the live view in place, on a terminal */
@@ -159,16 +153,16 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 	if (r->recording)
 		record_on_lifecycle(&r->rec, e);
 	if (e->type == TB_EV_FORK) {
-		job_on_fork(&r->job, e->pid, e->ppid, e->comm, e->ts);
-		epochs_on_fork(&r->ep, e->pid, e->ppid, e->ts);
+		job_on_fork(&r->ses.job, e->pid, e->ppid, e->comm, e->ts);
+		epochs_on_fork(&r->ses.ep, e->pid, e->ppid, e->ts);
 	} else if (e->type == TB_EV_EXEC) {
-		if (job_on_exec(&r->job, e->pid, e->comm, e->path)) {
+		if (job_on_exec(&r->ses.job, e->pid, e->comm, e->path)) {
 			tracer_on_exec(&r->tr, e->pid);
 			gpu_probes_on_exec(&r->gp, e->pid, e->ts);
 		}
 	} else if (e->type == TB_EV_EXIT) {
-		if (job_on_exit(&r->job, e->pid, e->ts, e->exit_code)) {
-			epochs_on_exit(&r->ep, e->pid, e->ts);
+		if (job_on_exit(&r->ses.job, e->pid, e->ts, e->exit_code)) {
+			epochs_on_exit(&r->ses.ep, e->pid, e->ts);
 			tracer_forget_process(&r->tr, e->pid);
 		}
 	}
@@ -199,8 +193,8 @@ static int ended_unheard(struct run *r, uint64_t now, pid_t *pids, int *codes)
 	if (now < r->next_reap)
 		return 0;
 	r->next_reap = now + REAP_NS;
-	for (int i = 0; i < r->job.nprocs && n < REAP_MAX; i++) {
-		struct proc_rec *p = &r->job.procs[i];
+	for (int i = 0; i < r->ses.job.nprocs && n < REAP_MAX; i++) {
+		struct proc_rec *p = &r->ses.job.procs[i];
 
 		if (job_proc_alive(p) && !ran_since_asked(p) && procfs_exited(p->pid, &codes[n]))
 			pids[n++] = p->pid;
@@ -215,7 +209,7 @@ static int ended_unheard(struct run *r, uint64_t now, pid_t *pids, int *codes)
  */
 static void exit_unheard(struct run *r, pid_t pid, int code, uint64_t now)
 {
-	const struct proc_rec *p = job_proc_const(&r->job, pid);
+	const struct proc_rec *p = job_proc_const(&r->ses.job, pid);
 	struct tb_event e = { .type = TB_EV_EXIT, .pid = pid, .ts = now, .exit_code = code };
 
 	if (!p || !job_proc_alive(p))
@@ -236,10 +230,10 @@ static void exit_unheard(struct run *r, pid_t pid, int code, uint64_t now)
  */
 static bool torch_process(const struct run *r, pid_t pid)
 {
-	const struct gpu_proc *p = gpu_proc_find(&r->gpu, pid);
+	const struct gpu_proc *p = gpu_proc_find(&r->ses.gpu, pid);
 
 	for (int i = 0; p && i < p->nmaps; i++)
-		if (r->gpu.objs[p->maps[i].obj].families & (1u << GF_TORCH))
+		if (r->ses.gpu.objs[p->maps[i].obj].families & (1u << GF_TORCH))
 			return true;
 	return false;
 }
@@ -250,31 +244,31 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 
 	switch (ev->kind) {
 	case TR_EV_CALL:
-		steps_on_event(&r->steps, ev->call);
+		steps_on_event(&r->ses.steps, ev->call);
 		break;
 	case TR_EV_COMM:
-		gpu_on_comm(&r->gpu, ev->comm);
+		gpu_on_comm(&r->ses.gpu, ev->comm);
 		break;
 	case TR_EV_TEXT:
 		/* The recorder queues a marker as a step after epochs took it. */
-		epochs_on_event(&r->ep, ev->text);
+		epochs_on_event(&r->ses.ep, ev->text);
 		if (r->recording)
-			record_on_text(&r->rec, &r->ep, ev->text);
+			record_on_text(&r->rec, &r->ses.ep, ev->text);
 		break;
 	case TR_EV_PHASE:
 		if (!torch_process(r, ev->phase->pid))
 			break;
-		if (phases_on_event(&r->phases, ev->phase))
-			epochs_on_trainer(&r->ep, &r->job, ev->phase->pid);
-		epochs_on_phase(&r->ep, ev->phase);
+		if (phases_on_event(&r->ses.phases, ev->phase))
+			epochs_on_trainer(&r->ses.ep, &r->ses.job, ev->phase->pid);
+		epochs_on_phase(&r->ses.ep, ev->phase);
 		if (r->recording)
-			record_on_phase(&r->rec, &r->ep, ev->phase);
+			record_on_phase(&r->rec, &r->ses.ep, ev->phase);
 		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);
 		break;
 	case TR_EV_LIBRARY:
-		gpu_probes_on_library(&r->gp, &r->job, ev->life->pid, now_ns());
+		gpu_probes_on_library(&r->gp, &r->ses.job, ev->life->pid, now_ns());
 		break;
 	case TR_EV_EXEC_SEEN:
 		if (r->env->serve)	/* and top */
@@ -299,7 +293,7 @@ static int open_tracer(struct run *r)
 		.on_event = on_event, .ctx = r,
 	};
 
-	return tracer_open(&r->tr, &o, &r->job);
+	return tracer_open(&r->tr, &o, &r->ses.job);
 }
 
 static void start_window(struct job *job)
@@ -378,12 +372,12 @@ static void fold(struct run *r, uint64_t now)
 
 	if (r->recording)
 		settled = r->rec.flushed_ns > TICK_NS ? r->rec.flushed_ns - TICK_NS : 0;
-	if (!job_fold(&r->job, now, settled, &f))
+	if (!job_fold(&r->ses.job, now, settled, &f))
 		return;
 	tracer_on_fold(&r->tr, &f);
-	epochs_on_fold(&r->ep, &r->job, &f);
+	epochs_on_fold(&r->ses.ep, &r->ses.job, &f);
 	if (r->recording)
-		record_on_fold(&r->rec, &r->job, &f);
+		record_on_fold(&r->rec, &r->ses.job, &f);
 	live_on_fold(&r->lv, &f);
 	job_fold_free(&f);
 }
@@ -391,9 +385,9 @@ static void fold(struct run *r, uint64_t now)
 /* Each rank's progress and wait, as the slots say now, into the stall model. */
 static void stall_tick(struct run *r, uint64_t now)
 {
-	int n = stall_observe(&r->tr, r->env->serve, &r->sobs, &r->sobs_cap);
+	int n = stall_observe(&r->tr, &r->ses, r->env->serve, &r->sobs, &r->sobs_cap);
 
-	stall_update(&r->stall, r->sobs, n, now);
+	stall_update(&r->ses.stall, r->sobs, n, now);
 }
 
 /*
@@ -402,7 +396,7 @@ static void stall_tick(struct run *r, uint64_t now)
  */
 static uint64_t refresh(struct run *r, bool tick)
 {
-	struct job *job = &r->job;
+	struct job *job = &r->ses.job;
 	pid_t ended[REAP_MAX];
 	int codes[REAP_MAX], nended;
 	uint64_t now;
@@ -416,8 +410,8 @@ static uint64_t refresh(struct run *r, bool tick)
 	for (int i = 0; i < nended; i++)
 		exit_unheard(r, ended[i], codes[i], now);
 	now = account_refresh(&r->tr, now);
-	if (job->phases)
-		phases_sync_ends(job->phases, job);
+	if (r->ses.phases_on)
+		phases_sync_ends(&r->ses.phases, job);
 	sync_roles(&r->tr, job);
 	/*
 	 * A fork asks for a refresh of its own (epochs.c), 25 a second in a
@@ -432,12 +426,12 @@ static uint64_t refresh(struct run *r, bool tick)
 		gpu_probes_tick(&r->gp, job, now);
 	}
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
-	mem_sample(&r->mem, job, now, epochs_pending(&r->ep));
+	mem_sample(&r->mem, job, now, epochs_pending(&r->ses.ep));
 	/* The GPUs too, before the boundary closes their windows. */
-	gpu_sampler_tick(&r->gs, job, now, epochs_pending(&r->ep) || r->ending);
+	gpu_sampler_tick(&r->gs, job, now, epochs_pending(&r->ses.ep) || r->ending);
 	/* Periods first: an epoch that ends now counts the steps found now. */
-	steps_tick(&r->steps);
-	epochs_tick(&r->ep, job, now);
+	steps_tick(&r->ses.steps);
+	epochs_tick(&r->ses.ep, job, now);
 	/*
 	 * Not at the last refresh: Ctrl-C on a terminal reaches the hung job
 	 * too, and wakes it to die; the report says what the last tick saw.
@@ -456,7 +450,7 @@ static bool wait_tick(struct run *r, uint64_t *next_tick)
 	uint64_t now = now_ns();
 
 	while (!stop_signal) {
-		uint64_t until = epochs_wake_at(&r->ep);
+		uint64_t until = epochs_wake_at(&r->ses.ep);
 
 		if (until > *next_tick)
 			until = *next_tick;
@@ -476,7 +470,7 @@ static int record_tick_now(struct run *r, uint64_t now)
 	struct tb_counters bpf;
 
 	tracer_counters(&r->tr, &bpf);
-	return record_tick(&r->rec, &r->job, &bpf, now);
+	return record_tick(&r->rec, &r->ses, &bpf, now);
 }
 
 /* A terminal's rows and columns; false if live is none. */
@@ -524,7 +518,7 @@ static void screen_show(struct run *r, FILE *live, uint64_t now, uint64_t *next_
 	if (!due)
 		return;
 	gpu_probes_read(&r->gp);
-	live_screen_draw(live, &r->screen, &r->lv, &r->job, now);
+	live_screen_draw(live, &r->screen, &r->lv, &r->ses, now);
 	if (now >= *next_live)
 		*next_live += r->env->interval_s * 1e9;
 }
@@ -541,12 +535,12 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	}
 
 	if (interval)
-		live_epochs(live, &r->lv, &r->job);
+		live_epochs(live, &r->lv, &r->ses);
 	if (env->step_blocks)
-		live_step_blocks(live, &r->lv, &r->job, env->step_blocks, now);
+		live_step_blocks(live, &r->lv, &r->ses, env->step_blocks, now);
 	if (interval && now >= *next_live) {
 		gpu_probes_read(&r->gp);
-		live_table(live, &r->lv, &r->job, now);
+		live_table(live, &r->lv, &r->ses, now);
 		*next_live += interval;
 	}
 }
@@ -565,14 +559,14 @@ static void pass_signal(struct launch *l)
 
 static uint64_t deadline_of(const struct run *r)
 {
-	return r->env->duration_s ? r->job.window_start_ns + r->env->duration_s * 1e9 : 0;
+	return r->env->duration_s ? r->ses.job.window_start_ns + r->env->duration_s * 1e9 : 0;
 }
 
 /* Ticks until the job is gone, time is up, a signal, or the recording fails. */
 static int trace_loop(struct run *r, FILE *live)
 {
 	const struct env *env = r->env;
-	uint64_t start = r->job.window_start_ns, next_tick = start + TICK_NS;
+	uint64_t start = r->ses.job.window_start_ns, next_tick = start + TICK_NS;
 	uint64_t next_live = start + (uint64_t)(env->interval_s * 1e9);
 	uint64_t deadline = deadline_of(r);
 	int err = 0;
@@ -595,13 +589,13 @@ static int trace_loop(struct run *r, FILE *live)
 			 */
 			bool hup = __atomic_exchange_n(&rescan_signal, 0, __ATOMIC_SEQ_CST);
 
-			if (!serve_tick(&r->srv, &r->tr, &r->gp, now, hup) ||
+			if (!serve_tick(&r->srv, &r->ses, &r->tr, &r->gp, now, hup) ||
 			    (deadline && now >= deadline))
 				break;	/* top: q, enter, or -d */
 			continue;	/* a daemon: jobs come and go */
 		}
 		show(r, live, now, &next_live);
-		if ((deadline && now >= deadline) || !job_live_procs(&r->job))
+		if ((deadline && now >= deadline) || !job_live_procs(&r->ses.job))
 			break;
 	}
 	live_screen_end(live, &r->screen);
@@ -630,9 +624,9 @@ static uint64_t final_refresh(struct run *r)
 	r->ending = true;
 	now = refresh(r, true);
 
-	mem_sample(&r->mem, &r->job, now, true);
-	phases_settle_tail(&r->phases, &r->job);
-	epochs_finish(&r->ep, &r->job, now);
+	mem_sample(&r->mem, &r->ses.job, now, true);
+	phases_settle_tail(&r->ses.phases, &r->ses.job);
+	epochs_finish(&r->ses.ep, &r->ses.job, now);
 	return now;
 }
 
@@ -658,10 +652,10 @@ static void print_report(struct run *r, const struct tb_counters *bpf, uint64_t 
 		r->out_failed = true;
 		return;
 	}
-	job_counters(&r->job, bpf, &c);
+	job_counters(&r->ses.job, bpf, &c);
 	report_write(r->out, report_format_for(r->env->output, r->env->format, r->env->format_set,
 					    r->env->detail),
-		     &r->job, &c, now);
+		     &r->ses, &c, now);
 	/* No flush here: out_close flushes and says why a write failed. */
 }
 
@@ -672,7 +666,7 @@ static uint64_t final_report(struct run *r)
 	uint64_t now = final_refresh(r);
 
 	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
-	phases_finish(&r->phases, &r->gpu);
+	phases_finish(&r->ses.phases, &r->ses.gpu);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	print_report(r, &bpf, now);
@@ -691,20 +685,20 @@ static int final_record(struct run *r)
 	int nprocs = 0, nthreads = 0;
 
 	gpu_probes_read(&r->gp);
-	phases_finish(&r->phases, &r->gpu);
+	phases_finish(&r->ses.phases, &r->ses.gpu);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	if (r->env->output)
 		print_report(r, &bpf, now);
-	if (record_finish(&r->rec, &r->job, &bpf, now))
+	if (record_finish(&r->rec, &r->ses, &bpf, now))
 		return -1;
-	for (int i = 0; i < r->job.nprocs; i++) {
-		nprocs += proc_count(&r->job.procs[i]);
-		nthreads += proc_nthreads(&r->job.procs[i]);
+	for (int i = 0; i < r->ses.job.nprocs; i++) {
+		nprocs += proc_count(&r->ses.job.procs[i]);
+		nthreads += proc_nthreads(&r->ses.job.procs[i]);
 	}
 	stat(r->env->record_path, &st);
 	fprintf(stderr, "trainbpf: recorded %.1f s, %d processes, %d threads into %s (%.1f MB)\n",
-		(now - r->job.window_start_ns) / 1e9, nprocs, nthreads,
+		(now - r->ses.job.window_start_ns) / 1e9, nprocs, nthreads,
 		r->env->record_path, st.st_size / 1e6);
 	return 0;
 }
@@ -758,7 +752,7 @@ static int close_states_out(struct run *r, uint64_t report_ns)
 		return 0;
 	if (report_ns) {
 		states_drain(&r->states);
-		states_out_skews(r->states_out, &r->job);
+		states_out_skews(r->states_out, &r->ses.job);
 		fprintf(r->states_out, "# report_ns=%llu states_lost=%llu\n",
 			(unsigned long long)report_ns,
 			(unsigned long long)states_lost(&r->tr));
@@ -803,7 +797,7 @@ static int start_recording(struct run *r)
 
 	command_line(r->env, command, sizeof(command));
 	epochs_wanted(r->env, epochs, sizeof(epochs));
-	if (record_open(&r->rec, r->env->record_path, r->env->force, &m, &r->job))
+	if (record_open(&r->rec, r->env->record_path, r->env->force, &m, &r->ses))
 		return -1;
 	r->recording = true;
 	if (states_open(&r->states, &r->tr, record_insert_states, &r->rec))
@@ -837,18 +831,11 @@ static int run_free(struct run *r, uint64_t report_ns)
 	}
 	record_close(&r->rec);
 	gpu_probes_free(&r->gp);	/* the probes before the programs they run */
-	gpu_free(&r->gpu);
 	gpu_sampler_close(&r->gs);
-	gu_free(&r->gu);
-	epochs_free(&r->ep);
-	diag_free(&r->dg);
-	steps_free(&r->steps);
-	phases_free(&r->phases);
-	stall_free(&r->stall);
 	free(r->sobs);
 	live_free(&r->lv);
 	tracer_close(&r->tr);
-	job_free(&r->job);
+	session_free(&r->ses);	/* after the tracer, which fills its job */
 	return err;
 }
 
@@ -885,24 +872,21 @@ static int start(struct run *r)
 	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
-	gpu_probes_init(&r->gp, &r->tr, &r->gpu, env->launches, !env->no_phases, env->verbose);
-	r->job.gpu = &r->gpu;
-	r->job.fold_roots = env->serve;
-	start_window(&r->job);
-	if (start_epochs(&r->ep, env, &r->job))
+	gpu_probes_init(&r->gp, &r->tr, &r->ses.gpu, env->launches, !env->no_phases, env->verbose);
+	r->ses.job.fold_roots = env->serve;
+	start_window(&r->ses.job);
+	if (start_epochs(&r->ses.ep, env, &r->ses.job))
 		return 1;
-	gpu_sampler_open(&r->gs, &r->gu, r->job.window_start_ns);
-	r->job.gu = &r->gu;
-	if (r->gu.state == GU_ACTIVE)
-		r->ep.gu = &r->gu;
-	r->ep.calls = &r->steps;
-	r->ep.phases = &r->phases;
-	r->phases.no_rings = env->serve;	/* a daemon cuts no epochs */
-	r->phases.launched = env->command != NULL;	/* its setup is the command's */
-	r->job.epochs = &r->ep;
-	r->job.phases = env->no_phases ? NULL : &r->phases;
-	r->stall.floor_ns = env->stall_after_s * 1e9;
-	r->job.stall = &r->stall;
+	gpu_sampler_open(&r->gs, &r->ses.gu, r->ses.job.window_start_ns);
+	if (r->ses.gu.state == GU_ACTIVE)
+		r->ses.ep.gu = &r->ses.gu;
+	r->ses.ep.calls = &r->ses.steps;	/* epochs_init emptied it */
+	r->ses.ep.phases = &r->ses.phases;
+	r->ses.phases.no_rings = env->serve;	/* a daemon cuts no epochs */
+	r->ses.phases.launched = env->command != NULL;	/* its setup is the command's */
+	r->ses.phases_on = !env->no_phases;
+	r->ses.stall.floor_ns = env->stall_after_s * 1e9;
+	r->ses.stall_on = true;
 	if (env->record_path && start_recording(r))
 		return 1;
 	if (env->top) {
@@ -914,9 +898,9 @@ static int start(struct run *r)
 	err = start_targets(&r->tr, env, &r->l, &r->ignored);
 	if (err)
 		return err;
-	gpu_probes_tick(&r->gp, &r->job, now_ns());	/* -p: the libraries are there already */
+	gpu_probes_tick(&r->gp, &r->ses.job, now_ns());	/* -p: the libraries are there already */
 	/* The GPUs' first readings: their counters' start, the job's processes on them. */
-	gpu_sampler_tick(&r->gs, &r->job, now_ns(), true);
+	gpu_sampler_tick(&r->gs, &r->ses.job, now_ns(), true);
 	return 0;
 }
 
@@ -929,10 +913,8 @@ int run_trace(const struct env *given)
 	uint64_t report_ns = 0;
 	int err;
 
-	diag_init(&r->dg);
-	gu_init(&r->gu);
-	mem_sampler_init(&r->mem, &r->dg);
-	r->job.diag = &r->dg;
+	session_init(&r->ses);
+	mem_sampler_init(&r->mem, &r->ses.diag);
 	live_init(&r->lv);
 	if (check_pids(&targets))
 		return 1;

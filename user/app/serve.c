@@ -9,6 +9,7 @@
 #include "labels.h"
 #include "procfs.h"
 #include "serve.h"
+#include "session.h"
 
 static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
 		    uint64_t now);
@@ -133,12 +134,12 @@ static void reload(struct serve *s)
 }
 
 /* The NCCL version p mapped, if it has RAS (>= 2.24); NULL if not. */
-static const char *ras_nccl(const struct job *job, const struct proc_rec *p)
+static const char *ras_nccl(const struct gpu *g, const struct proc_rec *p)
 {
-	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+	const struct gpu_proc *gp = gpu_proc_find(g, p->pid);
 
 	for (int i = 0; gp && i < gp->nmaps; i++) {
-		const struct gpu_object *o = &job->gpu->objs[gp->maps[i].obj];
+		const struct gpu_object *o = &g->objs[gp->maps[i].obj];
 
 		if ((o->families & (1u << GF_NCCL)) &&
 		    ras_version_at_least(o->version[GF_NCCL], 2, 24, 0))
@@ -168,8 +169,9 @@ static void ras_add(struct ras_job *jobs, int *n, const char *id, pid_t pid, con
 }
 
 /* A round of RAS queries: the jobs of the live series whose processes map NCCL >= 2.24. */
-static void ras_round(struct serve *s, const struct job *job)
+static void ras_round(struct serve *s, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	static struct ras_job jobs[RAS_MAX_JOBS];
 	int n = 0;
 
@@ -178,7 +180,7 @@ static void ras_round(struct serve *s, const struct job *job)
 		const char *ver;
 		int series;
 
-		if (p->folded || !job_proc_alive(p) || !(ver = ras_nccl(job, p)) ||
+		if (p->folded || !job_proc_alive(p) || !(ver = ras_nccl(&ses->gpu, p)) ||
 		    (series = metrics_series_of(&s->mx, p)) < 0)
 			continue;
 		ras_add(jobs, &n, s->mx.series[series].job, p->pid, ver);
@@ -216,8 +218,8 @@ static void scan(struct serve *s, struct tracer *tr, uint64_t now)
 		tracer_hooks_pause(tr);
 }
 
-bool serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
-		bool rescan)
+bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct gpu_probes *gp,
+		uint64_t now, bool rescan)
 {
 	s->execs_seen = 0;
 	if (s->top && !top_keys(s->top, &s->mx))
@@ -233,16 +235,16 @@ bool serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint6
 		return true;
 	s->next_publish = now + SERVE_PUBLISH_NS;
 	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
-	metrics_update(&s->mx, tr->job, now);
+	metrics_update(&s->mx, ses, now);
 	if (now >= s->next_judge) {
-		metrics_judge(&s->mx, tr->job, now);
+		metrics_judge(&s->mx, ses, now);
 		s->next_judge = now + SERVE_JUDGE_NS;
-		if (tr->job->phases && now > SERVE_FORGET_NS)
-			phases_forget_gone(tr->job->phases, tr->job, now - SERVE_FORGET_NS);
+		if (ses->phases_on && now > SERVE_FORGET_NS)
+			phases_forget_gone(&ses->phases, tr->job, now - SERVE_FORGET_NS);
 	}
-	metrics_gpu_update(&s->mx, tr->job, now);
+	metrics_gpu_update(&s->mx, ses, now);
 	if (now >= s->next_ras && !s->top) {
-		ras_round(s, tr->job);
+		ras_round(s, ses);
 		s->next_ras = now + SERVE_RAS_NS;
 	}
 	publish(s, tr, gp, now);

@@ -72,8 +72,8 @@ void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid);
  * After a refresh: new processes (at once if rescan), labels, metrics, the
  * exposition (top: its keys and table). False when top is to end.
  */
-bool serve_tick(struct serve *s, struct tracer *tr, struct gpu_probes *gp, uint64_t now,
-		bool rescan);
+bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct gpu_probes *gp,
+		uint64_t now, bool rescan);
 void serve_stop(struct serve *s);
 
 #endif

@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "job.h"
 #include "phases.h"
+#include "session.h"
 
 #define BOUNDARY_LAG_NS 250000000ull	/* a tick, and some */
 #define RSS_MAX_SAMPLES 4096	/* 1 s apart: an hour; then halved */
@@ -128,11 +129,11 @@ void diag_forget_gone(struct diag *d, uint64_t now)
 	d->nprocs -= gone - DG_MAX_GONE;
 }
 
-int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
+int diag_proc_rank(const struct session *ses, pid_t pid)
 {
-	const struct dg_pinfo *pi = pinfo((struct diag *)d, pid, false);
-	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, pid) : NULL;
-	const struct proc_rec *p = job_proc_const(job, pid);
+	const struct dg_pinfo *pi = pinfo((struct diag *)&ses->diag, pid, false);
+	const struct gpu_proc *gp = gpu_proc_find(&ses->gpu, pid);
+	const struct proc_rec *p = job_proc_const(&ses->job, pid);
 
 	if (pi && pi->rank >= 0)
 		return pi->rank;
@@ -144,21 +145,19 @@ int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid)
 	return -1;
 }
 
-static bool phases_known(const struct job *job);
+static bool phases_known(const struct session *ses);
 
-static int view_alloc(struct dg_view *v, const struct job *job, int n)
+static int view_alloc(struct dg_view *v, const struct session *ses, int n)
 {
 	memset(v, 0, sizeof(*v));
 	v->p = calloc(n ? n : 1, sizeof(*v->p));
 	if (!v->p)
 		return -1;
 	v->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	v->gpu = job->gpu && gpu_any_library(job->gpu);
-	v->phases = phases_known(job);
-	if (job->epochs) {
-		v->gens = job->epochs->gens;
-		v->ngens = job->epochs->ngens;
-	}
+	v->gpu = gpu_any_library(&ses->gpu);
+	v->phases = phases_known(ses);
+	v->gens = ses->ep.gens;
+	v->ngens = ses->ep.ngens;
 	return 0;
 }
 
@@ -175,21 +174,22 @@ static int view_alloc(struct dg_view *v, const struct job *job, int n)
  * launcher forking its ranks made every rank "untrained" (slow_rank and
  * the rank rules fell silent: test_slow_rank_and_comm_bound).
  */
-static bool phases_known(const struct job *job)
+static bool phases_known(const struct session *ses)
 {
-	return job->phases && (job->phases->source > PH_SRC_NONE ||
-			       (job->gpu && gpu_has_torch(job->gpu)));
+	const struct phases *ph = ses_phases(ses);
+
+	return ph && (ph->source > PH_SRC_NONE || gpu_has_torch(&ses->gpu));
 }
 
-static bool trained(const struct job *job, const struct thread_rec *t)
+static bool trained(const struct session *ses, const struct thread_rec *t)
 {
 	const struct ph_thread *pt;
 
-	if (!phases_known(job))
+	if (!phases_known(ses))
 		return true;
 	if (!t)
 		return false;
-	pt = phases_thread(job->phases, t->tid);
+	pt = phases_thread(&ses->phases, t->tid);
 	if (pt && (pt->steps.steps > 0 || pt->trained))
 		return true;
 	for (int c = 0; c < TB_NCAT; c++)
@@ -202,14 +202,14 @@ static bool trained(const struct job *job, const struct thread_rec *t)
  * The main thread's storage bytes (the process's life: an epoch splits
  * reads from writes by their ratio) and whether it trained.
  */
-static void io_and_phases(const struct job *job, struct dg_proc *p)
+static void io_and_phases(const struct session *ses, struct dg_proc *p)
 {
-	const struct proc_rec *pr = job_proc_const(job, p->pid);
+	const struct proc_rec *pr = job_proc_const(&ses->job, p->pid);
 	const struct thread_rec *mt = pr ? job_trainer_thread(pr) : NULL;
 
 	p->rbytes = mt ? mt->io_rbytes : 0;
 	p->wbytes = mt ? mt->io_wbytes : 0;
-	p->trained = trained(job, mt);
+	p->trained = trained(ses, mt);
 }
 
 /* A worker's busiest thread (most time not idle): the one doing its work. */
@@ -234,19 +234,19 @@ static void busiest_thread(const struct proc_rec *pr, int64_t out[TB_NCAT])
 }
 
 /* A process, or folded ones (pid 0), with its times in the window. */
-static void view_proc(struct dg_view *v, const struct job *job, const struct diag *d,
-		      const struct dg_proc *who, const int64_t own[TB_NCAT],
-		      const int64_t main_cp[TB_NCAT], const int64_t main_own[TB_NCAT])
+static void view_proc(struct dg_view *v, const struct session *ses, const struct dg_proc *who,
+		      const int64_t own[TB_NCAT], const int64_t main_cp[TB_NCAT],
+		      const int64_t main_own[TB_NCAT])
 {
 	struct dg_proc *p = &v->p[v->n++];
 
 	*p = *who;
-	p->rank = who->folded ? -1 : diag_proc_rank(job, d, who->pid);
+	p->rank = who->folded ? -1 : diag_proc_rank(ses, who->pid);
 	memcpy(p->own, own, sizeof(p->own));
 	memcpy(p->main_cp, main_cp, sizeof(p->main_cp));
 	memcpy(p->main_own, main_own, sizeof(p->main_own));
 	if (!who->folded)
-		io_and_phases(job, p);
+		io_and_phases(ses, p);
 	if (p->role == TB_ROLE_TRAINER) {
 		for (int c = 0; c < TB_NCAT; c++) {
 			v->hl[c] += main_cp[c];
@@ -258,27 +258,25 @@ static void view_proc(struct dg_view *v, const struct job *job, const struct dia
 }
 
 /* The selected source's epochs (NULL, 0 when none). */
-static const struct ep_stream *stream(const struct job *job)
+static const struct ep_stream *stream(const struct epochs *ep)
 {
-	enum ep_source s;
+	enum ep_source s = epochs_source(ep);
 
-	if (!job->epochs)
-		return NULL;
-	s = epochs_source(job->epochs);
-	return s == EP_NSRC ? NULL : &job->epochs->src[s];
+	return s == EP_NSRC ? NULL : &ep->src[s];
 }
 
 /* RSS of each process at the end of each complete epoch. */
-static void view_rss(struct dg_view *v, const struct diag *d, const struct job *job)
+static void view_rss(struct dg_view *v, const struct session *ses)
 {
-	const struct ep_stream *st = stream(job);
+	const struct diag *d = &ses->diag;
+	const struct ep_stream *st = stream(&ses->ep);
 
 	v->rss = calloc(d->nprocs ? d->nprocs : 1, sizeof(*v->rss));
 	if (!v->rss || !st)
 		return;
 	for (int i = 0; i < d->nprocs; i++) {
 		const struct dg_pinfo *pi = &d->procs[i];
-		const struct proc_rec *pr = job_proc((struct job *)job, pi->pid);
+		const struct proc_rec *pr = job_proc_const(&ses->job, pi->pid);
 		struct dg_rss_at *r = &v->rss[v->nrss];
 
 		r->pid = pi->pid;
@@ -309,15 +307,16 @@ static void view_rss(struct dg_view *v, const struct diag *d, const struct job *
  * input (a fetch, or a queue with no DataLoader), the checkpoint phase
  * whenever torch.save ran.
  */
-static void view_phases(struct dg_view *v, const struct job *job)
+static void view_phases(struct dg_view *v, const struct session *ses)
 {
+	const struct phases *ph = ses_phases(ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum;
 	int64_t data = 0, ckpt = 0;
 
-	if (!phases_known(job))
+	if (!phases_known(ses))
 		return;
-	phases_job(job, rows, &sum);
+	phases_job(ph, &ses->job, rows, &sum);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		for (int c = 0; c < TB_NCAT; c++)
 			v->ph[p][c] = (int64_t)rows[p][c];
@@ -325,28 +324,29 @@ static void view_phases(struct dg_view *v, const struct job *job)
 		data += v->ph[PH_DATA][c];
 		ckpt += v->ph[PH_CHECKPOINT][c];
 	}
-	v->data_phase = (job->phases->named || job->phases->source == PH_SRC_BRACKETS) && data > 0;
+	v->data_phase = (ph->named || ph->source == PH_SRC_BRACKETS) && data > 0;
 	v->ckpt_phase = ckpt > 0;
 	v->data_fetched = sum.step_source != PH_STEPS_BACKWARD;
 }
 
 /* The trainers' main threads' storage waits that were writes, by phase. */
-static void view_writes(struct dg_view *v, const struct job *job)
+static void view_writes(struct dg_view *v, const struct session *ses)
 {
 	uint64_t w[PH_NSHOWN];
 
-	v->wio_known = !job->wio_unknown;
-	phases_job_writes(job, w);
+	v->wio_known = !ses->job.wio_unknown;
+	phases_job_writes(ses_phases(ses), &ses->job, w);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		v->wio[p] = (int64_t)w[p];
 }
 
-int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
-		  uint64_t now)
+int diag_view_run(struct dg_view *v, const struct session *ses, uint64_t now)
 {
-	const struct ep_stream *st = stream(job);
+	const struct job *job = &ses->job;
+	const struct diag *d = &ses->diag;
+	const struct ep_stream *st = stream(&ses->ep);
 
-	if (view_alloc(v, job, job->nprocs))
+	if (view_alloc(v, ses, job->nprocs))
 		return -1;
 	v->start = job->window_start_ns;
 	v->end = now;
@@ -365,31 +365,28 @@ int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d
 			cp[c] = mt ? mt->cp[c] : 0;
 			mown[c] = mt ? mt->own[c] : 0;
 		}
-		view_proc(v, job, d, &who, own, cp, mown);
+		view_proc(v, ses, &who, own, cp, mown);
 		if (pr->role == TB_ROLE_WORKER && !pr->folded)
 			busiest_thread(pr, v->p[v->n - 1].work);
 	}
-	view_phases(v, job);
-	view_writes(v, job);
+	view_phases(v, ses);
+	view_writes(v, ses);
 	for (int i = 0; st && i < st->n; i++) {
 		v->steps += st->list[i].steps.count;
 		v->syncs += st->list[i].steps.syncs;
 	}
-	if (d) {
-		v->mem_total_kb = d->mem_total_kb;
-		v->mem_min_avail_kb = d->mem_min_avail_kb;
-		v->mem_min_at_s = d->mem_min_ts > job->window_start_ns ?
-			(d->mem_min_ts - job->window_start_ns) / 1e9 : 0;
-		view_rss(v, d, job);
-	}
-	diag_gpu_view_run(v, job, now);
+	v->mem_total_kb = d->mem_total_kb;
+	v->mem_min_avail_kb = d->mem_min_avail_kb;
+	v->mem_min_at_s = d->mem_min_ts > job->window_start_ns ?
+		(d->mem_min_ts - job->window_start_ns) / 1e9 : 0;
+	view_rss(v, ses);
+	diag_gpu_view_run(v, ses, now);
 	return 0;
 }
 
-int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
-		    const struct epoch *e)
+int diag_view_epoch(struct dg_view *v, const struct session *ses, const struct epoch *e)
 {
-	if (view_alloc(v, job, e->n))
+	if (view_alloc(v, ses, e->n))
 		return -1;
 	v->start = e->start;
 	v->end = e->end;
@@ -397,15 +394,15 @@ int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag 
 	for (int i = 0; i < e->n; i++) {
 		const struct ep_proc *r = &e->d[i];
 		struct dg_proc who = { .pid = r->pid, .ppid = r->ppid,
-				       .role = ep_row_role(job, r), .folded = r->folded,
+				       .role = ep_row_role(&ses->job, r), .folded = r->folded,
 				       .tally = r->tally };
 
-		view_proc(v, job, d, &who, r->own, r->main_cp, r->main_own);
+		view_proc(v, ses, &who, r->own, r->main_cp, r->main_own);
 		memcpy(v->p[v->n - 1].work, r->main_own, sizeof(r->main_own));
 	}
 	v->steps = e->steps.count;
 	v->syncs = e->steps.syncs;
-	diag_gpu_view_epoch(v, job, e);
+	diag_gpu_view_epoch(v, ses, e);
 	return 0;
 }
 

@@ -201,13 +201,12 @@ void diag_add_rss(struct dg_pinfo *p, uint64_t ts, uint64_t kb);
 void diag_forget_gone(struct diag *d, uint64_t now);
 
 /* A process's rank: its environment's RANK, else its first NCCL communicator's; -1. */
-int diag_proc_rank(const struct job *job, const struct diag *d, pid_t pid);
+struct session;
+int diag_proc_rank(const struct session *ses, pid_t pid);
 
 /* Windows to judge. Free with diag_view_free. */
-int diag_view_run(struct dg_view *v, const struct job *job, const struct diag *d,
-		  uint64_t now);
-int diag_view_epoch(struct dg_view *v, const struct job *job, const struct diag *d,
-		    const struct epoch *e);
+int diag_view_run(struct dg_view *v, const struct session *ses, uint64_t now);
+int diag_view_epoch(struct dg_view *v, const struct session *ses, const struct epoch *e);
 void diag_view_free(struct dg_view *v);
 /*
  * The views of one job's recordings from several nodes as one, to judge
@@ -223,8 +222,8 @@ int diag_view_merge(struct dg_view *out, const struct dg_view *in, int n,
  * diagnosis_gpu.c: a window's GPU readings into v->gpu (called by the view
  * builders); its rules' findings appended to out[n..max), the new count.
  */
-void diag_gpu_view_run(struct dg_view *v, const struct job *job, uint64_t now);
-void diag_gpu_view_epoch(struct dg_view *v, const struct job *job, const struct epoch *e);
+void diag_gpu_view_run(struct dg_view *v, const struct session *ses, uint64_t now);
+void diag_gpu_view_epoch(struct dg_view *v, const struct session *ses, const struct epoch *e);
 int diag_gpu_rules(const struct dg_view *v, struct dg_finding *out, int n, int max);
 
 /* The findings of a window, ranked (diag_rank); returns how many. */

@@ -12,6 +12,7 @@
 #include "diagnosis_rule.h"
 #include "epochs.h"
 #include "job.h"
+#include "session.h"
 
 #define UTIL_LOW 0.50		/* under half the time a kernel ran */
 #define HOST_WAITS_GPU 0.30	/* the host blocked on the GPU at least this: not host-bound */
@@ -23,10 +24,10 @@
 /* ---- the view: what the window's GPUs did ---- */
 
 /* ms per step of the epochs with their GPUs throttled (or not), of the reported source. */
-static void throttle_epochs(const struct job *job, struct dg_gpu *g)
+static void throttle_epochs(const struct session *ses, struct dg_gpu *g)
 {
-	const struct epochs *ep = job->epochs;
-	enum ep_source s = ep ? epochs_source(ep) : EP_NSRC;
+	const struct epochs *ep = &ses->ep;
+	enum ep_source s = epochs_source(ep);
 	double thr_ms = 0, unthr_ms = 0;
 
 	for (int i = 0; s != EP_NSRC && i < ep->src[s].n; i++) {
@@ -34,7 +35,7 @@ static void throttle_epochs(const struct job *job, struct dg_gpu *g)
 		struct gu_summary es;
 		double t;
 
-		if (!e->gpu || !e->steps.count || !gu_win_summary(job->gu, e->gpu, &es))
+		if (!e->gpu || !e->steps.count || !gu_win_summary(&ses->gu, e->gpu, &es))
 			continue;
 		t = es.thr_power + es.thr_thermal;
 		if (t >= THR_MIN) {
@@ -74,27 +75,27 @@ static void fill(struct dg_gpu *g, const struct gpu_util *gu, const struct gu_wi
 		g->thr_gpu = gu->dev[g->s.thr_dev].index;
 }
 
-void diag_gpu_view_run(struct dg_view *v, const struct job *job, uint64_t now)
+void diag_gpu_view_run(struct dg_view *v, const struct session *ses, uint64_t now)
 {
 	struct gu_win w;
 
 	memset(&v->nvml, 0, sizeof(v->nvml));
-	if (!job->gu || job->gu->state != GU_ACTIVE)
+	if (ses->gu.state != GU_ACTIVE)
 		return;
-	gu_run_window(job->gu, now, &w);
-	fill(&v->nvml, job->gu, &w);
+	gu_run_window(&ses->gu, now, &w);
+	fill(&v->nvml, &ses->gu, &w);
 	gu_win_free(&w);
-	throttle_epochs(job, &v->nvml);
+	throttle_epochs(ses, &v->nvml);
 	v->nvml.own_ms = 0;	/* the run: throttled epochs against the others */
 }
 
-void diag_gpu_view_epoch(struct dg_view *v, const struct job *job, const struct epoch *e)
+void diag_gpu_view_epoch(struct dg_view *v, const struct session *ses, const struct epoch *e)
 {
 	memset(&v->nvml, 0, sizeof(v->nvml));
-	if (!job->gu || job->gu->state != GU_ACTIVE || !e->gpu)
+	if (ses->gu.state != GU_ACTIVE || !e->gpu)
 		return;
-	fill(&v->nvml, job->gu, e->gpu);
-	throttle_epochs(job, &v->nvml);
+	fill(&v->nvml, &ses->gu, e->gpu);
+	throttle_epochs(ses, &v->nvml);
 	v->nvml.own_ms = e->steps.count ? ep_steps_avg(&e->steps) : 0;
 }
 

@@ -133,12 +133,6 @@ struct job_fold {
 	int procs, threads;	/* how many were folded */
 };
 
-struct gpu;
-struct gpu_util;
-struct diag;
-struct phases;
-struct stall;
-
 /* The run's counters: BPF's own, and what the threads' totals add up to. */
 struct run_counters {
 	struct tb_counters bpf;
@@ -153,12 +147,6 @@ struct job {
 	uint64_t next_fold;
 	uint64_t window_start_ns;	/* CLOCK_MONOTONIC */
 	double window_start_unix;
-	struct gpu *gpu;	/* CUDA/NCCL probes and their counts */
-	struct gpu_util *gu;	/* the GPU's own readings, NVML (gpu_util.h); may be NULL */
-	struct epochs *epochs;	/* epoch and step boundaries */
-	struct diag *diag;	/* memory samples for the diagnosis */
-	struct phases *phases;	/* training phases per step (phases.h); may be NULL */
-	struct stall *stall;	/* a stalled job (stall.h): live runs only; may be NULL */
 	bool wio_unknown;	/* thread_rec.wio not measured: a recording of schema < 4 */
 	/*
 	 * Roots fold too (serve): the node's daemon makes a root of every job

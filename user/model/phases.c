@@ -534,18 +534,19 @@ void phases_thread_sum(const struct ph_thread *t, struct ph_sum *sum)
 }
 
 /* Process i's trainer thread if it is a trainer, and its steps (pt, may be NULL). */
-static const struct thread_rec *trainer_main(const struct job *job, int i,
-					     const struct ph_thread **pt)
+static const struct thread_rec *trainer_main(const struct phases *ph, const struct job *job,
+					     int i, const struct ph_thread **pt)
 {
 	const struct thread_rec *t = job_trainer_thread(&job->procs[i]);
 
 	if (job->procs[i].role != TB_ROLE_TRAINER || !t)
 		return NULL;
-	*pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	*pt = ph ? phases_thread(ph, t->tid) : NULL;
 	return t;
 }
 
-int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum)
+int phases_job(const struct phases *ph, const struct job *job,
+	       uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum)
 {
 	uint64_t one[PH_NSHOWN][TB_NCAT];
 	int n = 0;
@@ -554,7 +555,7 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
 	memset(sum, 0, sizeof(*sum));
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct ph_thread *pt;
-		const struct thread_rec *t = trainer_main(job, i, &pt);
+		const struct thread_rec *t = trainer_main(ph, job, i, &pt);
 
 		if (!t)
 			continue;
@@ -577,24 +578,24 @@ void phases_startup_rows(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 		out[c] += ph[TB_PH_WSTART][c] + (in_val ? 0 : ph[TB_PH_PEND_SHELD][c]);
 }
 
-void phases_job_startup(const struct job *job, uint64_t out[TB_NCAT])
+void phases_job_startup(const struct phases *ph, const struct job *job, uint64_t out[TB_NCAT])
 {
 	memset(out, 0, sizeof(uint64_t) * TB_NCAT);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct ph_thread *pt;
-		const struct thread_rec *t = trainer_main(job, i, &pt);
+		const struct thread_rec *t = trainer_main(ph, job, i, &pt);
 
 		if (t)
 			phases_startup_rows(t->ph, pt && pt->sp.in_val, out);
 	}
 }
 
-void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN])
+void phases_job_writes(const struct phases *ph, const struct job *job, uint64_t out[PH_NSHOWN])
 {
 	memset(out, 0, sizeof(uint64_t) * PH_NSHOWN);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct ph_thread *pt;
-		const struct thread_rec *t = trainer_main(job, i, &pt);
+		const struct thread_rec *t = trainer_main(ph, job, i, &pt);
 
 		for (int p = 0; t && p < TB_NPHASE; p++)
 			out[fold_to(p, pt && pt->sp.in_val)] += t->wio[p];

@@ -216,10 +216,11 @@ enum ph_step_source { PH_STEPS_NONE, PH_STEPS_FETCH, PH_STEPS_BACKWARD, PH_STEPS
 
 struct job;
 /*
- * The trainers' main threads together: their rows as shown, their steps.
- * Returns how many of them ran phases.
+ * The trainers' main threads together: their rows as shown, their steps
+ * (ph's; ph NULL: the rows alone). Returns how many of them ran phases.
  */
-int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
+int phases_job(const struct phases *ph, const struct job *job,
+	       uint64_t rows[PH_NSHOWN][TB_NCAT], struct ph_sum *sum);
 
 /*
  * Of the data row, the DataLoader workers' start-up (TB_PH_WSTART, and a
@@ -228,13 +229,13 @@ int phases_job(const struct job *job, uint64_t rows[PH_NSHOWN][TB_NCAT], struct 
  */
 void phases_startup_rows(const uint64_t ph[TB_NPHASE][TB_NCAT], bool in_val,
 			 uint64_t out[TB_NCAT]);
-void phases_job_startup(const struct job *job, uint64_t out[TB_NCAT]);
+void phases_job_startup(const struct phases *ph, const struct job *job, uint64_t out[TB_NCAT]);
 
 /*
  * The same threads' storage waits in syscalls that write (checkpoints,
  * logs: thread_rec.wio), by shown phase; part of the rows' io.
  */
-void phases_job_writes(const struct job *job, uint64_t out[PH_NSHOWN]);
+void phases_job_writes(const struct phases *ph, const struct job *job, uint64_t out[PH_NSHOWN]);
 
 /*
  * After the last refresh (live): what each thread's last phase gained

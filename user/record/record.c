@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "procfs.h"
 #include "record.h"
+#include "session.h"
 #include "clock.h"
 
 static int meta_u64(struct recorder *r, const char *key, uint64_t v)
@@ -37,8 +38,9 @@ static uint64_t mem_total_kb(void)
 }
 
 static int write_start_meta(struct recorder *r, const struct record_meta *m,
-			    const struct job *job)
+			    const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	char buf[64], host[256] = "";
 	struct utsname u;
 
@@ -57,7 +59,7 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 	meta_u64(r, "flush_ns", REC_FLUSH_NS);
 	meta_u64(r, "idle_row_ns", REC_IDLE_ROW_NS);
 	/* Known from the start (gpu_probes_init): the report says "launches not counted". */
-	rec_meta(r, "launches", job->gpu && job->gpu->launches ? "1" : "0");
+	rec_meta(r, "launches", ses->gpu.launches ? "1" : "0");
 	return rec_meta(r, "epochs_wanted", m->epochs_wanted);
 }
 
@@ -74,14 +76,16 @@ static void close_db(struct recorder *r)
 }
 
 int record_open(struct recorder *r, const char *path, bool force,
-		const struct record_meta *m, const struct job *job)
+		const struct record_meta *m, const struct session *ses)
 {
+	const struct job *job = &ses->job;
+
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	r->path = path;
 	if (rec_create(r, force) || record_gpu_schema(r) || rec_exec(r, "BEGIN", "write"))
 		goto err;
-	write_start_meta(r, m, job);
+	write_start_meta(r, m, ses);
 	if (rec_exec(r, "COMMIT", "write"))
 		goto err;
 	r->next_flush = job->window_start_ns + REC_FLUSH_NS;
@@ -131,22 +135,23 @@ static void write_job_id(struct recorder *r, const struct job *job)
 	}
 }
 
-static int flush(struct recorder *r, const struct job *job,
+static int flush(struct recorder *r, const struct session *ses,
 		 const struct tb_counters *bpf, uint64_t now, bool last)
 {
+	const struct job *job = &ses->job;
 	uint64_t t0 = now_ns(), dt;
 
 	if (rec_exec(r, "BEGIN", "write"))
 		return -1;
-	record_job(r, job, now, last);
+	record_job(r, ses, now, last);
 	write_job_id(r, job);
-	record_events(r, job);
-	record_gpu_flush(r, job);
+	record_events(r, ses);
+	record_gpu_flush(r, ses);
 	record_counters(r, job, bpf);
-	record_stall(r, job);
+	record_stall(r, ses);
 	if (last) {
-		record_final(r, job, now);
-		record_gpu_final(r, job, now);
+		record_final(r, ses, now);
+		record_gpu_final(r, ses, now);
 	}
 	if (r->failed || rec_exec(r, "COMMIT", "write")) {
 		sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
@@ -161,24 +166,24 @@ static int flush(struct recorder *r, const struct job *job,
 	return 0;
 }
 
-int record_tick(struct recorder *r, const struct job *job,
+int record_tick(struct recorder *r, const struct session *ses,
 		const struct tb_counters *bpf, uint64_t now)
 {
 	if (r->failed)
 		return -1;
-	if (now < r->next_flush && !record_epoch_closed(r, job))
+	if (now < r->next_flush && !record_epoch_closed(r, ses))
 		return 0;
 	/* From now, not from the schedule: a slow flush must not pile up. */
 	r->next_flush = now + REC_FLUSH_NS;
-	return flush(r, job, bpf, now, false);
+	return flush(r, ses, bpf, now, false);
 }
 
-int record_finish(struct recorder *r, const struct job *job,
+int record_finish(struct recorder *r, const struct session *ses,
 		  const struct tb_counters *bpf, uint64_t now)
 {
 	if (r->failed)
 		return -1;
-	if (flush(r, job, bpf, now, true))
+	if (flush(r, ses, bpf, now, true))
 		return -1;
 	/*
 	 * Fold the WAL into the file and leave WAL mode: the recording is one

@@ -24,6 +24,8 @@
 #include "gpu_util.h"
 #include "recording.h"
 
+struct session;
+
 struct sqlite3;
 struct sqlite3_stmt;
 
@@ -156,7 +158,7 @@ struct record_meta {
  * stderr and -1 on error; what a failed start made is removed.
  */
 int record_open(struct recorder *r, const char *path, bool force,
-		const struct record_meta *m, const struct job *job);
+		const struct record_meta *m, const struct session *ses);
 /* Closes the file; the recording stays incomplete unless finished. */
 void record_close(struct recorder *r);
 
@@ -164,10 +166,10 @@ void record_close(struct recorder *r);
  * After each refresh: flushes when a second passed or an epoch closed,
  * with BPF's counters as of now. -1: failed.
  */
-int record_tick(struct recorder *r, const struct job *job,
+int record_tick(struct recorder *r, const struct session *ses,
 		const struct tb_counters *bpf, uint64_t now);
 /* At the end, after the last refresh and epochs_finish. -1: failed. */
-int record_finish(struct recorder *r, const struct job *job,
+int record_finish(struct recorder *r, const struct session *ses,
 		  const struct tb_counters *bpf, uint64_t now);
 
 /* From the ring buffer (tracer.c): queued for the next flush. */
@@ -178,16 +180,16 @@ void record_on_text(struct recorder *r, const struct epochs *ep,
 		    const struct tb_text_event *e);
 
 /* record_job.c: processes, threads, samples of one flush; -1 on error. */
-int record_job(struct recorder *r, const struct job *job, uint64_t now, bool last);
+int record_job(struct recorder *r, const struct session *ses, uint64_t now, bool last);
 /* The job folded rows (job_fold, after the flush that wrote them): r->procs follows. */
 void record_on_fold(struct recorder *r, const struct job *job, const struct job_fold *f);
 /* record_events.c: queued events and steps, closed epochs; -1 on error. */
-int record_events(struct recorder *r, const struct job *job);
+int record_events(struct recorder *r, const struct session *ses);
 struct steps;
 /* At the end: the steps found from the call period (not final before). */
 int record_call_steps(struct recorder *r, const struct steps *st);
 /* Whether an epoch closed since the last flush. */
-bool record_epoch_closed(const struct recorder *r, const struct job *job);
+bool record_epoch_closed(const struct recorder *r, const struct session *ses);
 /*
  * record_states.c: a batch of the state stream into `states`, bounded; a
  * states_fn (states.h) with the recorder as ctx. 0, or -1 once failed.
@@ -196,9 +198,9 @@ int record_insert_states(void *ctx, const struct tb_state_rec *recs, size_t n);
 /* record_final.c: gpu_calls, diagnosis, counters. */
 int record_counters(struct recorder *r, const struct job *job,
 		    const struct tb_counters *bpf);
-int record_final(struct recorder *r, const struct job *job, uint64_t now);
+int record_final(struct recorder *r, const struct session *ses, uint64_t now);
 /* The stalled job as the live report shows it now (schema 10), at every flush. */
-int record_stall(struct recorder *r, const struct job *job);
+int record_stall(struct recorder *r, const struct session *ses);
 
 /*
  * record_gpu.c, schema 4: its tables (at create), each flush's readings,
@@ -206,9 +208,9 @@ int record_stall(struct recorder *r, const struct job *job);
  */
 int record_gpu_schema(struct recorder *r);
 void record_gpu_close(struct recorder *r);
-int record_gpu_flush(struct recorder *r, const struct job *job);
+int record_gpu_flush(struct recorder *r, const struct session *ses);
 int record_gpu_epoch(struct recorder *r, enum ep_source s, int seq, const struct epoch *e);
-int record_gpu_final(struct recorder *r, const struct job *job, uint64_t now);
+int record_gpu_final(struct recorder *r, const struct session *ses, uint64_t now);
 
 /*
  * record_db.c, under the record_*.c files: the file with its schema and

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "grow.h"
 #include "record.h"
+#include "session.h"
 #include "steps.h"
 
 static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *type)
@@ -270,28 +271,28 @@ static int write_epoch(struct recorder *r, enum ep_source s, int seq, const stru
 	return r->failed ? -1 : 0;
 }
 
-bool record_epoch_closed(const struct recorder *r, const struct job *job)
+bool record_epoch_closed(const struct recorder *r, const struct session *ses)
 {
-	for (int s = 0; job->epochs && s < EP_NSRC; s++)
-		if (job->epochs->src[s].closed > r->epochs_written[s])
+	for (int s = 0; s < EP_NSRC; s++)
+		if (ses->ep.src[s].closed > r->epochs_written[s])
 			return true;
 	return false;
 }
 
-int record_events(struct recorder *r, const struct job *job)
+int record_events(struct recorder *r, const struct session *ses)
 {
 	write_events(r);
 	write_phases(r);
 	write_queued_steps(r);
-	for (int s = 0; job->epochs && s < EP_NSRC && !r->failed; s++) {
-		const struct ep_stream *st = &job->epochs->src[s];
+	for (int s = 0; s < EP_NSRC && !r->failed; s++) {
+		const struct ep_stream *st = &ses->ep.src[s];
 
 		for (; r->epochs_written[s] < st->closed && !r->failed; r->epochs_written[s]++) {
 			const struct epoch *e = ep_stream_closed(st, r->epochs_written[s]);
 
 			if (e)	/* merged away before a flush: never, a flush follows each close */
 				write_epoch(r, s, r->epochs_written[s], e,
-					    s == EP_PASSES ? job->epochs->pass_label_off : 0);
+					    s == EP_PASSES ? ses->ep.pass_label_off : 0);
 		}
 	}
 	return r->failed ? -1 : 0;

@@ -10,6 +10,7 @@
 #include "phases.h"
 #include "gpu.h"
 #include "record.h"
+#include "session.h"
 #include "stall.h"
 #include "steps.h"
 
@@ -87,9 +88,10 @@ static void stall_row(struct recorder *r, const struct stall_job *j, const struc
  * hung job, the common end) or is cut keeps what the live view said last:
  * its ranks, culprit first.
  */
-int record_stall(struct recorder *r, const struct job *job)
+int record_stall(struct recorder *r, const struct session *ses)
 {
-	const struct stall_job *j = job->stall ? stall_any(job->stall) : NULL;
+	const struct stall *st = ses_stall(ses);
+	const struct stall_job *j = st ? stall_any(st) : NULL;
 
 	if (rec_exec(r, "DELETE FROM stall", "write"))
 		return -1;
@@ -144,13 +146,12 @@ static int write_findings(struct recorder *r, const struct epoch *e,
 }
 
 /* One window: the run (e NULL) or an epoch of the source the reports use. */
-static int diagnose(struct recorder *r, const struct job *job, const struct epoch *e,
+static int diagnose(struct recorder *r, const struct session *ses, const struct epoch *e,
 		    uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	struct dg_view v;
-	int n, err = e ? diag_view_epoch(&v, job, job->diag, e) :
-			 diag_view_run(&v, job, job->diag, now);
+	int n, err = e ? diag_view_epoch(&v, ses, e) : diag_view_run(&v, ses, now);
 
 	if (err)
 		return 0;	/* no view, no findings: as the reports do */
@@ -159,16 +160,14 @@ static int diagnose(struct recorder *r, const struct job *job, const struct epoc
 	return write_findings(r, e, fs, n);
 }
 
-static int write_diagnosis(struct recorder *r, const struct job *job, uint64_t now)
+static int write_diagnosis(struct recorder *r, const struct session *ses, uint64_t now)
 {
-	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
-	const struct ep_stream *st = s == EP_NSRC ? NULL : &job->epochs->src[s];
+	enum ep_source s = epochs_source(&ses->ep);
+	const struct ep_stream *st = s == EP_NSRC ? NULL : &ses->ep.src[s];
 
-	if (!job->diag)
-		return 0;
-	diagnose(r, job, NULL, now);
+	diagnose(r, ses, NULL, now);
 	for (int i = 0; st && i < st->n && !r->failed; i++)
-		diagnose(r, job, &st->list[i], now);
+		diagnose(r, ses, &st->list[i], now);
 	return r->failed ? -1 : 0;
 }
 
@@ -261,26 +260,26 @@ static void write_phase_steps(struct recorder *r, const struct phases *ph)
 	}
 }
 
-static int write_end_meta(struct recorder *r, const struct job *job, uint64_t now)
+static int write_end_meta(struct recorder *r, const struct session *ses, uint64_t now)
 {
-	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
+	const struct epochs *ep = &ses->ep;
+	const struct phases *ph = ses_phases(ses);
+	enum ep_source s = epochs_source(ep);
 	char buf[32];
 
-	if (job->phases) {
-		rec_meta(r, "phases_source", ph_source_names[job->phases->source]);
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->phases->threads_over);
+	if (ph) {
+		rec_meta(r, "phases_source", ph_source_names[ph->source]);
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ph->threads_over);
 		rec_meta(r, "phase_threads_over", buf);
 	}
 	rec_meta(r, "epoch_source", s == EP_NSRC ? "none" : epochs_source_name(s));
-	if (job->epochs) {
-		rec_meta(r, "epochs_pass_ended", job->epochs->pass_ended ? "1" : "0");
-		/* Schema 11: where the loop's last step ended (epochs.h), 0 if pending. */
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->loop.done);
-		rec_meta(r, "steps_loop_done_ns", buf);
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)job->epochs->optim.done);
-		rec_meta(r, "steps_optim_done_ns", buf);
-		rec_meta(r, "steps_optim_multi", job->epochs->optim_multi ? "1" : "0");
-	}
+	rec_meta(r, "epochs_pass_ended", ep->pass_ended ? "1" : "0");
+	/* Schema 11: where the loop's last step ended (epochs.h), 0 if pending. */
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ep->loop.done);
+	rec_meta(r, "steps_loop_done_ns", buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ep->optim.done);
+	rec_meta(r, "steps_optim_done_ns", buf);
+	rec_meta(r, "steps_optim_multi", ep->optim_multi ? "1" : "0");
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now);
 	rec_meta(r, "end_mono_ns", buf);
 	return rec_meta(r, "complete", "1");
@@ -394,23 +393,19 @@ static void write_worker_gens(struct recorder *r, const struct epochs *ep)
 	}
 }
 
-int record_final(struct recorder *r, const struct job *job, uint64_t now)
+int record_final(struct recorder *r, const struct session *ses, uint64_t now)
 {
-	if (job->epochs) {
-		record_call_steps(r, job->epochs->calls);
-		write_syncs(r, job->epochs->calls);
-		write_worker_gens(r, job->epochs);
+	record_call_steps(r, &ses->steps);
+	write_syncs(r, &ses->steps);
+	write_worker_gens(r, &ses->ep);
+	write_gpu_procs(r, &ses->gpu);
+	write_gpu_calls(r, &ses->gpu);
+	write_gpu_libraries(r, &ses->gpu);
+	write_comms(r, &ses->gpu);
+	if (ses_phases(ses)) {
+		write_phase_times(r, &ses->job);
+		write_phase_steps(r, &ses->phases);
 	}
-	if (job->gpu) {
-		write_gpu_procs(r, job->gpu);
-		write_gpu_calls(r, job->gpu);
-		write_gpu_libraries(r, job->gpu);
-		write_comms(r, job->gpu);
-	}
-	if (job->phases) {
-		write_phase_times(r, job);
-		write_phase_steps(r, job->phases);
-	}
-	write_diagnosis(r, job, now);
-	return write_end_meta(r, job, now);
+	write_diagnosis(r, ses, now);
+	return write_end_meta(r, ses, now);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "record.h"
+#include "session.h"
 
 /* docs/recording.md, verbatim: readers depend on it. */
 static const char schema[] =
@@ -163,11 +164,11 @@ static void write_samples(struct recorder *r, const struct gpu_util *g)
 	}
 }
 
-int record_gpu_flush(struct recorder *r, const struct job *job)
+int record_gpu_flush(struct recorder *r, const struct session *ses)
 {
-	const struct gpu_util *g = job->gu;
+	const struct gpu_util *g = &ses->gu;
 
-	if (!g || g->state == GU_NOT_TRIED || r->failed)
+	if (g->state == GU_NOT_TRIED || r->failed)
 		return r->failed ? -1 : 0;
 	if (!r->gpu.meta_done) {
 		write_meta(r, g);
@@ -229,14 +230,14 @@ int record_gpu_epoch(struct recorder *r, enum ep_source s, int seq, const struct
 	return write_window(r, epochs_source_name(s), seq, e->gpu);
 }
 
-int record_gpu_final(struct recorder *r, const struct job *job, uint64_t now)
+int record_gpu_final(struct recorder *r, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = job->gu;
+	const struct gpu_util *g = &ses->gu;
 	struct gu_win w;
 	char buf[32];
 	int rc;
 
-	if (!g || g->state != GU_ACTIVE || r->failed)
+	if (g->state != GU_ACTIVE || r->failed)
 		return r->failed ? -1 : 0;
 	gu_run_window(g, now, &w);
 	rc = write_window(r, NULL, 0, &w);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "record.h"
+#include "session.h"
 
 static void *grow_zero(void *arr, int old, int need, size_t elem)
 {
@@ -74,7 +75,7 @@ static int rekey_proc(struct recorder *r, struct rec_proc *rp, const struct proc
 }
 
 static int write_proc(struct recorder *r, struct rec_proc *rp, const struct proc_rec *p,
-		      const struct job *job)
+		      const struct session *ses)
 {
 	int rank;
 
@@ -82,7 +83,7 @@ static int write_proc(struct recorder *r, struct rec_proc *rp, const struct proc
 	if (rp->known && !job_proc_alive(p))
 		rank = rp->rank;
 	else
-		rank = job->diag ? diag_proc_rank(job, job->diag, p->pid) : -1;
+		rank = diag_proc_rank(ses, p->pid);
 
 	if (rekey_proc(r, rp, p))
 		return -1;
@@ -185,8 +186,10 @@ static int write_sample(struct recorder *r, struct rec_thread *rt,
  * folds only after the flush that wrote its last row): an aggregate has
  * no row of its own.
  */
-int record_job(struct recorder *r, const struct job *job, uint64_t now, bool last)
+int record_job(struct recorder *r, const struct session *ses, uint64_t now, bool last)
 {
+	const struct job *job = &ses->job;
+
 	sync_shape(r, job);
 	for (int i = 0; i < job->nprocs && !r->failed; i++) {
 		const struct proc_rec *p = &job->procs[i];
@@ -194,7 +197,7 @@ int record_job(struct recorder *r, const struct job *job, uint64_t now, bool las
 
 		if (p->folded)
 			continue;
-		write_proc(r, rp, p, job);
+		write_proc(r, rp, p, ses);
 		for (int j = 0; j < p->nthreads && !r->failed; j++) {
 			struct rec_thread *rt = &rp->th[j];
 

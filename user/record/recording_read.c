@@ -120,7 +120,7 @@ static int check_header(struct recording *r, char *err, size_t errlen)
 		return ERR("%s: not a trainbpf recording (schema version %lld)", r->path, (long long)ver);
 	r->version = (int)ver;
 	/* Until phase_times of schema 4 say which storage waits were writes. */
-	r->job.wio_unknown = true;
+	r->ses.job.wio_unknown = true;
 	return 0;
 }
 
@@ -129,6 +129,7 @@ int rec_open(struct recording *r, const char *path, char *err, size_t errlen)
 	struct stat sb;
 
 	memset(r, 0, sizeof(*r));
+	session_init(&r->ses);
 	r->path = path;
 	if (stat(path, &sb))
 		return ERR("cannot open %s: %s", path, strerror(errno));
@@ -154,7 +155,7 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 
 	if (q_open(r, &q, "SELECT key, value FROM meta", err, errlen))
 		return -1;
-	r->ep.pass_ended = true;	/* recorded before it was kept: passes as they were */
+	r->ses.ep.pass_ended = true;	/* recorded before it was kept: passes as they were */
 	r->world_size = -1;
 	while (q_row(&q)) {
 		const char *k = col_str(&q, 0), *v = col_str(&q, 1);
@@ -163,7 +164,7 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->start_ns = strtoull(v, NULL, 10);
 			have_start = true;
 		} else if (!strcmp(k, "start_unix_s")) {
-			r->job.window_start_unix = strtod(v, NULL);
+			r->ses.job.window_start_unix = strtod(v, NULL);
 		} else if (!strcmp(k, "end_mono_ns")) {
 			r->end_ns = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "complete")) {
@@ -172,10 +173,10 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->states_lost = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "phases_source")) {
 			/* a name this build does not know: the table says none */
-			r->phases.source = ph_source_find(v) < 0 ? PH_SRC_NONE : ph_source_find(v);
+			r->ses.phases.source = ph_source_find(v) < 0 ? PH_SRC_NONE : ph_source_find(v);
 			r->has_phases = true;
 		} else if (!strcmp(k, "phase_threads_over")) {
-			r->phases.threads_over = strtoull(v, NULL, 10);
+			r->ses.phases.threads_over = strtoull(v, NULL, 10);
 		} else if (!strcmp(k, "job")) {
 			snprintf(r->job_id, sizeof(r->job_id), "%s", v);
 		} else if (!strcmp(k, "hostname")) {
@@ -185,7 +186,7 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 		} else if (!strcmp(k, "world_size")) {
 			r->world_size = atoi(v);
 		} else if (!strcmp(k, "launches")) {
-			r->gpu.launches = !strcmp(v, "1");	/* schema 2 */
+			r->ses.gpu.launches = !strcmp(v, "1");	/* schema 2 */
 		} else if (!strcmp(k, "steps_optim_multi")) {
 			r->optim_multi = !strcmp(v, "1");
 		} else if (!strcmp(k, "steps_optim_done_ns")) {
@@ -194,12 +195,12 @@ static int load_meta(struct recording *r, char *err, size_t errlen)
 			r->loop_done = strtoull(v, NULL, 10);
 			r->has_loop_done = true;
 		} else if (!strcmp(k, "epochs_pass_ended")) {
-			r->ep.pass_ended = !strcmp(v, "1");
+			r->ses.ep.pass_ended = !strcmp(v, "1");
 		} else if (!strcmp(k, "epochs_wanted")) {
 			double iv;
 
-			if (epochs_parse_source(v, &r->ep.want, &iv))
-				r->ep.want = EP_AUTO;
+			if (epochs_parse_source(v, &r->ses.ep.want, &iv))
+				r->ses.ep.want = EP_AUTO;
 		}
 	}
 	if (q_close(r, &q, err, errlen))
@@ -260,7 +261,7 @@ static int load_procs(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		p = job_add_proc(&r->job, pid, (pid_t)col_i64(&q, 1), col_str(&q, 2),
+		p = job_add_proc(&r->ses.job, pid, (pid_t)col_i64(&q, 1), col_str(&q, 2),
 				 col_ns(&q, 7));
 		strncpy(p->exe, col_str(&q, 3), sizeof(p->exe) - 1);
 		p->role = role_from(col_str(&q, 4));
@@ -293,9 +294,9 @@ static int load_threads(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		p = job_proc_at(&r->job, pid, start);
+		p = job_proc_at(&r->ses.job, pid, start);
 		if (!p)	/* a thread whose process row is missing: keep its time */
-			p = job_add_proc(&r->job, pid, 0, col_str(&q, 2), start);
+			p = job_add_proc(&r->ses.job, pid, 0, col_str(&q, 2), start);
 		t = job_add_thread(p, (pid_t)col_i64(&q, 0), col_str(&q, 2), start);
 		t->end_ns = col_ns(&q, 4);
 	}
@@ -472,7 +473,7 @@ static void sample_cols(struct q *q, int64_t own[TB_NCAT], int64_t cp[TB_NCAT],
 static int load_samples(struct recording *r, struct ep_acc *acc, uint64_t ws,
 			uint64_t we, bool windowed, char *err, size_t errlen)
 {
-	struct job *job = &r->job;
+	struct job *job = &r->ses.job;
 	int nix, rc = -1;
 	struct tref *ix = thread_index(job, &nix);
 	struct q q;
@@ -601,7 +602,7 @@ static void ep_read_start(struct recording *r, struct ep_read *x, struct q *q)
 	memset(x, 0, sizeof(*x));
 	x->rowid = col_i64(q, 0);
 	if (s != EP_NSRC) {
-		x->e = epochs_add(&r->ep, s, (long)col_i64(q, 2), col_ns(q, 3),
+		x->e = epochs_add(&r->ses.ep, s, (long)col_i64(q, 2), col_ns(q, 3),
 				  col_null(q, 4) ? r->end_ns : col_ns(q, 4), col_i64(q, 5) != 0);
 		if (!x->e)
 			abort();	/* as job.c: out of memory, nothing left to say */
@@ -641,7 +642,7 @@ static void ep_read_proc(struct recording *r, struct ep_read *x, struct q *q)
 		d->ppid = (pid_t)col_i64(q, EC_WHO);
 		d->role = role_from(col_str(q, EC_WHO + 1));
 		d->folded = (int)col_i64(q, EC_WHO + 2);
-	} else if (d->pid && (p = job_proc_at(&r->job, d->pid, d->start + 1))) {
+	} else if (d->pid && (p = job_proc_at(&r->ses.job, d->pid, d->start + 1))) {
 		d->ppid = p->ppid;	/* an older file: as the process row says */
 		d->role = p->role;
 	}
@@ -701,7 +702,7 @@ static int load_epoch_rows(struct recording *r, const struct rec_filter *flt,
 
 		if (s == EP_NSRC)
 			continue;	/* a source this build does not know */
-		if (!epochs_add(&r->ep, s, (long)col_i64(&q, 1), col_ns(&q, 2),
+		if (!epochs_add(&r->ses.ep, s, (long)col_i64(&q, 1), col_ns(&q, 2),
 				col_null(&q, 3) ? r->end_ns : col_ns(&q, 3), col_i64(&q, 4) != 0))
 			abort();	/* as job.c: out of memory, nothing left to say */
 	}
@@ -712,16 +713,16 @@ static int load_epoch_rows(struct recording *r, const struct rec_filter *flt,
 static int pick_epochs(struct recording *r, const struct rec_filter *flt,
 		       char *err, size_t errlen)
 {
-	enum ep_source s = epochs_source(&r->ep);
+	enum ep_source s = epochs_source(&r->ses.ep);
 	const struct ep_stream *st;
 
-	epochs_align_labels(&r->ep, r->end_ns);	/* as the live tool did at its end */
-	epochs_keep_source(&r->ep, s);
+	epochs_align_labels(&r->ses.ep, r->end_ns);	/* as the live tool did at its end */
+	epochs_keep_source(&r->ses.ep, s);
 	if (!flt->epoch_set)
 		return 0;
-	if (s != EP_NSRC && epochs_keep_label(&r->ep, s, flt->epoch))
+	if (s != EP_NSRC && epochs_keep_label(&r->ses.ep, s, flt->epoch))
 		return 0;
-	st = s == EP_NSRC ? NULL : &r->ep.src[s];
+	st = s == EP_NSRC ? NULL : &r->ses.ep.src[s];
 	if (!st || !st->n)
 		return ERR("%s: no epoch %ld: the recording has no epochs", r->path, flt->epoch);
 	return ERR("%s: no epoch %ld (epochs %ld to %ld)", r->path, flt->epoch,
@@ -746,7 +747,7 @@ static void finish_epochs(struct recording *r, struct ep_acc *acc)
 		/* In job order; a process met twice (rows out of time order): one row. */
 		qsort(rows, acc->nrows[i], sizeof(*rows), by_proc);
 		for (int k = 0; k < acc->nrows[i]; k++) {
-			const struct proc_rec *p = &r->job.procs[rows[k].proc];
+			const struct proc_rec *p = &r->ses.job.procs[rows[k].proc];
 			struct ep_proc *o = &d[n];
 
 			if (n && k && rows[k].proc == rows[k - 1].proc) {
@@ -766,7 +767,7 @@ static void finish_epochs(struct recording *r, struct ep_acc *acc)
 			o->end = p->end_ns;
 			n++;
 		}
-		epoch_set_procs(&r->ep, &acc->list[i], d, n);
+		epoch_set_procs(&r->ses.ep, &acc->list[i], d, n);
 	}
 }
 
@@ -796,20 +797,20 @@ static int load_steps(struct recording *r, const struct rec_filter *flt,
 			continue;
 		/* A source this build does not know reads as none: skipped. */
 		if (src == EP_STEPS_MARKER)
-			epochs_add_step(&r->ep, col_ns(&q, 2), pid);
+			epochs_add_step(&r->ses.ep, col_ns(&q, 2), pid);
 		else if (src == EP_STEPS_FETCH || src == EP_STEPS_BACKWARD)
-			epochs_add_loop_step(&r->ep, src, col_ns(&q, 2), pid, tid);
+			epochs_add_loop_step(&r->ses.ep, src, col_ns(&q, 2), pid, tid);
 		else if (src == EP_STEPS_OPTIM)
-			epochs_add_optim_step(&r->ep, col_ns(&q, 2), pid, tid);
+			epochs_add_optim_step(&r->ses.ep, col_ns(&q, 2), pid, tid);
 		else if (src == EP_STEPS_CALLS)
-			steps_add_start(&r->steps, pid, tid, col_ns(&q, 2));
+			steps_add_start(&r->ses.steps, pid, tid, col_ns(&q, 2));
 	}
-	r->ep.calls = &r->steps;
+	r->ses.ep.calls = &r->ses.steps;
 	/* Before schema 9 nothing says where the loop's last step ended: pending. */
-	r->ep.ended = r->end_ns;
-	r->ep.loop.done = r->has_loop_done ? r->loop_done : 0;
-	r->ep.optim.done = r->optim_done;
-	r->ep.optim_multi = r->optim_multi;
+	r->ses.ep.ended = r->end_ns;
+	r->ses.ep.loop.done = r->has_loop_done ? r->loop_done : 0;
+	r->ses.ep.optim.done = r->optim_done;
+	r->ses.ep.optim_multi = r->optim_multi;
 	return q_close(r, &q, err, errlen);
 }
 
@@ -906,7 +907,7 @@ static int load_gpu_libraries(struct recording *r, const struct rec_filter *flt,
 
 		if (fam < 0 || (flt->pid && pid != flt->pid))
 			continue;
-		gpu_map(gpu_proc(&r->gpu, pid), gpu_object(&r->gpu, col_str(&q, 2), fam,
+		gpu_map(gpu_proc(&r->ses.gpu, pid), gpu_object(&r->ses.gpu, col_str(&q, 2), fam,
 							   col_str(&q, 3), col_i64(&q, 4) != 0));
 	}
 	return q_close(r, &q, err, errlen);
@@ -935,9 +936,9 @@ struct gpu_read {
 
 static struct gpu_proc *entry_of(struct recording *r, const struct gpu_read *x, int64_t seq)
 {
-	for (int i = 0; i < r->gpu.nprocs; i++)
+	for (int i = 0; i < r->ses.gpu.nprocs; i++)
 		if (x->seq[i] == seq)
-			return &r->gpu.procs[i];
+			return &r->ses.gpu.procs[i];
 	return NULL;	/* left out by --pid, or no such entry */
 }
 
@@ -954,12 +955,12 @@ static int load_gpu_procs(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		x->seq = tb_grow(x->seq, &x->cap_seq, r->gpu.nprocs + 1, sizeof(*x->seq));
-		p = x->seq ? gpu_proc_add(&r->gpu, pid) : NULL;
+		x->seq = tb_grow(x->seq, &x->cap_seq, r->ses.gpu.nprocs + 1, sizeof(*x->seq));
+		p = x->seq ? gpu_proc_add(&r->ses.gpu, pid) : NULL;
 		if (!p)
 			abort();	/* as job.c: out of memory, nothing left to say */
 		p->exited = col_i64(&q, 2) != 0;
-		x->seq[r->gpu.nprocs - 1] = col_i64(&q, 0);
+		x->seq[r->ses.gpu.nprocs - 1] = col_i64(&q, 0);
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -1005,7 +1006,7 @@ static bool listed(const char *list, const char *name)
 /* The writer's object obj, made the first time (its path from that row). */
 static int object_of(struct recording *r, struct gpu_read *x, int64_t obj, const char *path)
 {
-	struct gpu *g = &r->gpu;
+	struct gpu *g = &r->ses.gpu;
 	int i;
 
 	for (i = 0; i < g->nobjs; i++)
@@ -1051,7 +1052,7 @@ static int load_gpu_objects(struct recording *r, struct gpu_read *x,
 		if (!p || fam < 0)
 			continue;
 		o = object_of(r, x, col_i64(&q, 5), col_str(&q, 2));
-		object_family(&r->gpu.objs[o], fam, &q);
+		object_family(&r->ses.gpu.objs[o], fam, &q);
 		m = gpu_mapping_add(p, o);
 		if (!m)
 			abort();
@@ -1136,17 +1137,17 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 
 		if (a < 0 || (flt->pid && pid != flt->pid))
 			continue;
-		s = &gpu_proc(&r->gpu, pid)->stat[a];
+		s = &gpu_proc(&r->ses.gpu, pid)->stat[a];
 		s->calls += col_ns(&q, 2);
 		s->nested += col_ns(&q, 3);
 		s->bytes += col_ns(&q, 4);
 		s->ns += col_ns(&q, 5);
 		if (gpu_apis[a].kind == TB_AK_LAUNCH && s->calls)
-			r->gpu.launches = true;	/* launches are counted only when asked */
+			r->ses.gpu.launches = true;	/* launches are counted only when asked */
 	}
 	if (q_close(r, &q, err, errlen) || load_gpu_libraries(r, flt, err, errlen))
 		return -1;
-	infer_libraries(&r->gpu);
+	infer_libraries(&r->ses.gpu);
 	return 0;
 }
 
@@ -1167,7 +1168,7 @@ static int load_syncs(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		steps_add_sync(&r->steps, pid, col_ns(&q, 1));
+		steps_add_sync(&r->ses.steps, pid, col_ns(&q, 1));
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -1193,7 +1194,7 @@ static int load_gens(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && g.parent != flt->pid)
 			continue;
-		epochs_add_gen(&r->ep, &g);
+		epochs_add_gen(&r->ses.ep, &g);
 	}
 	return q_close(r, &q, err, errlen);
 }
@@ -1240,8 +1241,8 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 		return -1;
 	while (!rc && q_row(&q)) {
 		if (!j) {
-			j = r->stall.jobs = xcalloc(1, sizeof(*j));
-			r->stall.njobs = r->stall.cap = 1;
+			j = r->ses.stall.jobs = xcalloc(1, sizeof(*j));
+			r->ses.stall.njobs = r->ses.stall.cap = 1;
 			j->stalled = true;
 			j->since = col_ns(&q, 0);
 			j->now = col_ns(&q, 1);
@@ -1279,12 +1280,12 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 			    char *err, size_t errlen)
 {
 	int nix, rc;
-	struct tref *ix = thread_index(&r->job, &nix);
+	struct tref *ix = thread_index(&r->ses.job, &nix);
 	struct q q;
 
 	/* Schema 4 tells storage writes from reads; before, the diagnosis guesses. */
 	if (r->version >= 4)
-		r->job.wio_unknown = false;
+		r->ses.job.wio_unknown = false;
 	if (q_open(r, &q, r->version >= 4 ?
 		   "SELECT tid, pid, start_ns, phase, cp_cpu, cp_gpu_wait, cp_comm, cp_data_wait, "
 		   "cp_io, cp_runqueue, cp_lock, cp_idle, io_write FROM phase_times" :
@@ -1300,7 +1301,7 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 		int end = phase_index(col_str(&q, 3), ph_names + PH_NLOOP, 2);
 
 		if ((flt->pid && pid != flt->pid) || !t || (ph < 0 && end < 0) ||
-		    r->job.procs[t->proc].pid != pid)
+		    r->ses.job.procs[t->proc].pid != pid)
 			continue;
 		if (ph < 0) {	/* schema 8: setup or teardown, of its other row */
 			for (int c = 0; c < TB_NCAT; c++)
@@ -1311,10 +1312,10 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 			t->t->ph[ph][c] += col_ns(&q, 4 + c);
 		t->t->wio[ph] += col_ns(&q, 4 + TB_NCAT);
 		/* As the live tool notes it: who trains, which thread (job_trainer_thread). */
-		job_note_backward(&r->job.procs[t->proc], t->t);
+		job_note_backward(&r->ses.job.procs[t->proc], t->t);
 		/* NULL: not measured (a column added to a file made before it) */
 		if (sqlite3_column_type(q.st, 4 + TB_NCAT) == SQLITE_NULL)
-			r->job.wio_unknown = true;
+			r->ses.job.wio_unknown = true;
 	}
 	rc = q_close(r, &q, err, errlen);
 	free(ix);
@@ -1376,7 +1377,7 @@ static int load_phase_steps(struct recording *r, const struct rec_filter *flt,
 
 		if (flt->pid && pid != flt->pid)
 			continue;
-		t = phases_add_thread(&r->phases, pid, tid);
+		t = phases_add_thread(&r->ses.phases, pid, tid);
 		if (!t)
 			abort();	/* as xcalloc */
 		phase_step_row(t, &q);
@@ -1400,7 +1401,7 @@ static int load_phase_osteps(struct recording *r, const struct rec_filter *flt,
 		int p = phase_index(col_str(&q, 2), ph_names, PH_NSHOWN);
 		struct ph_thread *t;
 
-		if ((flt->pid && pid != flt->pid) || !(t = phases_add_thread(&r->phases, pid, tid)))
+		if ((flt->pid && pid != flt->pid) || !(t = phases_add_thread(&r->ses.phases, pid, tid)))
 			continue;
 		t->osteps.steps = (int)col_i64(&q, 3);
 		t->osteps.step_ms = col_double(&q, 4);
@@ -1428,7 +1429,7 @@ static int load_phases(struct recording *r, const struct rec_filter *flt,
 	if (load_phase_times(r, flt, err, errlen) || load_phase_steps(r, flt, err, errlen) ||
 	    load_phase_osteps(r, flt, err, errlen))
 		return -1;
-	r->job.phases = &r->phases;
+	r->ses.phases_on = true;
 	return 0;
 }
 
@@ -1494,8 +1495,7 @@ static int load_diagnosis(struct recording *r, const struct rec_filter *flt,
 		if (flt->epoch_set)
 			saved_push(r, &f, true, epoch);
 	}
-	diag_set_saved(&r->diag, r->saved, r->nsaved);
-	r->job.diag = &r->diag;
+	diag_set_saved(&r->ses.diag, r->saved, r->nsaved);
 	return q_close(r, &q, err, errlen);
 }
 
@@ -1532,7 +1532,7 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 
 void rec_counters(const struct recording *r, struct run_counters *out)
 {
-	job_counters(&r->job, &r->bpf, out);
+	job_counters(&r->ses.job, &r->bpf, out);
 }
 
 /* ---- the window ---- */
@@ -1599,21 +1599,21 @@ static void clamp_window(struct job *job)
 static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 			     char *err, size_t errlen)
 {
-	enum ep_source s = epochs_source(&r->ep);
+	enum ep_source s = epochs_source(&r->ses.ep);
 	struct ep_acc acc = { 0 };
 	uint64_t ws = r->start_ns, we = r->end_ns;
 	int rc;
 
 	/* Schema 2 has each epoch's deltas; schema 1's are rebuilt from the flushes. */
 	if (s != EP_NSRC && r->version < 2) {
-		acc.list = r->ep.src[s].list;
-		acc.n = r->ep.src[s].n;
+		acc.list = r->ses.ep.src[s].list;
+		acc.n = r->ses.ep.src[s].n;
 	}
 	if (flt->epoch_set) {
-		ws = r->ep.src[s].list[0].start;
-		we = r->ep.src[s].list[0].end;
+		ws = r->ses.ep.src[s].list[0].start;
+		we = r->ses.ep.src[s].list[0].end;
 	}
-	acc.nprocs = r->job.nprocs;
+	acc.nprocs = r->ses.job.nprocs;
 	acc.rows = xcalloc(acc.n, sizeof(*acc.rows));
 	acc.nrows = xcalloc(acc.n, sizeof(int));
 	acc.caprows = xcalloc(acc.n, sizeof(int));
@@ -1632,11 +1632,11 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 	free(acc.last_ep);
 	free(acc.last_row);
 	if (flt->epoch_set) {
-		clamp_window(&r->job);
-		r->job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
+		clamp_window(&r->ses.job);
+		r->ses.job.window_start_unix += ((double)ws - (double)r->start_ns) / 1e9;
 		r->start_ns = ws;
 		r->end_ns = we;
-		clip_window(&r->job, ws, we);
+		clip_window(&r->ses.job, ws, we);
 	}
 	return rc;
 }
@@ -1645,14 +1645,14 @@ static int load_epoch_deltas(struct recording *r, const struct rec_filter *flt,
 static int fold(struct recording *r, const struct rec_filter *flt)
 {
 	if (flt->fold)
-		job_fold(&r->job, r->end_ns, r->end_ns, NULL);
+		job_fold(&r->ses.job, r->end_ns, r->end_ns, NULL);
 	return 0;
 }
 
 int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen)
 {
-	r->ep.want = EP_AUTO;
-	r->ep.interval_s = EP_AUTO_INTERVAL_S;
+	r->ses.ep.want = EP_AUTO;
+	r->ses.ep.interval_s = EP_AUTO_INTERVAL_S;
 	if (load_meta(r, err, errlen) || find_end(r, err, errlen) ||
 	    load_procs(r, flt, err, errlen) || load_threads(r, flt, err, errlen) ||
 	    load_epoch_rows(r, flt, err, errlen) || pick_epochs(r, flt, err, errlen) ||
@@ -1663,24 +1663,16 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen) ||
 	    rec_load_gpu_util(r, flt, err, errlen) || load_stall(r, err, errlen))
 		return -1;
-	r->job.window_start_ns = r->start_ns;
-	r->job.stall = r->stall.njobs ? &r->stall : NULL;
-	r->ep.prev.ts = r->end_ns;
-	r->job.epochs = &r->ep;
-	r->job.gpu = &r->gpu;
+	r->ses.job.window_start_ns = r->start_ns;
+	r->ses.stall_on = r->ses.stall.njobs > 0;
+	r->ses.ep.prev.ts = r->end_ns;
 	return 0;
 }
 
 void rec_close(struct recording *r)
 {
-	epochs_free(&r->ep);
-	steps_free(&r->steps);
-	phases_free(&r->phases);
-	gpu_free(&r->gpu);
-	gu_free(&r->gu);
-	stall_free(&r->stall);
+	session_free(&r->ses);
 	free(r->saved);
-	job_free(&r->job);
 	rec_close_file(r);
 	memset(r, 0, sizeof(*r));
 }

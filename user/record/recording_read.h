@@ -19,6 +19,7 @@
 #include "job.h"
 #include "phases.h"
 #include "recording.h"
+#include "session.h"
 #include "stall.h"
 #include "steps.h"
 
@@ -37,14 +38,12 @@ struct rec_filter {
 struct recording {
 	struct sqlite3 *db;
 	const char *path;
-	struct job job;
-	struct gpu gpu;
-	struct gpu_util gu;	/* schema 4: the GPU's own side (recording_read_gpu.c) */
-	struct epochs ep;
-	struct steps steps;
-	struct diag diag;
-	struct phases phases;
-	struct stall stall;	/* schema 10: the stalled job the run ended in */
+	/*
+	 * What the reports read. gu: schema 4, the GPU's own side
+	 * (recording_read_gpu.c); stall: schema 10, the stalled job the run
+	 * ended in.
+	 */
+	struct session ses;
 	bool has_phases;	/* meta.phases_source: the run looked for phases */
 	struct dg_saved *saved;
 	int nsaved;
@@ -88,8 +87,8 @@ int rec_query(struct recording *r, const char *sql,
 	      char *err, size_t errlen);
 
 /*
- * recording_read_gpu.c: schema 4's GPU tables into r->gu (job.gu points at
- * it); an older file leaves it GU_NOT_TRIED. After the epochs are picked.
+ * recording_read_gpu.c: schema 4's GPU tables into r->ses.gu; an older
+ * file leaves it GU_NOT_TRIED. After the epochs are picked.
  */
 int rec_load_gpu_util(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen);

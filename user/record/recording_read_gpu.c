@@ -68,16 +68,16 @@ static int load_devices(struct recording *r, char *err, size_t errlen)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int d;
 
-		if (sqlite3_column_int(st, 0) != r->gu.ndev)
+		if (sqlite3_column_int(st, 0) != r->ses.gu.ndev)
 			continue;	/* the devices are numbered from 0 in order */
-		d = gu_add_dev(&r->gu, sqlite3_column_int(st, 1), col_str(st, 2), col_str(st, 3),
+		d = gu_add_dev(&r->ses.gu, sqlite3_column_int(st, 1), col_str(st, 2), col_str(st, 3),
 			       col_u64(st, 4));
 		if (d < 0)
 			continue;
-		r->gu.dev[d].has = (unsigned int)sqlite3_column_int(st, 5);
-		r->gu.dev[d].proc_util = sqlite3_column_int(st, 6) != 0;
+		r->ses.gu.dev[d].has = (unsigned int)sqlite3_column_int(st, 5);
+		r->ses.gu.dev[d].proc_util = sqlite3_column_int(st, 6) != 0;
 		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-			gu_dev_lost(&r->gu, d, col_u64(st, 7), col_str(st, 8));
+			gu_dev_lost(&r->ses.gu, d, col_u64(st, 7), col_str(st, 8));
 	}
 	return finish(r, st, rc, err, errlen);
 }
@@ -116,7 +116,7 @@ static bool wanted(const struct recording *r, const struct rec_filter *flt, sqli
 {
 	int dev = sqlite3_column_int(st, c);
 
-	if (dev < 0 || dev >= r->gu.ndev)
+	if (dev < 0 || dev >= r->ses.gu.ndev)
 		return false;
 	return !flt->pid || sqlite3_column_type(st, c + 1) == SQLITE_NULL ||
 	       sqlite3_column_int(st, c + 1) == flt->pid;
@@ -149,7 +149,7 @@ static int load_run(struct recording *r, const struct rec_filter *flt, char *err
 		if (!wanted(r, flt, st, 0))
 			continue;
 		row_window(st, 0, &row, &wd, &wp);
-		join(&r->gu.saved_run, &row);
+		join(&r->ses.gu.saved_run, &row);
 	}
 	return finish(r, st, rc, err, errlen);
 }
@@ -166,7 +166,7 @@ static struct epoch *epoch_over(struct ep_stream *st, uint64_t a, uint64_t b)
 static int load_epochs(struct recording *r, const struct rec_filter *flt,
 		       char *err, size_t errlen)
 {
-	enum ep_source s = epochs_source(&r->ep);
+	enum ep_source s = epochs_source(&r->ses.ep);
 	sqlite3_stmt *st = NULL;
 	struct gu_win_dev wd;
 	struct gu_win_proc wp;
@@ -182,7 +182,7 @@ static int load_epochs(struct recording *r, const struct rec_filter *flt,
 	sqlite3_bind_text(st, 1, epochs_source_name(s), -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		uint64_t b = sqlite3_column_type(st, 1) == SQLITE_NULL ? r->end_ns : col_u64(st, 1);
-		struct epoch *e = epoch_over(&r->ep.src[s], col_u64(st, 0), b);
+		struct epoch *e = epoch_over(&r->ses.ep.src[s], col_u64(st, 0), b);
 
 		if (!e || !wanted(r, flt, st, 2))
 			continue;
@@ -197,7 +197,7 @@ static int rebuild_run(struct recording *r, const struct rec_filter *flt,
 		       char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
-	int h = gu_open(&r->gu, r->start_ns), rc;
+	int h = gu_open(&r->ses.gu, r->start_ns), rc;
 
 	if (sqlite3_prepare_v2(r->db, "SELECT ts_ns, dev, pid, util, mem, power_mw, energy_mj, "
 			       "clock_mhz, throttle, has FROM gpu_samples ORDER BY rowid", -1,
@@ -214,13 +214,13 @@ static int rebuild_run(struct recording *r, const struct rec_filter *flt,
 		pid_t pid = sqlite3_column_int(st, 2);
 
 		if (sqlite3_column_type(st, 2) == SQLITE_NULL)
-			gu_dev_sample(&r->gu, dev, &x);
+			gu_dev_sample(&r->ses.gu, dev, &x);
 		else if (!flt->pid || pid == flt->pid)
-			gu_proc_sample(&r->gu, pid, dev, &x);
+			gu_proc_sample(&r->ses.gu, pid, dev, &x);
 	}
-	if (!(r->gu.saved_run = calloc(1, sizeof(*r->gu.saved_run))))
+	if (!(r->ses.gu.saved_run = calloc(1, sizeof(*r->ses.gu.saved_run))))
 		abort();
-	gu_close(&r->gu, h, r->end_ns, r->gu.saved_run);
+	gu_close(&r->ses.gu, h, r->end_ns, r->ses.gu.saved_run);
 	return finish(r, st, rc, err, errlen);
 }
 
@@ -229,38 +229,37 @@ static int load_active(struct recording *r, const struct rec_filter *flt,
 {
 	char buf[64];
 
-	r->gu.state = GU_ACTIVE;
-	if (meta(r, "gpu_driver", r->gu.driver, sizeof(r->gu.driver), err, errlen) ||
+	r->ses.gu.state = GU_ACTIVE;
+	if (meta(r, "gpu_driver", r->ses.gu.driver, sizeof(r->ses.gu.driver), err, errlen) ||
 	    meta(r, "gpu_period_ns", buf, sizeof(buf), err, errlen))
 		return -1;
-	r->gu.period_ns = strtoull(buf, NULL, 10);
+	r->ses.gu.period_ns = strtoull(buf, NULL, 10);
 	if (meta(r, "gpu_devices_over", buf, sizeof(buf), err, errlen))
 		return -1;
-	r->gu.devs_over = atoi(buf);
+	r->ses.gu.devs_over = atoi(buf);
 	if (load_devices(r, err, errlen) || load_run(r, flt, err, errlen) ||
 	    load_epochs(r, flt, err, errlen))
 		return -1;
 	if (flt->epoch_set) {	/* the window is the epoch: so are its readings */
-		enum ep_source s = epochs_source(&r->ep);
-		struct gu_win *e = s != EP_NSRC && r->ep.src[s].n ? r->ep.src[s].list[0].gpu : NULL;
+		enum ep_source s = epochs_source(&r->ses.ep);
+		struct gu_win *e = s != EP_NSRC && r->ses.ep.src[s].n ? r->ses.ep.src[s].list[0].gpu : NULL;
 
-		gu_win_drop(&r->gu.saved_run);
-		if (!(r->gu.saved_run = calloc(1, sizeof(*r->gu.saved_run))))
+		gu_win_drop(&r->ses.gu.saved_run);
+		if (!(r->ses.gu.saved_run = calloc(1, sizeof(*r->ses.gu.saved_run))))
 			abort();
 		if (e)
-			gu_win_merge(r->gu.saved_run, e);
+			gu_win_merge(r->ses.gu.saved_run, e);
 		return 0;
 	}
-	return r->gu.saved_run ? 0 : rebuild_run(r, flt, err, errlen);
+	return r->ses.gu.saved_run ? 0 : rebuild_run(r, flt, err, errlen);
 }
 
 int rec_load_gpu_util(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen)
 {
-	char status[32], why[sizeof(r->gu.why)];
+	char status[32], why[sizeof(r->ses.gu.why)];
 
-	gu_init(&r->gu);
-	r->job.gu = &r->gu;
+	gu_init(&r->ses.gu);
 	if (r->version < 4)
 		return 0;
 	if (meta(r, "gpu_metrics", status, sizeof(status), err, errlen))
@@ -268,7 +267,7 @@ int rec_load_gpu_util(struct recording *r, const struct rec_filter *flt,
 	if (!strcmp(status, "unavailable")) {
 		if (meta(r, "gpu_metrics_why", why, sizeof(why), err, errlen))
 			return -1;
-		gu_unavailable(&r->gu, "%s", why);
+		gu_unavailable(&r->ses.gu, "%s", why);
 		return 0;
 	}
 	return strcmp(status, "ok") ? 0 : load_active(r, flt, err, errlen);

@@ -27,7 +27,7 @@ void diff_headline_shares(const struct recording *r, double pct[TB_NCAT])
 	uint64_t hl[TB_NCAT];
 	int64_t s[TB_NCAT];
 
-	job_headline(&r->job, hl);
+	job_headline(&r->ses.job, hl);
 	for (int i = 0; i < TB_NCAT; i++)
 		s[i] = (int64_t)hl[i];
 	shares(s, pct);
@@ -63,7 +63,7 @@ static double run_steps(const struct recording *r)
 {
 	struct ep_steps s;
 
-	epochs_run_steps(&r->ep, r->start_ns, r->end_ns, &s);
+	epochs_run_steps(&r->ses.ep, r->start_ns, r->end_ns, &s);
 	return ep_steps_per_s(&s);
 }
 
@@ -92,9 +92,11 @@ bool diff_phase_shares(const struct recording *r, double pct[PH_NSHOWN], double 
 	struct ph_sum s;
 	double wall = 0;
 
-	if (!r->job.phases || r->job.phases->source == PH_SRC_NONE)
+	const struct phases *ph = ses_phases(&r->ses);
+
+	if (!ph || ph->source == PH_SRC_NONE)
 		return false;
-	phases_job(&r->job, rows, &s);
+	phases_job(ph, &r->ses.job, rows, &s);
 	for (int p = 0; p < PH_NSHOWN; p++)
 		wall += s.wall_ms[p];
 	for (int p = 0; p < PH_NSHOWN; p++)
@@ -127,9 +129,9 @@ static void phases_table(FILE *f, const struct recording *a, const struct record
 
 static const struct ep_stream *stream(const struct recording *r)
 {
-	enum ep_source s = epochs_source(&r->ep);
+	enum ep_source s = epochs_source(&r->ses.ep);
 
-	return s == EP_NSRC ? NULL : &r->ep.src[s];
+	return s == EP_NSRC ? NULL : &r->ses.ep.src[s];
 }
 
 static const struct epoch *epoch_by_label(const struct ep_stream *st, long label)
@@ -147,8 +149,8 @@ static void epoch_row(FILE *f, const struct recording *a, const struct epoch *ea
 	double pa[TB_NCAT], pb[TB_NCAT], da = (ea->end - ea->start) / 1e9,
 	       db = (eb->end - eb->start) / 1e9;
 
-	epoch_headline(&a->job, ea, ha);
-	epoch_headline(&b->job, eb, hb);
+	epoch_headline(&a->ses.job, ea, ha);
+	epoch_headline(&b->ses.job, eb, hb);
 	shares(ha, pa);
 	shares(hb, pb);
 	fprintf(f, "  %5ld %8.2f %8.2f %+7.1f%% %8.2f %8.2f", ea->label, da, db,
@@ -325,9 +327,9 @@ static int procs_of(const struct recording *r, enum tb_role role)
 {
 	int n = 0;
 
-	for (int i = 0; i < r->job.nprocs; i++)
-		if (r->job.procs[i].role == role)
-			n += proc_count(&r->job.procs[i]);
+	for (int i = 0; i < r->ses.job.nprocs; i++)
+		if (r->ses.job.procs[i].role == role)
+			n += proc_count(&r->ses.job.procs[i]);
 	return n;
 }
 

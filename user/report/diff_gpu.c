@@ -10,7 +10,7 @@
 
 static bool has_gpu(const struct recording *r)
 {
-	return r->gu.state == GU_ACTIVE;
+	return r->ses.gu.state == GU_ACTIVE;
 }
 
 static double rel_pct(double a, double b)
@@ -41,8 +41,8 @@ static void run_rows(FILE *f, const struct recording *a, const struct recording 
 {
 	struct gu_summary sa, sb;
 	double ja, jb;
-	bool ha = report_gpu_util_run(&a->job, a->end_ns, &sa, &ja);
-	bool hb = report_gpu_util_run(&b->job, b->end_ns, &sb, &jb);
+	bool ha = report_gpu_util_run(&a->ses, a->end_ns, &sa, &ja);
+	bool hb = report_gpu_util_run(&b->ses, b->end_ns, &sb, &jb);
 
 	row(f, "utilization avg", ha ? sa.util_avg : -1, hb ? sb.util_avg : -1, "%", true);
 	row(f, "utilization min", ha ? sa.util_min : -1, hb ? sb.util_min : -1, "%", true);
@@ -56,9 +56,9 @@ static void run_rows(FILE *f, const struct recording *a, const struct recording 
 
 static const struct ep_stream *stream(const struct recording *r)
 {
-	enum ep_source s = epochs_source(&r->ep);
+	enum ep_source s = epochs_source(&r->ses.ep);
 
-	return s == EP_NSRC ? NULL : &r->ep.src[s];
+	return s == EP_NSRC ? NULL : &r->ses.ep.src[s];
 }
 
 static void epoch_rows(FILE *f, const struct recording *a, const struct recording *b)
@@ -74,8 +74,8 @@ static void epoch_rows(FILE *f, const struct recording *a, const struct recordin
 		for (int k = 0; k < sb->n && !eb; k++)
 			if (sb->list[k].label == ea->label)
 				eb = &sb->list[k];
-		if (!eb || !report_gpu_util_epoch(&a->job, ea, &ga, &ja) ||
-		    !report_gpu_util_epoch(&b->job, eb, &gb, &jb))
+		if (!eb || !report_gpu_util_epoch(&a->ses, ea, &ga, &ja) ||
+		    !report_gpu_util_epoch(&b->ses, eb, &gb, &jb))
 			continue;
 		if (!head)
 			fprintf(f, "  %5s %7s %7s %8s %10s %10s %8s\n", "EPOCH", "A_UTIL", "B_UTIL",
@@ -99,7 +99,7 @@ void diff_gpu(FILE *f, const struct recording *a, const struct recording *b)
 	epoch_rows(f, a, b);
 	if (!has_gpu(a) || !has_gpu(b))
 		fprintf(f, "  (%s has no GPU readings: %s)\n", has_gpu(a) ? "B" : "A",
-			(has_gpu(a) ? b : a)->gu.state == GU_UNAVAILABLE ?
-			(has_gpu(a) ? b : a)->gu.why : "recorded before trainbpf read GPUs");
+			(has_gpu(a) ? b : a)->ses.gu.state == GU_UNAVAILABLE ?
+			(has_gpu(a) ? b : a)->ses.gu.why : "recorded before trainbpf read GPUs");
 	fputc('\n', f);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include "categories.h"
 #include "job.h"
+#include "session.h"
 #include "phase_spans.h"
 
 /*
@@ -67,7 +68,7 @@ void html_cat_legend(FILE *f);
 /* The epochs the reports use (epochs_source); NULL if none. An epoch's label ("3", "5-8"). */
 struct ep_stream;
 struct epoch;
-const struct ep_stream *html_stream(const struct job *job);
+const struct ep_stream *html_stream(const struct session *ses);
 void html_epoch_label(char *buf, size_t len, const struct epoch *e);
 
 /*
@@ -76,12 +77,12 @@ void html_epoch_label(char *buf, size_t len, const struct epoch *e);
  * (split by phase, by category without phases), step time over time,
  * ranks by epoch, the GPUs' readings per epoch, worker generations.
  */
-void html_chart_headline(FILE *f, const struct job *job);
-void html_chart_phases(FILE *f, const struct job *job);
-void html_chart_epochs(FILE *f, const struct job *job);
-void html_chart_steps(FILE *f, const struct job *job);
-void html_chart_ranks(FILE *f, const struct job *job, uint64_t now);
-void html_chart_gpu(FILE *f, const struct job *job, uint64_t now);
-void html_worker_gens(FILE *f, const struct job *job);
+void html_chart_headline(FILE *f, const struct session *ses);
+void html_chart_phases(FILE *f, const struct session *ses);
+void html_chart_epochs(FILE *f, const struct session *ses);
+void html_chart_steps(FILE *f, const struct session *ses);
+void html_chart_ranks(FILE *f, const struct session *ses, uint64_t now);
+void html_chart_gpu(FILE *f, const struct session *ses, uint64_t now);
+void html_worker_gens(FILE *f, const struct session *ses);
 
 #endif

@@ -47,8 +47,9 @@ static void ph_legend(FILE *f)
 	html_legend(f, ph_names, html_ph_color, PH_NSHOWN);
 }
 
-void html_chart_headline(FILE *f, const struct job *job)
+void html_chart_headline(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	uint64_t hl[TB_NCAT];
 	int ntr = job_headline(job, hl);
 	double v[TB_NCAT], total = (double)sum_cats(hl);
@@ -130,17 +131,18 @@ static void phase_rows_svg(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const str
 	svg_close(f);
 }
 
-void html_chart_phases(FILE *f, const struct job *job)
+void html_chart_phases(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct svg_part p[PH_NSHOWN];
 	struct ph_sum s;
 	double wall = 0;
 	int n;
 
-	if (!job->phases || job->phases->source == PH_SRC_NONE)
+	if (!ses_phases(ses) || ses_phases(ses)->source == PH_SRC_NONE)
 		return;
-	n = phases_job(job, rows, &s);
+	n = phases_job(ses_phases(ses), job, rows, &s);
 	if (!s.steps.steps)
 		return;
 	for (int ph = 0; ph < PH_NSHOWN; ph++)
@@ -177,11 +179,11 @@ void html_chart_phases(FILE *f, const struct job *job)
 	fputs("</section>\n", f);
 }
 
-const struct ep_stream *html_stream(const struct job *job)
+const struct ep_stream *html_stream(const struct session *ses)
 {
-	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
+	enum ep_source s = epochs_source(&ses->ep);
 
-	return s == EP_NSRC || !job->epochs->src[s].n ? NULL : &job->epochs->src[s];
+	return s == EP_NSRC || !ses->ep.src[s].n ? NULL : &ses->ep.src[s];
 }
 
 void html_epoch_label(char *buf, size_t len, const struct epoch *e)
@@ -257,9 +259,10 @@ static void epoch_axis(FILE *f, double max_s, double width)
 	svg_text(f, LEFT - 8, 10 + EP_H, "end", "0");
 }
 
-void html_chart_epochs(FILE *f, const struct job *job)
+void html_chart_epochs(FILE *f, const struct session *ses)
 {
-	const struct ep_stream *st = html_stream(job);
+	const struct job *job = &ses->job;
+	const struct ep_stream *st = html_stream(ses);
 	double max_s = 0, bw, step, width;
 	bool phases = false;
 	char attrs[96];
@@ -280,7 +283,7 @@ void html_chart_epochs(FILE *f, const struct job *job)
 	width = LEFT + st->n * step + 10;
 	fprintf(f, "<section id=\"epochs\"><h2>Epochs</h2>\n<p class=\"note\">%d epochs (%s); a "
 		"bar's height is the epoch's duration, split %s. Hover a part for its figures."
-		"</p>\n", st->n, epochs_source_name(epochs_source(job->epochs)),
+		"</p>\n", st->n, epochs_source_name(epochs_source(&ses->ep)),
 		phases ? "by training phase (the ranks' trainer threads)" :
 		"by category (the trainers' critical path)");
 	snprintf(attrs, sizeof(attrs), "data-chart=\"epochs\" data-px-per-s=\"%.6f\"",
@@ -306,10 +309,10 @@ static double step_ms(const struct epochs *ep, uint64_t a, uint64_t b, int i)
  * Steps as a line, a point per step (per bucket of steps past MAX_POINTS,
  * their mean), at each step's start; epochs marked by dashed lines.
  */
-static void steps_line(FILE *f, const struct job *job, uint64_t a, uint64_t b, int n,
+static void steps_line(FILE *f, const struct session *ses, uint64_t a, uint64_t b, int n,
 		       double ymax, double w, double h)
 {
-	const struct epochs *ep = job->epochs;
+	const struct epochs *ep = &ses->ep;
 	int per = (n + MAX_POINTS - 1) / MAX_POINTS;
 
 	fputs("<polyline class=\"steps\" points=\"", f);
@@ -325,10 +328,10 @@ static void steps_line(FILE *f, const struct job *job, uint64_t a, uint64_t b, i
 	fputs("\"/>\n", f);
 }
 
-static void steps_marks(FILE *f, const struct job *job, uint64_t a, uint64_t b, double w,
+static void steps_marks(FILE *f, const struct session *ses, uint64_t a, uint64_t b, double w,
 			double h)
 {
-	const struct ep_stream *st = html_stream(job);
+	const struct ep_stream *st = html_stream(ses);
 	char label[48];
 
 	for (int i = 0; st && i < st->n; i++) {
@@ -343,9 +346,10 @@ static void steps_marks(FILE *f, const struct job *job, uint64_t a, uint64_t b, 
 	}
 }
 
-void html_chart_steps(FILE *f, const struct job *job)
+void html_chart_steps(FILE *f, const struct session *ses)
 {
-	const struct epochs *ep = job->epochs;
+	const struct job *job = &ses->job;
+	const struct epochs *ep = &ses->ep;
 	uint64_t a = job->window_start_ns, b = ep ? ep->prev.ts : 0;
 	double w = BAR_W - LEFT, h = 160, ymax = 0;
 	struct ep_steps s;
@@ -383,8 +387,8 @@ void html_chart_steps(FILE *f, const struct job *job)
 	svg_text(f, LEFT - 4, 10 + h, "end", "0");
 	snprintf(t, sizeof(t), "%.1f s", (b - a) / 1e9);
 	svg_text(f, BAR_W, h + 26, "end", t);
-	steps_marks(f, job, a, b, w, h);
-	steps_line(f, job, a, b, n, ymax, w, h);
+	steps_marks(f, ses, a, b, w, h);
+	steps_line(f, ses, a, b, n, ymax, w, h);
 	svg_close(f);
 	fputs("</section>\n", f);
 }

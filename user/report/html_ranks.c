@@ -31,8 +31,9 @@ static int by_rank(const void *x, const void *y)
 }
 
 /* The trainers listed one by one (not folded), by rank, at most max. */
-static int trainers(const struct job *job, struct rank_row *out, int max)
+static int trainers(const struct session *ses, struct rank_row *out, int max)
 {
+	const struct job *job = &ses->job;
 	int n = 0;
 
 	for (int i = 0; i < job->nprocs && n < max; i++) {
@@ -41,7 +42,7 @@ static int trainers(const struct job *job, struct rank_row *out, int max)
 		if (p->role != TB_ROLE_TRAINER || p->folded || !job_trainer_thread(p))
 			continue;
 		out[n].p = p;
-		out[n].rank = job->diag ? diag_proc_rank(job, job->diag, p->pid) : p->labels.rank;
+		out[n].rank = diag_proc_rank(ses, p->pid);
 		n++;
 	}
 	qsort(out, n, sizeof(*out), by_rank);
@@ -117,11 +118,11 @@ static void rank_heads(FILE *f, const struct ep_stream *st, double cw)
 	svg_text(f, LABEL_W + k * cw + (cw - 6) / 2, 12, "middle", "run");
 }
 
-void html_chart_ranks(FILE *f, const struct job *job, uint64_t now)
+void html_chart_ranks(FILE *f, const struct session *ses, uint64_t now)
 {
-	const struct ep_stream *st = html_stream(job);
+	const struct ep_stream *st = html_stream(ses);
 	struct rank_row rows[MAX_RANKS];
-	int n = trainers(job, rows, MAX_RANKS), cols = (st ? st->n : 0) + 1;
+	int n = trainers(ses, rows, MAX_RANKS), cols = (st ? st->n : 0) + 1;
 	double cw = cols > 8 ? 640.0 / cols : 80, w = LABEL_W + cols * cw;
 	char who[64];
 
@@ -166,7 +167,7 @@ static void gpu_row(FILE *f, const char *what, const struct gu_summary *s, doubl
 }
 
 /* Utilization per epoch as bars: 100% is 120 px (the JSON's utilization_avg_pct). */
-static void gpu_bars(FILE *f, const struct job *job, const struct ep_stream *st)
+static void gpu_bars(FILE *f, const struct session *ses, const struct ep_stream *st)
 {
 	double step = st->n > 24 ? 900.0 / st->n : 40, bw = step * 0.7;
 	struct gu_summary s;
@@ -183,7 +184,7 @@ static void gpu_bars(FILE *f, const struct job *job, const struct ep_stream *st)
 
 		html_epoch_label(label, sizeof(label), &st->list[i]);
 		svg_text(f, 56 + i * step + bw / 2, 144, "middle", label);
-		if (!report_gpu_util_epoch(job, &st->list[i], &s, &jps) || !s.util_devs)
+		if (!report_gpu_util_epoch(ses, &st->list[i], &s, &jps) || !s.util_devs)
 			continue;
 		p.px = 1.2 * s.util_avg;
 		snprintf(p.title, sizeof(p.title), "epoch %s: utilization %.1f%% (min %.1f%%)",
@@ -195,10 +196,10 @@ static void gpu_bars(FILE *f, const struct job *job, const struct ep_stream *st)
 	svg_close(f);
 }
 
-void html_chart_gpu(FILE *f, const struct job *job, uint64_t now)
+void html_chart_gpu(FILE *f, const struct session *ses, uint64_t now)
 {
-	const struct ep_stream *st = html_stream(job);
-	const struct gpu_util *g = job->gu;
+	const struct ep_stream *st = html_stream(ses);
+	const struct gpu_util *g = &ses->gu;
 	struct gu_summary s;
 	double jps;
 	char label[48];
@@ -206,14 +207,14 @@ void html_chart_gpu(FILE *f, const struct job *job, uint64_t now)
 	if (!g || g->state == GU_NOT_TRIED)
 		return;
 	fputs("<section id=\"gpu\"><h2>GPUs (NVML)</h2>\n", f);
-	if (g->state != GU_ACTIVE || !report_gpu_util_run(job, now, &s, &jps)) {
+	if (g->state != GU_ACTIVE || !report_gpu_util_run(ses, now, &s, &jps)) {
 		fputs("<p class=\"note\">No GPU readings: ", f);
 		html_esc(f, g->state == GU_UNAVAILABLE ? g->why : "no GPU ran the job");
 		fputs("</p></section>\n", f);
 		return;
 	}
 	if (st)
-		gpu_bars(f, job, st);
+		gpu_bars(f, ses, st);
 	fputs("<table><tr><th class=\"l\">span</th><th>GPUs</th><th>util avg %</th>"
 	      "<th>util min %</th><th>energy J</th><th>J/step</th><th>power W</th>"
 	      "<th>memory peak %</th></tr>\n", f);
@@ -221,7 +222,7 @@ void html_chart_gpu(FILE *f, const struct job *job, uint64_t now)
 	for (int i = 0; st && i < st->n; i++) {
 		char what[64];
 
-		if (!report_gpu_util_epoch(job, &st->list[i], &s, &jps))
+		if (!report_gpu_util_epoch(ses, &st->list[i], &s, &jps))
 			continue;
 		html_epoch_label(label, sizeof(label), &st->list[i]);
 		snprintf(what, sizeof(what), "epoch %s", label);
@@ -230,9 +231,10 @@ void html_chart_gpu(FILE *f, const struct job *job, uint64_t now)
 	fputs("</table></section>\n", f);
 }
 
-void html_worker_gens(FILE *f, const struct job *job)
+void html_worker_gens(FILE *f, const struct session *ses)
 {
-	const struct epochs *ep = job->epochs;
+	const struct job *job = &ses->job;
+	const struct epochs *ep = &ses->ep;
 
 	if (!ep || !ep->ngens)
 		return;

@@ -109,9 +109,10 @@ static void gpu_line(FILE *f, struct live *lv, const struct gpu *g, uint64_t now
 }
 
 /* "steps: 8.3/s, 120.1 ms/step (calls)" for the interval since the last one. */
-static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+static void steps_line(FILE *f, struct live *lv, const struct session *ses, uint64_t now)
 {
-	const struct epochs *ep = job->epochs;
+	const struct job *job = &ses->job;
+	const struct epochs *ep = &ses->ep;
 	struct ep_steps s;
 	uint64_t from;
 	int starts;
@@ -126,7 +127,7 @@ static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t
 	lv->hist[lv->nhist++ % LIVE_HIST] = ep_steps_avg(&s);
 	/* The rate counts every step that started; the times, those that ended. */
 	fprintf(f, "steps: %.1f/s, ", starts / ((now - from) / 1e9));
-	report_text_steps(f, job, &s);
+	report_text_steps(f, ses, &s);
 	fputc('\n', f);
 }
 
@@ -135,16 +136,17 @@ static void steps_line(FILE *f, struct live *lv, const struct job *job, uint64_t
  * main threads since the last table, the phases they ran in (80 columns);
  * nothing without libtorch or progress.
  */
-static void phases_line(FILE *f, struct live *lv, const struct job *job)
+static void phases_line(FILE *f, struct live *lv, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	double d[PH_NSHOWN], wall = 0;
 	struct ph_sum s;
 	int steps;
 
-	if (!job->phases || !job->gpu || !gpu_has_torch(job->gpu))
+	if (!ses_phases(ses) || !gpu_has_torch(&ses->gpu))
 		return;
-	phases_job(job, rows, &s);
+	phases_job(ses_phases(ses), job, rows, &s);
 	/* The interval's loop: a setup that became known in it ran before it. */
 	for (int p = 0; p < PH_NLOOP; p++) {
 		d[p] = s.wall_ms[p] - lv->ph.wall_ms[p];
@@ -166,8 +168,9 @@ static void phases_line(FILE *f, struct live *lv, const struct job *job)
 	lv->ph.step_ms = s.steps.step_ms;
 }
 
-void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+void live_table(FILE *f, struct live *lv, const struct session *ses, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	uint64_t tot[TB_NCAT], d[TB_NCAT], hl[TB_NCAT];
 	char stamp[16];
 	time_t t = time(NULL);
@@ -175,7 +178,7 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 
 	grow_shown(lv, job);
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
-	report_stall_text(f, job);
+	report_stall_text(f, ses);
 	fprintf(f, "%s  %.1f s traced\n", stamp, (now - job->window_start_ns) / 1e9);
 	fprintf(f, "%7s %-7s %-15s %4s", "PID", "ROLE", "COMM", "THR");
 	report_cat_head(f);
@@ -193,17 +196,17 @@ void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now)
 	delta(hl, lv->headline, d);
 	fprintf(f, "headline, %d trainer%s: ", ntr, ntr == 1 ? "" : "s");
 	rollup_line(f, d);
-	phases_line(f, lv, job);
-	gpu_line(f, lv, job->gpu, now);
-	report_gpu_util_live(f, &lv->gu, job, now);
-	steps_line(f, lv, job, now);
+	phases_line(f, lv, ses);
+	gpu_line(f, lv, &ses->gpu, now);
+	report_gpu_util_live(f, &lv->gu, ses, now);
+	steps_line(f, lv, ses, now);
 	fputc('\n', f);
 	fflush(f);
 }
 
-void live_epochs(FILE *f, struct live *lv, const struct job *job)
+void live_epochs(FILE *f, struct live *lv, const struct session *ses)
 {
-	const struct epochs *ep = job->epochs;
+	const struct epochs *ep = &ses->ep;
 	enum ep_source s = ep ? epochs_source(ep) : EP_NSRC;
 	const struct ep_stream *st;
 
@@ -214,19 +217,20 @@ void live_epochs(FILE *f, struct live *lv, const struct job *job)
 		const struct epoch *e = ep_stream_closed(st, lv->epochs[s]);
 
 		if (e)	/* merged away meanwhile: never, a tick or two is all it waits */
-			report_epoch_block(f, job, e, epochs_source_name(s));
+			report_epoch_block(f, ses, e, epochs_source_name(s));
 	}
 	fflush(f);
 }
 
-static void block_start(struct live *lv, const struct job *job, uint64_t from, uint64_t ts)
+static void block_start(struct live *lv, const struct session *ses, uint64_t from, uint64_t ts)
 {
+	const struct job *job = &ses->job;
 	uint64_t hl[TB_NCAT];
 
 	job_headline(job, hl);
 	lv->block.from = from;
 	lv->block.ts = ts;
-	report_gpu_util_block_start(&lv->block_gu, job, ts);
+	report_gpu_util_block_start(&lv->block_gu, ses, ts);
 	for (int c = 0; c < TB_NCAT; c++)
 		lv->block.hl[c] = hl[c];
 }
@@ -257,9 +261,10 @@ static int block_shares(const struct live *lv, const struct job *job, double pct
  * one has started); the shares run from tick to tick, so they cover the
  * block's steps give or take a tick and the step in progress.
  */
-void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, uint64_t now)
+void live_step_blocks(FILE *f, struct live *lv, const struct session *ses, int n, uint64_t now)
 {
-	const struct epochs *ep = job->epochs;
+	const struct job *job = &ses->job;
+	const struct epochs *ep = &ses->ep;
 	struct ep_steps s;
 	double pct[TB_NCAT];
 	int best;
@@ -267,7 +272,7 @@ void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, ui
 	if (!ep)
 		return;
 	if (!lv->block.ts)
-		block_start(lv, job, job->window_start_ns, job->window_start_ns);
+		block_start(lv, ses, job->window_start_ns, job->window_start_ns);
 	epochs_step_stats(ep, lv->block.from, now, false, &s);
 	if (s.count < n)
 		return;
@@ -276,16 +281,16 @@ void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, ui
 		lv->block.done + 1, lv->block.done + s.count,
 		epochs_step_source_name(s.source), (now - lv->block.ts) / 1e9,
 		ep_steps_avg(&s), s.min_ms, s.max_ms, ep_steps_std(&s));
-	if (job->gpu && gpu_any_library(job->gpu))
+	if (gpu_any_library(&ses->gpu))
 		fprintf(f, ", %.1f syncs/step", (double)s.syncs / s.count);
 	fprintf(f, " ===\n");
 	report_rollup_rows(f, pct, false);
-	report_gpu_util_block_line(f, &lv->block_gu, job, now, s.count);
+	report_gpu_util_block_line(f, &lv->block_gu, ses, now, s.count);
 	fprintf(f, "  slowest: %s\n", tb_cat_names[best]);
 	fflush(f);
 	lv->block.done += s.count;
 	/* The next block starts with the step in progress, or after the last. */
-	block_start(lv, job, epochs_step_start(ep, lv->block.from, now, s.count), now);
+	block_start(lv, ses, epochs_step_start(ep, lv->block.from, now, s.count), now);
 	if (!lv->block.from)
 		lv->block.from = now;
 }
@@ -312,18 +317,19 @@ static void history(FILE *f, const struct live *lv)
 }
 
 /* Each trainer's phases since its start, when there are several (ranks side by side). */
-static void rank_rows(FILE *f, const struct job *job)
+static void rank_rows(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	int ntr = 0;
 
-	if (!job->phases)
+	if (!ses_phases(ses))
 		return;
 	for (int i = 0; i < job->nprocs; i++)
 		ntr += job->procs[i].role == TB_ROLE_TRAINER && job_proc_alive(&job->procs[i]);
 	for (int i = 0; ntr > 1 && i < job->nprocs; i++) {
 		const struct proc_rec *p = &job->procs[i];
 		const struct thread_rec *t = job_trainer_thread(p);
-		const struct ph_thread *pt = t ? phases_thread(job->phases, t->tid) : NULL;
+		const struct ph_thread *pt = t ? ses_phase_thread(ses, t->tid) : NULL;
 		double wall = 0;
 
 		if (p->role != TB_ROLE_TRAINER || !job_proc_alive(p) || !pt)
@@ -340,10 +346,10 @@ static void rank_rows(FILE *f, const struct job *job)
 }
 
 /* The first ranked finding of the run so far (the costliest), one line. */
-static void top_finding(FILE *f, const struct job *job, uint64_t now)
+static void top_finding(FILE *f, const struct session *ses, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = job->diag ? report_run_findings(job, now, fs) : -1;
+	int n = report_run_findings(ses, now, fs);
 
 	if (n > 0)
 		fprintf(f, "top finding: [%.2f] %s\n", fs[0].severity, fs[0].summary);
@@ -351,26 +357,27 @@ static void top_finding(FILE *f, const struct job *job, uint64_t now)
 		fprintf(f, "top finding: none so far\n");
 }
 
-void live_panel(FILE *f, struct live *lv, const struct job *job, uint64_t now)
+void live_panel(FILE *f, struct live *lv, const struct session *ses, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	uint64_t hl[TB_NCAT], d[TB_NCAT];
 	char stamp[16];
 	time_t t = time(NULL);
 	int ntr = job_headline(job, hl);
 
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&t));
-	report_stall_text(f, job);
+	report_stall_text(f, ses);
 	fprintf(f, "trainbpf %s  %s  %.1f s traced, %d trainer%s, %d processes alive\n",
 		TB_VERSION, stamp, (now - job->window_start_ns) / 1e9, ntr, ntr == 1 ? "" : "s",
 		job_live_procs(job));
 	delta(hl, lv->headline, d);
 	fprintf(f, "headline: ");
 	rollup_line(f, d);
-	phases_line(f, lv, job);
-	rank_rows(f, job);
-	steps_line(f, lv, job, now);
+	phases_line(f, lv, ses);
+	rank_rows(f, ses);
+	steps_line(f, lv, ses, now);
 	history(f, lv);
-	gpu_line(f, lv, job->gpu, now);
-	report_gpu_util_live(f, &lv->gu, job, now);
-	top_finding(f, job, now);
+	gpu_line(f, lv, &ses->gpu, now);
+	report_gpu_util_live(f, &lv->gu, ses, now);
+	top_finding(f, ses, now);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include "epochs.h"
 #include "job.h"
+#include "session.h"
 #include "phases.h"
 
 /* The GPUs' readings at the last table (report_gpu_util.c): the next shows what came since. */
@@ -51,16 +52,16 @@ void live_free(struct live *lv);
 /* The job folded rows (job_fold): what was shown follows them. */
 void live_on_fold(struct live *lv, const struct job_fold *f);
 /* One table of the interval since the previous one; 80 columns. */
-void live_table(FILE *f, struct live *lv, const struct job *job, uint64_t now);
+void live_table(FILE *f, struct live *lv, const struct session *ses, uint64_t now);
 /*
  * The panel a terminal shows in place (live_screen.c): the interval since
  * the last one in a dozen lines (the headline, phases, each rank's phases,
  * steps with the step time's history, the GPU, the top finding).
  */
-void live_panel(FILE *f, struct live *lv, const struct job *job, uint64_t now);
+void live_panel(FILE *f, struct live *lv, const struct session *ses, uint64_t now);
 /* The blocks of epochs that ended since the last call. */
-void live_epochs(FILE *f, struct live *lv, const struct job *job);
+void live_epochs(FILE *f, struct live *lv, const struct session *ses);
 /* --step-blocks: a block when n more steps have completed since the last. */
-void live_step_blocks(FILE *f, struct live *lv, const struct job *job, int n, uint64_t now);
+void live_step_blocks(FILE *f, struct live *lv, const struct session *ses, int n, uint64_t now);
 
 #endif

@@ -77,7 +77,7 @@ static int count_lines(const char *text, size_t len)
 	return n;
 }
 
-void live_screen_draw(FILE *f, struct live_screen *s, struct live *lv, const struct job *job,
+void live_screen_draw(FILE *f, struct live_screen *s, struct live *lv, const struct session *ses,
 		      uint64_t now)
 {
 	char *panel = NULL, *seq = NULL;
@@ -87,7 +87,7 @@ void live_screen_draw(FILE *f, struct live_screen *s, struct live *lv, const str
 
 	if (!s->on || !(p = open_memstream(&panel, &plen)))
 		return;
-	live_panel(p, lv, job, now);
+	live_panel(p, lv, ses, now);
 	if (fclose(p) || !(q = open_memstream(&seq, &slen)))
 		goto cleanup;
 	max = s->rows - MIN_JOB_ROWS - 1;

@@ -24,7 +24,7 @@ void live_screen_start(FILE *f, struct live_screen *s, int rows, int cols);
 /* The terminal's new size (SIGWINCH): the next draw lays it out again. */
 void live_screen_resize(FILE *f, struct live_screen *s, int rows, int cols);
 /* Draws the panel anew, in one write; the cursor goes back where the job left it. */
-void live_screen_draw(FILE *f, struct live_screen *s, struct live *lv, const struct job *job,
+void live_screen_draw(FILE *f, struct live_screen *s, struct live *lv, const struct session *ses,
 		      uint64_t now);
 /* Gives the whole screen back (Ctrl-C, the job's end): the final report follows. */
 void live_screen_end(FILE *f, struct live_screen *s);

@@ -45,11 +45,11 @@ static void proc_comms(const struct gpu_proc *gp, struct mx_values *v)
  * as what that thread did), others' their main thread's own states; so a
  * process adds one second per second whatever its threads.
  */
-static void proc_values(const struct job *job, const struct proc_rec *p,
+static void proc_values(const struct session *ses, const struct proc_rec *p,
 			struct mx_values *v, bool *phases)
 {
 	const struct thread_rec *t = job_trainer_thread(p);
-	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+	const struct gpu_proc *gp = gpu_proc_find(&ses->gpu, p->pid);
 	const struct ph_thread *pt;
 
 	memset(v, 0, sizeof(*v));
@@ -71,7 +71,7 @@ static void proc_values(const struct job *job, const struct proc_rec *p,
 		proc_comms(gp, v);
 	}
 	/* Settled phase time only: a pending step's may still move between phases. */
-	pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	pt = t ? ses_phase_thread(ses, t->tid) : NULL;
 	if (p->role != TB_ROLE_TRAINER || !pt)
 		return;
 	*phases = true;
@@ -326,9 +326,9 @@ static const struct proc_labels *labels_of(const struct job *job, const struct p
  * communicator's rank and size, where it made one. Else ranks of one
  * job share a series ("unknown").
  */
-static void nccl_rank(const struct job *job, const struct proc_rec *p, struct proc_labels *l)
+static void nccl_rank(const struct session *ses, const struct proc_rec *p, struct proc_labels *l)
 {
-	const struct gpu_proc *gp = job->gpu ? gpu_proc_find(job->gpu, p->pid) : NULL;
+	const struct gpu_proc *gp = gpu_proc_find(&ses->gpu, p->pid);
 
 	if (l->rank >= 0 || !gp || !gp->ncomms || gp->comms[0].rank < 0)
 		return;
@@ -338,20 +338,21 @@ static void nccl_rank(const struct job *job, const struct proc_rec *p, struct pr
 }
 
 /* The stalled job's culprit rank, if p's trainer is it: its phase and wait, for the labels. */
-static void culprit_of(struct mx_series *s, const struct job *job, const struct proc_rec *p)
+static void culprit_of(struct mx_series *s, const struct session *ses, const struct proc_rec *p)
 {
 	const struct stall_rank *r;
 
-	if (p->role != TB_ROLE_TRAINER || !job->stall || !(r = stall_culprit(job->stall, p->pid)))
+	if (p->role != TB_ROLE_TRAINER || !ses_stall(ses) || !(r = stall_culprit(ses_stall(ses), p->pid)))
 		return;
 	s->culprit_phase = ph_shown_of(r->phase);
 	s->culprit_wait = r->wait;
 }
 
 /* One process: its gain into its series. Returns its entry, kept in out. */
-static void follow(struct metrics *m, const struct job *job, const struct proc_rec *p,
+static void follow(struct metrics *m, const struct session *ses, const struct proc_rec *p,
 		   const struct proc_labels *l, uint64_t now, struct mx_proc *out)
 {
+	const struct job *job = &ses->job;
 	int old = find(m, p->pid, p->start_ns), si = -1;
 	bool alive = job_proc_alive(p), phases;
 	struct proc_labels eff = *l;
@@ -359,14 +360,14 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 	struct mx_values cur;
 	unsigned int uid;
 
-	proc_values(job, p, &cur, &phases);
+	proc_values(ses, p, &cur, &phases);
 	if (old >= 0)
 		*out = m->procs[old];
 	else
 		*out = (struct mx_proc){ .pid = p->pid, .start_ns = p->start_ns, .series = -1 };
 	/* Labels may come late (read after an exec): a process follows them. */
 	label_of(m, job, p, id, sizeof(id), &uid);
-	nccl_rank(job, p, &eff);
+	nccl_rank(ses, p, &eff);
 	if (alive || add_gain(&(struct mx_values){ 0 }, &cur, &out->last))
 		si = series_of(m, id, &eff, p->role, uid, now);
 	if (si >= 0) {
@@ -380,17 +381,18 @@ static void follow(struct metrics *m, const struct job *job, const struct proc_r
 		if (alive) {
 			s->live++;
 			s->alive_ns = now;
-			s->stalled |= p->role == TB_ROLE_TRAINER && job->stall &&
-				      stall_pid_stalled(job->stall, p->pid);
-			culprit_of(s, job, p);
+			s->stalled |= p->role == TB_ROLE_TRAINER && ses_stall(ses) &&
+				      stall_pid_stalled(ses_stall(ses), p->pid);
+			culprit_of(s, ses, p);
 		}
 	}
 	out->series = si;
 	out->last = cur;
 }
 
-int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
+int metrics_update(struct metrics *m, const struct session *ses, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	struct mx_proc *procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*procs));
 	int n = 0;
 
@@ -412,7 +414,7 @@ int metrics_update(struct metrics *m, const struct job *job, uint64_t now)
 			m->procs_dropped++;
 			continue;
 		}
-		follow(m, job, p, l, now, &procs[n++]);
+		follow(m, ses, p, l, now, &procs[n++]);
 	}
 	/* Gone for the grace period: the series goes (alive_ns 0: free). */
 	for (int i = 0; i < m->nseries; i++)
@@ -446,37 +448,51 @@ static bool in_job(const struct metrics *m, const struct job *job, const struct 
 	return !strcmp(lab, id);
 }
 
-static int subjob(const struct metrics *m, const struct job *job, const char *id,
-		  struct job *out)
+/*
+ * The node's session seen as job id's alone: its processes only, and no
+ * epochs (the node's intervals are no job's). A shallow copy: the other
+ * models are the node's, read, never freed through it. Free out->job.procs
+ * and out.
+ */
+static struct session *sub_session(const struct metrics *m, const struct session *ses,
+				   const char *id)
 {
-	*out = *job;
-	out->procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*out->procs));
-	if (!out->procs)
-		return -1;
-	out->nprocs = 0;
-	out->cap = job->nprocs;
-	out->pid_ix = NULL;
-	out->pid_cap = 0;
-	out->epochs = NULL;
+	const struct job *job = &ses->job;
+	struct session *out = malloc(sizeof(*out));
+	struct job *sub;
+
+	if (!out)
+		return NULL;
+	*out = *ses;
+	sub = &out->job;
+	sub->procs = calloc(job->nprocs ? job->nprocs : 1, sizeof(*sub->procs));
+	if (!sub->procs) {
+		free(out);
+		return NULL;
+	}
+	sub->nprocs = 0;
+	sub->cap = job->nprocs;
+	sub->pid_ix = NULL;
+	sub->pid_cap = 0;
 	for (int i = 0; i < job->nprocs; i++)
 		if (in_job(m, job, &job->procs[i], id))
-			out->procs[out->nprocs++] = job->procs[i];
-	return 0;
+			sub->procs[sub->nprocs++] = job->procs[i];
+	memset(&out->ep, 0, sizeof(out->ep));
+	out->ep.want = EP_NSRC;	/* epochs_source: none */
+	return out;
 }
 
-static int judge_one(const struct metrics *m, struct mx_job *j, const struct job *job,
+static int judge_one(const struct metrics *m, struct mx_job *j, const struct session *ses,
 		     uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
 	struct dg_view v = { 0 };
-	struct diag none;
-	struct job sub;
+	struct session *sub = sub_session(m, ses, j->job);
 	int n, rc = -1;
 
-	diag_init(&none);	/* no memory samples: no memory findings */
-	if (subjob(m, job, j->job, &sub))
+	if (!sub)
 		return -1;
-	if (diag_view_run(&v, &sub, job->diag ? job->diag : &none, now))
+	if (diag_view_run(&v, sub, now))
 		goto cleanup;
 	n = diag_run(&v, fs, DG_MAX_FINDINGS);
 	for (int k = 0; k < DG_NIDS; k++)
@@ -486,7 +502,8 @@ static int judge_one(const struct metrics *m, struct mx_job *j, const struct job
 	rc = 0;
 cleanup:
 	diag_view_free(&v);
-	free(sub.procs);
+	free(sub->job.procs);
+	free(sub);
 	return rc;
 }
 
@@ -510,7 +527,7 @@ static struct mx_job *job_entry(struct metrics *m, const char *id)
 	return j;
 }
 
-int metrics_judge(struct metrics *m, const struct job *job, uint64_t now)
+int metrics_judge(struct metrics *m, const struct session *ses, uint64_t now)
 {
 	int rc = 0, n = 0;
 
@@ -523,7 +540,7 @@ int metrics_judge(struct metrics *m, const struct job *job, uint64_t now)
 			rc |= m->series[i].alive_ns ? -1 : 0;
 			continue;
 		}
-		if (!j->live && judge_one(m, j, job, now))
+		if (!j->live && judge_one(m, j, ses, now))
 			rc = -1;
 		j->live = true;
 	}

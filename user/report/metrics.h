@@ -20,6 +20,7 @@
 #include "diagnosis.h"
 #include "gpu_util.h"
 #include "job.h"
+#include "session.h"
 #include "phase_spans.h"
 
 /*
@@ -142,12 +143,12 @@ struct mx_self {
 
 void metrics_init(struct metrics *m, uint64_t grace_ns);
 /* Adds what each process of job gained since the last call; 0, or -1 (out of memory). */
-int metrics_update(struct metrics *m, const struct job *job, uint64_t now);
+int metrics_update(struct metrics *m, const struct session *ses, uint64_t now);
 /*
  * Judges each job of the live series on its own processes (the node's
  * share of it); 0, or -1 (out of memory: the last findings stay).
  */
-int metrics_judge(struct metrics *m, const struct job *job, uint64_t now);
+int metrics_judge(struct metrics *m, const struct session *ses, uint64_t now);
 /* The exposition (text format 0.0.4) of the series and of self. */
 void metrics_write(const struct metrics *m, const struct mx_self *self, FILE *f);
 void metrics_free(struct metrics *m);
@@ -164,7 +165,7 @@ void metrics_put_series(FILE *f, const char *name, const struct mx_series *s,
  * metrics_gpu.c: after metrics_update, the GPU series; after metrics_write,
  * their families (none when NVML is not read).
  */
-void metrics_gpu_update(struct metrics *m, const struct job *job, uint64_t now);
+void metrics_gpu_update(struct metrics *m, const struct session *ses, uint64_t now);
 void metrics_gpu_write(const struct metrics *m, FILE *f);
 /* metrics_ras.c: the last NCCL RAS reports of the jobs (nccl_ras.h); none: no family. */
 struct ras_report;

@@ -74,10 +74,11 @@ static void add_delta(struct mx_gpu_series *s, const struct gu_agg *now, const s
 }
 
 /* One of the job's processes on a device, read since the last update: its series gets the device. */
-static void proc_on(struct metrics *m, const struct job *job, const struct gu_proc *p,
+static void proc_on(struct metrics *m, const struct session *ses, const struct gu_proc *p,
 		    const struct gu_agg *now, bool *seen)
 {
-	const struct gpu_util *g = job->gu;
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = &ses->gu;
 	const struct gu_sample *last = gu_series_last(&p->s);
 	const struct proc_rec *pr = job_proc_const(job, p->pid);
 	int series = pr ? metrics_series_of(m, pr) : -1;
@@ -96,9 +97,9 @@ static void proc_on(struct metrics *m, const struct job *job, const struct gu_pr
 	s->gpu = g->dev[p->dev].index;
 }
 
-void metrics_gpu_update(struct metrics *m, const struct job *job, uint64_t now)
+void metrics_gpu_update(struct metrics *m, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = job->gu;
+	const struct gpu_util *g = &ses->gu;
 	struct gu_agg sums[GU_MAX_DEVS];
 	bool *seen;
 
@@ -114,7 +115,7 @@ void metrics_gpu_update(struct metrics *m, const struct job *job, uint64_t now)
 		m->gpu.s[i].on = false;
 	for (int i = 0; i < g->nproc; i++)
 		if (g->proc[i].pid)
-			proc_on(m, job, &g->proc[i], sums, seen);
+			proc_on(m, ses, &g->proc[i], sums, seen);
 	for (int i = 0; i < m->gpu.n; i++)
 		m->gpu.s[i].on = seen[i];
 	free(seen);

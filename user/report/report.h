@@ -10,19 +10,20 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "job.h"
+#include "session.h"
 #include "recording_read.h"
 
 /* The full text report (--detail): every section. */
-void report_text(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now);
+void report_text(FILE *f, const struct session *ses, const struct run_counters *c, uint64_t now);
 /*
  * The default text report, one screen: the verdict, the headline, the
  * phase table, the findings one line each, steps, a line per epoch.
  */
-void report_summary(FILE *f, const struct job *job, const struct run_counters *c,
+void report_summary(FILE *f, const struct session *ses, const struct run_counters *c,
 		    uint64_t now);
-void report_json(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now);
+void report_json(FILE *f, const struct session *ses, const struct run_counters *c, uint64_t now);
 /* One row per process, then one per thread; seconds per category. */
-void report_csv(FILE *f, const struct job *job);
+void report_csv(FILE *f, const struct session *ses);
 /*
  * A recording as Chrome trace-event JSON. 1 if it has states, 0 if it has
  * none (counters and markers only), -1 and a line in err.

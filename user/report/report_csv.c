@@ -42,10 +42,10 @@ static void csv_times(FILE *f, uint64_t total, const uint64_t c[TB_NCAT], const 
 }
 
 /* A thread's phase rows, if it ran any phase (not all its time is other). */
-static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
+static void phase_rows(FILE *f, const struct session *ses, const struct proc_rec *p,
 		       const struct thread_rec *t)
 {
-	const struct ph_thread *pt = job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	const struct ph_thread *pt = ses_phase_thread(ses, t->tid);
 	uint64_t rows[PH_NSHOWN][TB_NCAT], in_phases = 0;
 
 	phases_fold_ends(t->ph, t->ends, pt && pt->sp.in_val, rows);
@@ -60,14 +60,15 @@ static void phase_rows(FILE *f, const struct job *job, const struct proc_rec *p,
 		csv_str(f, t->comm);
 		fprintf(f, ",%s", role_name(p->role));
 		csv_times(f, sum_cats(rows[ph]), rows[ph], ph_names[ph],
-			  report_gpu_util_csv_on(job));
+			  report_gpu_util_csv_on(ses));
 	}
 }
 
-void report_csv(FILE *f, const struct job *job)
+void report_csv(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	uint64_t tot[TB_NCAT];
-	bool gpu = report_gpu_util_csv_on(job);
+	bool gpu = report_gpu_util_csv_on(ses);
 
 	/* Folded rows (job.h): pid (and tid) 0, comm "N exited". */
 	fprintf(f, "kind,pid,tid,comm,role,time_s");
@@ -106,9 +107,9 @@ void report_csv(FILE *f, const struct job *job)
 			csv_times(f, sum_cats(t->own), t->own, "", gpu);
 		}
 	}
-	for (int i = 0; job->phases && i < job->nprocs; i++)
+	for (int i = 0; ses_phases(ses) && i < job->nprocs; i++)
 		for (int j = 0; j < job->procs[i].nthreads; j++)
-			phase_rows(f, job, &job->procs[i], &job->procs[i].threads[j]);
+			phase_rows(f, ses, &job->procs[i], &job->procs[i].threads[j]);
 	/* The whole window: its last reading is the report's (UINT64_MAX: all of them). */
-	report_gpu_util_csv_rows(f, job, UINT64_MAX, csv_str);
+	report_gpu_util_csv_rows(f, ses, UINT64_MAX, csv_str);
 }

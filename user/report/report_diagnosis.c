@@ -21,29 +21,29 @@ static int saved_findings(const struct diag *d, bool run, long label,
 	return n;
 }
 
-int report_run_findings(const struct job *job, uint64_t now, struct dg_finding *out)
+int report_run_findings(const struct session *ses, uint64_t now, struct dg_finding *out)
 {
 	struct dg_view v;
 	int n;
 
-	if (job->diag->saved)
-		return saved_findings(job->diag, true, 0, out);
-	if (diag_view_run(&v, job, job->diag, now))
+	if (ses->diag.saved)
+		return saved_findings(&ses->diag, true, 0, out);
+	if (diag_view_run(&v, ses, now))
 		return -1;
 	n = diag_run(&v, out, DG_MAX_FINDINGS);
 	diag_view_free(&v);
 	return n;
 }
 
-static int epoch_findings(const struct job *job, const struct epoch *e,
+static int epoch_findings(const struct session *ses, const struct epoch *e,
 			  struct dg_finding *out)
 {
 	struct dg_view v;
 	int n;
 
-	if (job->diag->saved)
-		return saved_findings(job->diag, false, e->label, out);
-	if (diag_view_epoch(&v, job, job->diag, e))
+	if (ses->diag.saved)
+		return saved_findings(&ses->diag, false, e->label, out);
+	if (diag_view_epoch(&v, ses, e))
 		return -1;
 	n = diag_run(&v, out, DG_MAX_FINDINGS);
 	diag_view_free(&v);
@@ -76,13 +76,13 @@ static void wrapped(FILE *f, const char *label, const char *text)
 	fputc('\n', f);
 }
 
-void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now)
+void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = report_run_findings(job, now, fs);
+	int n = report_run_findings(ses, now, fs);
 
 	if (n >= 0)
-		report_findings_text(f, "Diagnosis", job->gu && job->gu->state == GU_ACTIVE ?
+		report_findings_text(f, "Diagnosis", ses->gu.state == GU_ACTIVE ?
 				     "; GPU utilization, memory and throttling" : "", fs, n);
 }
 
@@ -102,10 +102,11 @@ void report_findings_text(FILE *f, const char *title, const char *more,
 	fputc('\n', f);
 }
 
-void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e)
+void report_diagnosis_epoch_line(FILE *f, const struct session *ses, const struct epoch *e)
 {
+	const struct job *job = &ses->job;
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = epoch_findings(job, e, fs);
+	int n = epoch_findings(ses, e, fs);
 
 	if (n < 0)
 		return;
@@ -144,18 +145,19 @@ void report_findings_json(struct jw *w, const struct dg_finding *fs, int n)
 	jw_end_array(w);
 }
 
-void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now)
+void report_diagnosis_json(struct jw *w, const struct session *ses, uint64_t now)
 {
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = report_run_findings(job, now, fs);
+	int n = report_run_findings(ses, now, fs);
 
 	report_findings_json(w, fs, n > 0 ? n : 0);
 }
 
-void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e)
+void report_diagnosis_epoch_json(struct jw *w, const struct session *ses, const struct epoch *e)
 {
+	const struct job *job = &ses->job;
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = epoch_findings(job, e, fs);
+	int n = epoch_findings(ses, e, fs);
 
 	jw_string_field(w, "slowest", tb_cat_names[epoch_slowest(job, e)]);
 	report_findings_json(w, fs, n > 0 ? n : 0);

@@ -43,9 +43,10 @@ static const char *span_note(const struct epoch *e)
 	return e->late_start ? ", from its first line" : "";
 }
 
-void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
+void report_epoch_block(FILE *f, const struct session *ses, const struct epoch *e,
 			const char *source)
 {
+	const struct job *job = &ses->job;
 	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
 	double pct[TB_NCAT];
 
@@ -57,16 +58,15 @@ void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
 			(e->end - e->start) / 1e9, span_note(e));
 	if (e->steps.count) {
 		fprintf(f, ", ");
-		report_text_steps(f, job, &e->steps);
+		report_text_steps(f, ses, &e->steps);
 	}
 	fprintf(f, " ===\n");
 	for (int c = 0; c < TB_NCAT; c++)
 		pct[c] = pct_of(hl[c], total);
 	report_rollup_rows(f, pct, false);
 	epoch_phases_line(f, e);
-	report_gpu_util_epoch_line(f, job, e);
-	if (job->diag)
-		report_diagnosis_epoch_line(f, job, e);
+	report_gpu_util_epoch_line(f, ses, e);
+	report_diagnosis_epoch_line(f, ses, e);
 }
 
 /* Over the epochs traced whole: not one begun at a line well into it. */
@@ -92,8 +92,10 @@ static void trend(FILE *f, const struct ep_stream *st)
 }
 
 /* The whole window: steps/s over the time the steps cover. */
-void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
+void report_steps_text(FILE *f, const struct session *ses)
 {
+	const struct epochs *ep = &ses->ep;
+	const struct job *job = &ses->job;
 	struct ep_steps s;
 
 	epochs_run_steps(ep, job->window_start_ns, ep->prev.ts, &s);
@@ -102,7 +104,7 @@ void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep)
 		return;
 	}
 	fprintf(f, "Steps: %.2f/s, ", ep_steps_per_s(&s));
-	report_text_steps(f, job, &s);
+	report_text_steps(f, ses, &s);
 	/* Optimizer steps: the micro-batches they were made of (gradient accumulation). */
 	if (s.micro && s.micro != s.count)
 		fprintf(f, "; %d micro-batches, %.*f per step", s.micro,
@@ -323,14 +325,16 @@ static double tail_s(const struct epochs *ep, const struct ep_stream *st)
 	return (ep->prev.ts - last->end) / 1e9;
 }
 
-void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
+void report_epochs_text(FILE *f, const struct session *ses)
 {
+	const struct epochs *ep = &ses->ep;
+	const struct job *job = &ses->job;
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st;
 	double tail;
 
 	if (s == EP_NSRC || !ep->src[s].n) {
-		report_steps_text(f, job, ep);
+		report_steps_text(f, ses);
 		fprintf(f, "Epochs: none seen (%s%s)\n", epochs_source_name(ep->want),
 			ep->want == EP_AUTO ? ": no marker, no epoch line, no worker generation" : "");
 		gens_line(f, ep);
@@ -338,11 +342,11 @@ void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep)
 		return;
 	}
 	st = &ep->src[s];
-	report_steps_text(f, job, ep);
+	report_steps_text(f, ses);
 	fprintf(f, "Epochs (%s): %d, the first from %.2f s into the window\n", epochs_source_name(s),
 		st->n, (st->list[0].start - job->window_start_ns) / 1e9);
 	for (int i = 0; i < st->n; i++)
-		report_epoch_block(f, job, &st->list[i], epochs_source_name(s));
+		report_epoch_block(f, ses, &st->list[i], epochs_source_name(s));
 	tail = tail_s(ep, st);
 	if (tail > 0)
 		fprintf(f, "After the last epoch: %.2f s (the job's teardown: no epoch)\n", tail);
@@ -378,12 +382,14 @@ static void epoch_line(FILE *f, const struct job *job, const struct epoch *e)
 	fprintf(f, "%s\n", e->complete ? "" : "  (to the end of tracing)");
 }
 
-void report_epochs_lines(FILE *f, const struct job *job, const struct epochs *ep)
+void report_epochs_lines(FILE *f, const struct session *ses)
 {
+	const struct epochs *ep = &ses->ep;
+	const struct job *job = &ses->job;
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st;
 
-	report_steps_text(f, job, ep);
+	report_steps_text(f, ses);
 	if (s == EP_NSRC || !ep->src[s].n) {
 		fprintf(f, "Epochs: none seen\n\n");
 		return;
@@ -473,8 +479,9 @@ static void json_epoch_phases(struct jw *w, const struct epoch *e)
 	jw_end_object(w);
 }
 
-static void json_epoch(struct jw *w, const struct job *job, const struct epoch *e)
+static void json_epoch(struct jw *w, const struct session *ses, const struct epoch *e)
 {
+	const struct job *job = &ses->job;
 	int64_t hl[TB_NCAT], total = epoch_headline(job, e, hl);
 	uint64_t w0 = job->window_start_ns;
 
@@ -495,9 +502,8 @@ static void json_epoch(struct jw *w, const struct job *job, const struct epoch *
 	jw_end_object(w);
 	json_steps(w, &e->steps);
 	json_epoch_phases(w, e);
-	report_gpu_util_epoch_json(w, job, e);
-	if (job->diag)
-		report_diagnosis_epoch_json(w, job, e);
+	report_gpu_util_epoch_json(w, ses, e);
+	report_diagnosis_epoch_json(w, ses, e);
 	json_epoch_procs(w, job, e);
 	jw_end_object(w);
 }
@@ -576,8 +582,10 @@ static void json_gens(struct jw *w, const struct job *job, const struct epochs *
 	free(ix);
 }
 
-void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep)
+void report_epochs_json(struct jw *w, const struct session *ses)
 {
+	const struct epochs *ep = &ses->ep;
+	const struct job *job = &ses->job;
 	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st = s == EP_NSRC ? NULL : &ep->src[s];
 	uint64_t first = st && st->n ? st->list[0].start : 0;
@@ -591,7 +599,7 @@ void report_epochs_json(struct jw *w, const struct job *job, const struct epochs
 	jw_name(w, "list");
 	jw_array(w);
 	for (int i = 0; st && i < st->n; i++)
-		json_epoch(w, job, &st->list[i]);
+		json_epoch(w, ses, &st->list[i]);
 	jw_end_array(w);
 	json_gens(w, job, ep);
 	jw_end_object(w);

@@ -109,13 +109,13 @@ void fmt_bytes(char *buf, size_t len, uint64_t b)
 }
 
 /* ", 12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
-void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s)
+void report_text_steps(FILE *f, const struct session *ses, const struct ep_steps *s)
 {
 	fprintf(f, "%d steps (%s), %.1f ms/step (min %.1f, max %.1f, std %.1f)",
 		s->count, epochs_step_source_name(s->source), ep_steps_avg(s), s->min_ms,
 		s->max_ms, ep_steps_std(s));
 	/* Syncs are only seen where a CUDA library is probed. */
-	if (job->gpu && gpu_any_library(job->gpu))
+	if (gpu_any_library(&ses->gpu))
 		fprintf(f, ", %.1f syncs/step", ep_steps_syncs(s));
 }
 

@@ -5,9 +5,6 @@
 #include "gpu.h"
 #include "sections.h"
 
-/* A job read without tracing (unit tests, recordings) has no GPU side. */
-static const struct gpu no_gpu;
-
 static double per_s(uint64_t n, uint64_t ns)
 {
 	return ns ? n * 1e9 / ns : 0.0;
@@ -70,9 +67,10 @@ static void text_comms(FILE *f, const struct gpu *g)
 	}
 }
 
-void report_gpu_text(FILE *f, const struct job *job, uint64_t now)
+void report_gpu_text(FILE *f, const struct session *ses, uint64_t now)
 {
-	const struct gpu *g = job->gpu ? job->gpu : &no_gpu;
+	const struct job *job = &ses->job;
+	const struct gpu *g = &ses->gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
@@ -166,9 +164,10 @@ static void json_libraries(struct jw *w, const struct gpu *g)
 	jw_end_array(w);
 }
 
-void report_gpu_json(struct jw *w, const struct job *job, uint64_t now)
+void report_gpu_json(struct jw *w, const struct session *ses, uint64_t now)
 {
-	const struct gpu *g = job->gpu ? job->gpu : &no_gpu;
+	const struct job *job = &ses->job;
+	const struct gpu *g = &ses->gpu;
 	struct tb_api_stat tot[TB_MAX_APIS];
 	uint64_t win = now - job->window_start_ns;
 	struct gpu_sums s;
@@ -214,9 +213,9 @@ static void json_comm(struct jw *w, const struct gpu_comm *k)
 	jw_end_object(w);
 }
 
-void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid)
+void report_gpu_json_proc(struct jw *w, const struct session *ses, pid_t pid)
 {
-	const struct gpu_proc *p = gpu_proc_find(job->gpu ? job->gpu : &no_gpu, pid);
+	const struct gpu_proc *p = gpu_proc_find(&ses->gpu, pid);
 	static const struct tb_api_stat none[TB_MAX_APIS];
 
 	jw_name(w, "gpu");

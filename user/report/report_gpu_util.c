@@ -14,9 +14,9 @@
 #define NOTE_LEN 256
 #define MAX_NOTES 8
 
-static const struct gpu_util *gu_of(const struct job *job)
+static const struct gpu_util *gu_of(const struct session *ses)
 {
-	return job->gu && job->gu->state != GU_NOT_TRIED ? job->gu : NULL;
+	return ses->gu.state != GU_NOT_TRIED ? &ses->gu : NULL;
 }
 
 static double rel_s(const struct job *job, uint64_t ns)
@@ -52,11 +52,11 @@ static double j_per_step(const struct gu_summary *s, const struct ep_steps *st, 
 }
 
 /* The run's steps (the Steps line's). */
-static bool run_steps(const struct job *job, struct ep_steps *st)
+static bool run_steps(const struct session *ses, struct ep_steps *st)
 {
-	if (!job->epochs)
-		return false;
-	epochs_run_steps(job->epochs, job->window_start_ns, job->epochs->prev.ts, st);
+	const struct job *job = &ses->job;
+
+	epochs_run_steps(&ses->ep, job->window_start_ns, ses->ep.prev.ts, st);
 	return st->count > 0;
 }
 
@@ -83,9 +83,10 @@ static bool on_gpu(const struct gu_win *w, pid_t pid)
 }
 
 /* The one-line notes: no library, lost devices, the job on no GPU. */
-static int notes(const struct job *job, const struct gu_win *w, char out[][NOTE_LEN])
+static int notes(const struct session *ses, const struct gu_win *w, char out[][NOTE_LEN])
 {
-	const struct gpu_util *g = job->gu;
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = &ses->gu;
 	struct gu_summary s;
 	int n = 0;
 
@@ -117,10 +118,11 @@ static int notes(const struct job *job, const struct gu_win *w, char out[][NOTE_
 
 /* ---- summaries, for the reports and diff ---- */
 
-bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary *s,
+bool report_gpu_util_run(const struct session *ses, uint64_t now, struct gu_summary *s,
 			 double *jps)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = gu_of(ses);
 	struct ep_steps st;
 	struct gu_win w;
 	int n;
@@ -132,15 +134,15 @@ bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary 
 	gu_run_window(g, now, &w);
 	n = gu_win_summary(g, &w, s);
 	gu_win_free(&w);
-	if (n && run_steps(job, &st))
+	if (n && run_steps(ses, &st))
 		*jps = j_per_step(s, &st, job->window_start_ns, now);
 	return n > 0;
 }
 
-bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct gu_summary *s,
+bool report_gpu_util_epoch(const struct session *ses, const struct epoch *e, struct gu_summary *s,
 			   double *jps)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 
 	*jps = -1;
 	memset(s, 0, sizeof(*s));
@@ -153,9 +155,9 @@ bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct 
 /* ---- text ---- */
 
 /* Under the headline: what the GPUs did, or why nothing is known. */
-void report_gpu_util_headline(FILE *f, const struct job *job, uint64_t now)
+void report_gpu_util_headline(FILE *f, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct gu_summary s;
 	struct gu_win w;
 	char e[32], m[32];
@@ -203,8 +205,10 @@ static void dev_row(FILE *f, const struct gpu_util *g, const struct gu_win_dev *
 		a->job_ns ? "" : " (not the job's)");
 }
 
-static void proc_rows(FILE *f, const struct job *job, const struct gu_win *w)
+static void proc_rows(FILE *f, const struct session *ses, const struct gu_win *w)
 {
+	const struct job *job = &ses->job;
+
 	if (!w->nproc)
 		return;
 	fprintf(f, "  %7s %-7s %-15s %4s %10s %6s\n", "PID", "ROLE", "COMM", "GPU", "MEM PEAK",
@@ -223,13 +227,14 @@ static void proc_rows(FILE *f, const struct job *job, const struct gu_win *w)
 		if (u >= 0)
 			snprintf(util, sizeof(util), "%.0f%%", u);
 		fprintf(f, "  %7s %-7s %-15.15s %4d %10s %6s\n", pid, proc_role(job, p->pid), comm,
-			job->gu->dev[p->dev].index, peak, util);
+			ses->gu.dev[p->dev].index, peak, util);
 	}
 }
 
-void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now)
+void report_gpu_util_text(FILE *f, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = gu_of(ses);
 	char note[MAX_NOTES][NOTE_LEN], e[32];
 	struct gu_summary s;
 	struct ep_steps st;
@@ -243,7 +248,7 @@ void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now)
 	fprintf(f, "GPU (NVML, read every %.1f s by trainbpf; the job pays nothing)\n",
 		g->period_ns / 1e9);
 	if (gu_win_summary(g, &w, &s)) {
-		jps = run_steps(job, &st) ? j_per_step(&s, &st, job->window_start_ns, now) : -1;
+		jps = run_steps(ses, &st) ? j_per_step(&s, &st, job->window_start_ns, now) : -1;
 		joules(e, sizeof(e), s.energy_j);
 		fprintf(f, "  %d GPU%s with the job: util %.1f%% avg, %.1f%% min (GPU %d); %s, "
 			"%.1f W", s.ndev, s.ndev == 1 ? "" : "s", s.util_avg, s.util_min,
@@ -257,17 +262,17 @@ void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now)
 		"OF", "POWER", "ENERGY", "THROTTLED");
 	for (int i = 0; i < w.ndev; i++)
 		dev_row(f, g, &w.devs[i]);
-	proc_rows(f, job, &w);
-	n = notes(job, &w, note);
+	proc_rows(f, ses, &w);
+	n = notes(ses, &w, note);
 	for (int i = 0; i < n; i++)
 		fprintf(f, "  %s\n", note[i]);
 	fputc('\n', f);
 	gu_win_free(&w);
 }
 
-void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epoch *e)
+void report_gpu_util_epoch_line(FILE *f, const struct session *ses, const struct epoch *e)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct gu_summary s;
 	char en[32], m[32];
 	double jps;
@@ -331,9 +336,9 @@ static void since(const struct gpu_util *g, struct live_gu *prev, uint64_t now,
 	gu_win_free(&w);
 }
 
-void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now)
+void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct since d;
 
 	if (!g || g->state != GU_ACTIVE)
@@ -348,19 +353,19 @@ void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, ui
 		d.mem / (double)(1ull << 30), d.total / (double)(1ull << 30), d.mdev);
 }
 
-void report_gpu_util_block_start(struct live_gu *b, const struct job *job, uint64_t ts)
+void report_gpu_util_block_start(struct live_gu *b, const struct session *ses, uint64_t ts)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct since d;
 
 	if (g && g->state == GU_ACTIVE)
 		since(g, b, ts, &d);
 }
 
-void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct job *job,
+void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct session *ses,
 				uint64_t now, int steps)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct since d;
 
 	if (!g || g->state != GU_ACTIVE)
@@ -472,9 +477,10 @@ static void json_devices(struct jw *w, const struct job *job, const struct gpu_u
 	jw_end_array(w);
 }
 
-void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now)
+void report_gpu_util_json(struct jw *w, const struct session *ses, uint64_t now)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = gu_of(ses);
 	char note[MAX_NOTES][NOTE_LEN];
 	struct gu_summary s;
 	struct ep_steps st;
@@ -499,12 +505,12 @@ void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now)
 	gu_win_summary(g, &win, &s);
 	jw_name(w, "job");
 	jw_object(w);
-	json_summary(w, &s, run_steps(job, &st) ?
+	json_summary(w, &s, run_steps(ses, &st) ?
 		     j_per_step(&s, &st, job->window_start_ns, now) : -1);
 	jw_end_object(w);
 	json_win_devs(w, g, &win);
 	json_win_procs(w, g, &win);
-	n = notes(job, &win, note);
+	n = notes(ses, &win, note);
 	jw_name(w, "notes");
 	jw_array(w);
 	for (int i = 0; i < n; i++)
@@ -514,9 +520,9 @@ void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now)
 	gu_win_free(&win);
 }
 
-void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e)
+void report_gpu_util_epoch_json(struct jw *w, const struct session *ses, const struct epoch *e)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 	struct gu_summary s;
 
 	if (!g)
@@ -536,9 +542,9 @@ void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struc
 
 /* ---- CSV: rows of their own kinds, in columns only runs with GPUs have ---- */
 
-bool report_gpu_util_csv_on(const struct job *job)
+bool report_gpu_util_csv_on(const struct session *ses)
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct gpu_util *g = gu_of(ses);
 
 	return g && g->state == GU_ACTIVE;
 }
@@ -560,13 +566,14 @@ static void csv_gpu_cols(FILE *f, int gpu, const struct gu_agg *a)
 }
 
 /* "gpu" rows (pid empty, comm the device's name) and "gpu_process" rows. */
-void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
+void report_gpu_util_csv_rows(FILE *f, const struct session *ses, uint64_t now,
 			      void (*str)(FILE *, const char *))
 {
-	const struct gpu_util *g = gu_of(job);
+	const struct job *job = &ses->job;
+	const struct gpu_util *g = gu_of(ses);
 	struct gu_win w;
 
-	if (!report_gpu_util_csv_on(job))
+	if (!report_gpu_util_csv_on(ses))
 		return;
 	gu_run_window(g, now, &w);
 	for (int i = 0; i < w.ndev; i++) {

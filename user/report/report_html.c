@@ -48,11 +48,11 @@ void html_page_close(FILE *f)
 }
 
 /* The verdict (report_verdict.c), as the text report has it, in HTML. */
-static void verdict(FILE *f, const struct job *job, const struct dg_finding *fs, int n)
+static void verdict(FILE *f, const struct session *ses, const struct dg_finding *fs, int n)
 {
 	struct report_verdict v;
 
-	report_verdict(job, fs, n, &v);
+	report_verdict(ses, fs, n, &v);
 	fputs("<section id=\"verdict\"><h2>Verdict</h2><p class=\"verdict\">", f);
 	if (v.phase >= 0)
 		fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the trainers' time "
@@ -193,22 +193,23 @@ static void title(FILE *f, const struct job *job, uint64_t now)
 		(now - job->window_start_ns) / 1e9, nprocs, nthreads);
 }
 
-void report_html(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now)
+void report_html(FILE *f, const struct session *ses, const struct run_counters *c, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = job->diag ? report_run_findings(job, now, fs) : -1;
+	int n = report_run_findings(ses, now, fs);
 
 	html_page_open(f, "trainbpf report");
 	title(f, job, now);
-	verdict(f, job, fs, n);
+	verdict(f, ses, fs, n);
 	findings(f, fs, n);
-	html_chart_headline(f, job);
-	html_chart_phases(f, job);
-	html_chart_epochs(f, job);
-	html_chart_steps(f, job);
-	html_chart_ranks(f, job, now);
-	html_chart_gpu(f, job, now);
-	html_worker_gens(f, job);
+	html_chart_headline(f, ses);
+	html_chart_phases(f, ses);
+	html_chart_epochs(f, ses);
+	html_chart_steps(f, ses);
+	html_chart_ranks(f, ses, now);
+	html_chart_gpu(f, ses, now);
+	html_worker_gens(f, ses);
 	process_table(f, job);
 	thread_table(f, job, now);
 	counters(f, c);

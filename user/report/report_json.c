@@ -49,9 +49,10 @@ static void json_thread(struct jw *w, const struct job *job,
 	jw_end_object(w);
 }
 
-static void json_process(struct jw *w, const struct job *job,
+static void json_process(struct jw *w, const struct session *ses,
 			 const struct proc_rec *p, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	uint64_t tot[TB_NCAT], end = proc_end(p);
 
 	proc_totals(p, tot);
@@ -67,11 +68,11 @@ static void json_process(struct jw *w, const struct job *job,
 		jw_null_field(w, "end_s");
 	json_times(w, "time_s", tot);
 	/* Folded processes' calls are in the totals, not under any one of them. */
-	report_gpu_json_proc(w, job, p->folded ? -1 : p->pid);
+	report_gpu_json_proc(w, ses, p->folded ? -1 : p->pid);
 	if (p->folded)
 		jw_int_field(w, "folded", p->folded);
-	if (job->phases)
-		report_phases_json_proc(w, job, p);
+	if (ses_phases(ses))
+		report_phases_json_proc(w, ses, p);
 	jw_name(w, "threads");
 	jw_array(w);
 	for (int j = 0; j < p->nthreads; j++)
@@ -115,9 +116,10 @@ static void json_counters(struct jw *w, const struct run_counters *c)
 	jw_end_object(w);
 }
 
-void report_json(FILE *f, const struct job *job,
+void report_json(FILE *f, const struct session *ses,
 		 const struct run_counters *c, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	struct jw w;
 
 	jw_init(&w, f);
@@ -129,7 +131,7 @@ void report_json(FILE *f, const struct job *job,
 	jw_float_field(&w, "start_unix_s", job->window_start_unix, 6);
 	jw_float_field(&w, "duration_s", (now - job->window_start_ns) / 1e9, 6);
 	jw_end_object(&w);
-	report_stall_json(&w, job);
+	report_stall_json(&w, ses);
 	jw_name(&w, "categories");
 	jw_array(&w);
 	for (int i = 0; i < TB_NCAT; i++)
@@ -138,17 +140,15 @@ void report_json(FILE *f, const struct job *job,
 	jw_name(&w, "processes");
 	jw_array(&w);
 	for (int i = 0; i < job->nprocs; i++)
-		json_process(&w, job, &job->procs[i], now);
+		json_process(&w, ses, &job->procs[i], now);
 	jw_end_array(&w);
 	json_headline(&w, job);
-	if (job->phases)
-		report_phases_json(&w, job, c);
-	if (job->epochs)
-		report_epochs_json(&w, job, job->epochs);
-	if (job->diag)
-		report_diagnosis_json(&w, job, now);
-	report_gpu_json(&w, job, now);
-	report_gpu_util_json(&w, job, now);
+	if (ses_phases(ses))
+		report_phases_json(&w, ses, c);
+	report_epochs_json(&w, ses);
+	report_diagnosis_json(&w, ses, now);
+	report_gpu_json(&w, ses, now);
+	report_gpu_util_json(&w, ses, now);
 	json_counters(&w, c);
 	jw_end_object(&w);
 	fputc('\n', f);

@@ -46,13 +46,13 @@ static unsigned char (*comm_ids(const struct recording *r, int *n))[16]
 	int k = 0;
 
 	*n = 0;
-	for (int i = 0; i < r->gpu.nprocs; i++)
-		*n += r->gpu.procs[i].ncomms;
+	for (int i = 0; i < r->ses.gpu.nprocs; i++)
+		*n += r->ses.gpu.procs[i].ncomms;
 	if (!*n || !(ids = malloc(*n * sizeof(*ids))))
 		return NULL;
-	for (int i = 0; i < r->gpu.nprocs; i++)
-		for (int j = 0; j < r->gpu.procs[i].ncomms; j++)
-			memcpy(ids[k++], r->gpu.procs[i].comms[j].id, 16);
+	for (int i = 0; i < r->ses.gpu.nprocs; i++)
+		for (int j = 0; j < r->ses.gpu.procs[i].ncomms; j++)
+			memcpy(ids[k++], r->ses.gpu.procs[i].comms[j].id, 16);
 	qsort(ids, *n, sizeof(*ids), by_id);
 	return ids;
 }
@@ -71,9 +71,9 @@ static bool shares_comm(const struct recording *a, const struct recording *b)
 	ids = comm_ids(b, &n);
 	if (!ids)
 		return false;
-	for (int i = 0; i < a->gpu.nprocs && !found; i++)
-		for (int j = 0; j < a->gpu.procs[i].ncomms && !found; j++)
-			found = bsearch(a->gpu.procs[i].comms[j].id, ids, n, sizeof(*ids), by_id);
+	for (int i = 0; i < a->ses.gpu.nprocs && !found; i++)
+		for (int j = 0; j < a->ses.gpu.procs[i].ncomms && !found; j++)
+			found = bsearch(a->ses.gpu.procs[i].comms[j].id, ids, n, sizeof(*ids), by_id);
 	free(ids);
 	return found;
 }
@@ -147,15 +147,15 @@ static int by_rank(const void *a, const void *b)
 
 static void add_rank(struct merged *m, int rec, const struct proc_rec *p)
 {
-	const struct job *job = &m->r[rec].job;
+	const struct session *ses = &m->r[rec].ses;
 	const struct thread_rec *t = job_trainer_thread(p);
-	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	const struct ph_thread *pt = t ? ses_phase_thread(ses, t->tid) : NULL;
 	struct mg_rank *k = &m->ranks[m->nranks++];
 
 	memset(k, 0, sizeof(*k));
 	k->rec = rec;
 	k->p = p;
-	k->rank = diag_proc_rank(job, job->diag, p->pid);
+	k->rank = diag_proc_rank(ses, p->pid);
 	if (t)
 		memcpy(k->cp, t->cp, sizeof(k->cp));
 	if (pt)
@@ -167,13 +167,13 @@ static int collect_ranks(struct merged *m, char *err, size_t len)
 	int cap = 0;
 
 	for (int i = 0; i < m->n; i++)
-		cap += m->r[i].job.nprocs;
+		cap += m->r[i].ses.job.nprocs;
 	m->ranks = calloc(cap ? cap : 1, sizeof(*m->ranks));
 	if (!m->ranks)
 		return snprintf(err, len, "out of memory"), -1;
 	for (int i = 0; i < m->n; i++)
-		for (int k = 0; k < m->r[i].job.nprocs; k++) {
-			const struct proc_rec *p = &m->r[i].job.procs[k];
+		for (int k = 0; k < m->r[i].ses.job.nprocs; k++) {
+			const struct proc_rec *p = &m->r[i].ses.job.procs[k];
 
 			if (p->role == TB_ROLE_TRAINER && !p->folded && job_trainer_thread(p))
 				add_rank(m, i, p);
@@ -201,7 +201,7 @@ static void judge(struct merged *m)
 		goto cleanup;
 	for (; made < m->n; made++) {
 		where[made] = m->node[made];
-		if (diag_view_run(&v[made], &m->r[made].job, &m->r[made].diag, m->r[made].end_ns))
+		if (diag_view_run(&v[made], &m->r[made].ses, m->r[made].end_ns))
 			goto cleanup;
 	}
 	if (diag_view_merge(&all, v, m->n, where))

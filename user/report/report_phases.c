@@ -10,9 +10,9 @@
 #include "phases.h"
 #include "sections.h"
 
-static const char *source(const struct job *job)
+static const char *source(const struct session *ses)
 {
-	return ph_source_names[job->phases->source];
+	return ph_source_names[ses_phases(ses)->source];
 }
 
 static const char *const step_source_text[] = {
@@ -171,8 +171,9 @@ static void side_head(FILE *f, const char *by, const char *key)
 }
 
 /* Each trainer's phases of 5% and up, what they were made of. */
-static void rank_made_of(FILE *f, const struct job *job)
+static void rank_made_of(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
 	char lead[32];
 
 	fprintf(f, "  by trainer, made of (critical path; phases of 5%% and up):\n");
@@ -184,7 +185,7 @@ static void rank_made_of(FILE *f, const struct job *job)
 		struct ph_sum s = { 0 };
 
 		if (pr->role != TB_ROLE_TRAINER || pr->folded || !t ||
-		    !(pt = phases_thread(job->phases, t->tid)) || !pt->steps.steps)
+		    !(pt = ses_phase_thread(ses, t->tid)) || !pt->steps.steps)
 			continue;
 		phases_thread_sum(pt, &s);
 		phases_fold_ends(t->ph, t->ends, pt->sp.in_val, rows);
@@ -198,8 +199,10 @@ static void rank_made_of(FILE *f, const struct job *job)
  * by side, so that a rank slow in one phase (its data, its backward) shows
  * which. Ranks that ran no training step are left out.
  */
-static void rank_rows(FILE *f, const struct job *job)
+static void rank_rows(FILE *f, const struct session *ses)
 {
+	const struct job *job = &ses->job;
+
 	side_head(f, "trainer", "PID");
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *pr = &job->procs[i];
@@ -208,7 +211,7 @@ static void rank_rows(FILE *f, const struct job *job)
 		struct ph_sum s = { 0 };
 
 		if (pr->role != TB_ROLE_TRAINER || pr->folded || !t ||
-		    !(pt = phases_thread(job->phases, t->tid)) || !pt->steps.steps)
+		    !(pt = ses_phase_thread(ses, t->tid)) || !pt->steps.steps)
 			continue;
 		phases_thread_sum(pt, &s);
 		fprintf(f, "  %7d %6d", pr->pid, s.steps.steps);
@@ -216,7 +219,7 @@ static void rank_rows(FILE *f, const struct job *job)
 			fprintf(f, " %8.1f", s.wall_ms[p] / s.steps.steps);
 		fputc('\n', f);
 	}
-	rank_made_of(f, job);
+	rank_made_of(f, ses);
 }
 
 static bool epoch_has_rows(const struct epoch *e)
@@ -229,10 +232,10 @@ static bool epoch_has_rows(const struct epoch *e)
  * ranks' mean, over the epoch's steps: its validation and end spread over
  * them), so that an epoch that slowed shows in which phase.
  */
-static void epoch_rows(FILE *f, const struct job *job, int nranks)
+static void epoch_rows(FILE *f, const struct session *ses, int nranks)
 {
-	enum ep_source s = job->epochs ? epochs_source(job->epochs) : EP_NSRC;
-	const struct ep_stream *st = s == EP_NSRC ? NULL : &job->epochs->src[s];
+	enum ep_source s = epochs_source(&ses->ep);
+	const struct ep_stream *st = s == EP_NSRC ? NULL : &ses->ep.src[s];
 	int n = 0;
 	char label[32];
 
@@ -293,15 +296,16 @@ static void text_count(FILE *f, const struct ph_sum *sum, int n)
 	fprintf(f, " of %d micro-batches (%s per step)", sum->micro, k);
 }
 
-void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c)
+void report_phases_text(FILE *f, const struct session *ses, const struct run_counters *c)
 {
+	const struct job *job = &ses->job;
 	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
 	struct ph_sum sum;
-	const char *src = source(job);
-	int n = phases_job(job, rows, &sum);
+	const char *src = source(ses);
+	int n = phases_job(ses_phases(ses), job, rows, &sum);
 	const char *unit = sum.micro == sum.steps.steps ? "training step" : "optimizer step";
 
-	phases_job_startup(job, startup);
+	phases_job_startup(ses_phases(ses), job, startup);
 	if (!strcmp(src, "none")) {
 		fprintf(f, "Phases: no PyTorch library (libtorch_cpu) in the traced processes\n\n");
 		return;
@@ -327,16 +331,16 @@ void report_phases_text(FILE *f, const struct job *job, const struct run_counter
 		"teardown after the last;\n   ms/step: per %s, validation and epoch ends "
 		"spread over them; min/max/std: within %ss)\n", unit, unit);
 	if (n > 1)
-		rank_rows(f, job);
-	epoch_rows(f, job, n);
+		rank_rows(f, ses);
+	epoch_rows(f, ses, n);
 	if (c->bpf.brackets_deep)
 		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
 			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,
 			TB_NBRACKET);
-	if (job->phases->threads_over)
+	if (ses_phases(ses)->threads_over)
 		fprintf(f, "  threads past the first %d that ran phases: their steps were not "
 			"kept (%llu events)\n", PH_MAX_THREADS,
-			(unsigned long long)job->phases->threads_over);
+			(unsigned long long)ses_phases(ses)->threads_over);
 	fputc('\n', f);
 }
 
@@ -372,13 +376,14 @@ static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph
 }
 
 /* Of data, the workers' start-up: its wall time, share, ms per step, critical path. */
-static void json_startup(struct jw *w, const struct job *job, const struct ph_sum *sum)
+static void json_startup(struct jw *w, const struct session *ses, const struct ph_sum *sum)
 {
+	const struct job *job = &ses->job;
 	uint64_t cp[TB_NCAT];
 	int64_t ns[TB_NCAT];
 	double wall = wall_total(sum);
 
-	phases_job_startup(job, cp);
+	phases_job_startup(ses_phases(ses), job, cp);
 	for (int c = 0; c < TB_NCAT; c++)
 		ns[c] = (int64_t)cp[c];
 	jw_name(w, "worker_startup");
@@ -391,19 +396,20 @@ static void json_startup(struct jw *w, const struct job *job, const struct ph_su
 	jw_end_object(w);
 }
 
-void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c)
+void report_phases_json(struct jw *w, const struct session *ses, const struct run_counters *c)
 {
+	const struct job *job = &ses->job;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum;
-	int n = phases_job(job, rows, &sum);
-	const char *src = source(job);
+	int n = phases_job(ses_phases(ses), job, rows, &sum);
+	const char *src = source(ses);
 
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_string_field(w, "source", src);
 	jw_uint_field(w, "deep_brackets", c->bpf.brackets_deep);
 	jw_int_field(w, "threads", n);
-	jw_uint_field(w, "threads_over_events", job->phases ? job->phases->threads_over : 0);
+	jw_uint_field(w, "threads_over_events", ses_phases(ses) ? ses_phases(ses)->threads_over : 0);
 	jw_int_field(w, "steps", sum.steps.steps);
 	jw_int_field(w, "steps_per_trainer", sum.each_max);
 	jw_int_field(w, "micro_batches", sum.micro);
@@ -416,7 +422,7 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
 	for (int k = 0; k < PH_NSHOWN && strcmp(src, "none"); k++)
 		json_row(w, ph_order[k], rows[ph_order[k]], &sum);
 	jw_end_array(w);
-	json_startup(w, job, &sum);
+	json_startup(w, ses, &sum);
 	jw_end_object(w);
 }
 
@@ -424,10 +430,10 @@ void report_phases_json(struct jw *w, const struct job *job, const struct run_co
  * A process whose main thread ran phases: its own steps, wall time per
  * phase and what each was made of (the rank's rows of the job's table).
  */
-void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p)
+void report_phases_json_proc(struct jw *w, const struct session *ses, const struct proc_rec *p)
 {
 	const struct thread_rec *t = job_trainer_thread(p);
-	const struct ph_thread *pt = t && job->phases ? phases_thread(job->phases, t->tid) : NULL;
+	const struct ph_thread *pt = t ? ses_phase_thread(ses, t->tid) : NULL;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum = { 0 };
 

@@ -11,9 +11,9 @@
 #include "stall.h"
 
 /* The stalled job to show; NULL when none is. */
-static const struct stall_job *stalled(const struct job *job)
+static const struct stall_job *stalled(const struct session *ses)
 {
-	return job->stall ? stall_any(job->stall) : NULL;
+	return ses->stall_on ? stall_any(&ses->stall) : NULL;
 }
 
 static void who(FILE *f, const struct stall_rank *r)
@@ -50,9 +50,9 @@ static void wait_words(FILE *f, const struct stall_rank *r)
 			r->behind, r->behind == 1 ? "" : "s", r->behind_comm);
 }
 
-void report_stall_text(FILE *f, const struct job *job)
+void report_stall_text(FILE *f, const struct session *ses)
 {
-	const struct stall_job *j = stalled(job);
+	const struct stall_job *j = stalled(ses);
 
 	if (!j)
 		return;
@@ -127,9 +127,10 @@ static void json_rank(struct jw *w, const struct stall_rank *r)
 	jw_end_object(w);
 }
 
-void report_stall_json(struct jw *w, const struct job *job)
+void report_stall_json(struct jw *w, const struct session *ses)
 {
-	const struct stall_job *j = stalled(job);
+	const struct job *job = &ses->job;
+	const struct stall_job *j = stalled(ses);
 
 	if (!j)
 		return;

@@ -5,8 +5,9 @@
 #include "report.h"
 #include "sections.h"
 
-static void headline_block(FILE *f, const struct job *job, uint64_t now)
+static void headline_block(FILE *f, const struct session *ses, uint64_t now)
 {
+	const struct job *job = &ses->job;
 	uint64_t hl[TB_NCAT], total;
 	double pct[TB_NCAT];
 	int ntr = job_headline(job, hl);
@@ -18,7 +19,7 @@ static void headline_block(FILE *f, const struct job *job, uint64_t now)
 		ntr, ntr == 1 ? "" : "s", total / 1e9);
 	report_rollup_rows(f, pct, true);
 	fprintf(f, "  (host view: GPU kernels are not seen; gpu_wait = host blocked on the GPU)\n");
-	report_gpu_util_headline(f, job, now);	/* what the GPUs did, as NVML says */
+	report_gpu_util_headline(f, ses, now);	/* what the GPUs did, as NVML says */
 	fputc('\n', f);
 }
 
@@ -121,24 +122,24 @@ static void counters_line(FILE *f, const struct run_counters *c)
 		(unsigned long long)c->bpf.events_lost);
 }
 
-void report_text(FILE *f, const struct job *job,
+void report_text(FILE *f, const struct session *ses,
 		 const struct run_counters *c, uint64_t now)
 {
-	report_stall_text(f, job);
+	const struct job *job = &ses->job;
+
+	report_stall_text(f, ses);
 	title(f, job, now);
 	fputc('\n', f);
-	headline_block(f, job, now);
-	if (job->phases)
-		report_phases_text(f, job, c);
-	if (job->diag)
-		report_diagnosis_text(f, job, now);
-	if (job->epochs)
-		report_epochs_text(f, job, job->epochs);
+	headline_block(f, ses, now);
+	if (ses_phases(ses))
+		report_phases_text(f, ses, c);
+	report_diagnosis_text(f, ses, now);
+	report_epochs_text(f, ses);
 	process_table(f, job);
 	thread_table(f, job, now);
 	folded_note(f, job);
-	report_gpu_text(f, job, now);
-	report_gpu_util_text(f, job, now);
+	report_gpu_text(f, ses, now);
+	report_gpu_util_text(f, ses, now);
 	counters_line(f, c);
 }
 
@@ -157,24 +158,24 @@ static void findings_lines(FILE *f, const struct dg_finding *fs, int n)
 	fputc('\n', f);
 }
 
-void report_summary(FILE *f, const struct job *job, const struct run_counters *c,
+void report_summary(FILE *f, const struct session *ses, const struct run_counters *c,
 		    uint64_t now)
 {
+	const struct job *job = &ses->job;
 	struct dg_finding fs[DG_MAX_FINDINGS];
-	int n = job->diag ? report_run_findings(job, now, fs) : -1;
+	int n = report_run_findings(ses, now, fs);
 	struct report_verdict v;
 
-	report_stall_text(f, job);
+	report_stall_text(f, ses);
 	title(f, job, now);
-	report_verdict(job, fs, n, &v);
+	report_verdict(ses, fs, n, &v);
 	report_verdict_text(f, &v);
 	fputc('\n', f);
-	headline_block(f, job, now);
-	if (job->phases)
-		report_phases_text(f, job, c);
+	headline_block(f, ses, now);
+	if (ses_phases(ses))
+		report_phases_text(f, ses, c);
 	findings_lines(f, fs, n);
-	if (job->epochs)
-		report_epochs_lines(f, job, job->epochs);
+	report_epochs_lines(f, ses);
 	counters_line(f, c);
 	fprintf(f, "(--detail: the findings' evidence and advice, epoch blocks, processes and "
 		"threads, CUDA/NCCL, the GPUs)\n");

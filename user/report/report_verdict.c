@@ -33,16 +33,17 @@ void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
 }
 
 /* The largest phase of the trainers' main threads; false without phases or steps. */
-static bool largest_phase(const struct job *job, struct report_verdict *v)
+static bool largest_phase(const struct session *ses, struct report_verdict *v)
 {
+	const struct job *job = &ses->job;
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum;
 	double wall = 0;
 	int best = 0;
 
-	if (!job->phases || job->phases->source == PH_SRC_NONE)
+	if (!ses_phases(ses) || ses_phases(ses)->source == PH_SRC_NONE)
 		return false;
-	phases_job(job, rows, &sum);
+	phases_job(ses_phases(ses), job, rows, &sum);
 	if (!sum.steps.steps)
 		return false;
 	/* Of the trainers' lives, as the table's shares; the loop's phases only. */
@@ -76,15 +77,16 @@ static void largest_category(const struct job *job, struct report_verdict *v)
 	v->total_s = total / 1e9;
 }
 
-void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
+void report_verdict(const struct session *ses, const struct dg_finding *fs, int n,
 		    struct report_verdict *v)
 {
+	const struct job *job = &ses->job;
 	const char *end, *semi;
 
 	memset(v, 0, sizeof(*v));
 	v->phase = -1;
 	v->cat = -1;
-	if (!largest_phase(job, v))
+	if (!largest_phase(ses, v))
 		largest_category(job, v);
 	v->findings = n;
 	if (n <= 0)

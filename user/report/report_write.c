@@ -41,24 +41,24 @@ enum tb_format report_format_for(const char *path, enum tb_format asked, bool se
 	return f == TB_FMT_TEXT && detail ? TB_FMT_DETAIL : f;
 }
 
-void report_write(FILE *f, enum tb_format fmt, const struct job *job,
+void report_write(FILE *f, enum tb_format fmt, const struct session *ses,
 		  const struct run_counters *c, uint64_t now)
 {
 	switch (fmt) {
 	case TB_FMT_JSON:
-		report_json(f, job, c, now);
+		report_json(f, ses, c, now);
 		break;
 	case TB_FMT_CSV:
-		report_csv(f, job);
+		report_csv(f, ses);
 		break;
 	case TB_FMT_HTML:
-		report_html(f, job, c, now);
+		report_html(f, ses, c, now);
 		break;
 	case TB_FMT_DETAIL:
-		report_text(f, job, c, now);
+		report_text(f, ses, c, now);
 		break;
 	default:
-		report_summary(f, job, c, now);
+		report_summary(f, ses, c, now);
 	}
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "job.h"
+#include "session.h"
 
 /* TB_FMT_DETAIL: text with every section (--detail); TB_FMT_TEXT, one screen. */
 enum tb_format { TB_FMT_TEXT, TB_FMT_JSON, TB_FMT_CSV, TB_FMT_HTML, TB_FMT_DETAIL, TB_NFMT };
@@ -25,7 +26,7 @@ bool report_format_parse(const char *name, enum tb_format *f);
 enum tb_format report_format_for(const char *path, enum tb_format asked, bool set,
 				 bool detail);
 /* A job's final report in fmt: the live tool's and `trainbpf report`'s. */
-void report_write(FILE *f, enum tb_format fmt, const struct job *job,
+void report_write(FILE *f, enum tb_format fmt, const struct session *ses,
 		  const struct run_counters *c, uint64_t now);
 /* Two recordings compared (`trainbpf diff`): text, or an HTML page (TB_FMT_HTML). */
 struct recording;
@@ -38,6 +39,6 @@ void dump_write(FILE *f, enum tb_format fmt, const struct snapshot *s);
  * One self-contained HTML page (report_html.c): the verdict, the findings,
  * charts as inline SVG, the tables. Nothing fetched, no script.
  */
-void report_html(FILE *f, const struct job *job, const struct run_counters *c, uint64_t now);
+void report_html(FILE *f, const struct session *ses, const struct run_counters *c, uint64_t now);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include "epochs.h"
 #include "job.h"
+#include "session.h"
 #include "json_writer.h"
 
 /*
@@ -31,7 +32,7 @@ void report_pct_cells(FILE *f, const uint64_t c[TB_NCAT]);
 void report_proc_head(FILE *f, const struct proc_rec *p, int nthreads);
 void report_proc_name(char *buf, size_t len, const struct proc_rec *p);
 /* "12 steps (calls), 81.0 ms/step (min ..., std ...), 3.0 syncs/step" */
-void report_text_steps(FILE *f, const struct job *job, const struct ep_steps *s);
+void report_text_steps(FILE *f, const struct session *ses, const struct ep_steps *s);
 /* "1.2 MiB" */
 void fmt_bytes(char *buf, size_t len, uint64_t b);
 /*
@@ -47,9 +48,9 @@ const char *report_esc(char *buf, size_t len, const char *s);
 void report_json_times(struct jw *w, const char *name, const int64_t ns[TB_NCAT]);
 
 /* CUDA/NCCL: libraries found, calls, communicators. */
-void report_gpu_text(FILE *f, const struct job *job, uint64_t now);
-void report_gpu_json(struct jw *w, const struct job *job, uint64_t now);
-void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
+void report_gpu_text(FILE *f, const struct session *ses, uint64_t now);
+void report_gpu_json(struct jw *w, const struct session *ses, uint64_t now);
+void report_gpu_json_proc(struct jw *w, const struct session *ses, pid_t pid);
 
 /*
  * The GPU's own side (NVML, gpu_util.h): a line under the headline (or why
@@ -57,50 +58,50 @@ void report_gpu_json_proc(struct jw *w, const struct job *job, pid_t pid);
  * ("gpu_metrics", an epoch's "gpu"), CSV rows in columns of their own.
  */
 struct live_gu;
-void report_gpu_util_headline(FILE *f, const struct job *job, uint64_t now);
-void report_gpu_util_text(FILE *f, const struct job *job, uint64_t now);
-void report_gpu_util_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
-void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct job *job, uint64_t now);
+void report_gpu_util_headline(FILE *f, const struct session *ses, uint64_t now);
+void report_gpu_util_text(FILE *f, const struct session *ses, uint64_t now);
+void report_gpu_util_epoch_line(FILE *f, const struct session *ses, const struct epoch *e);
+void report_gpu_util_live(FILE *f, struct live_gu *lv, const struct session *ses, uint64_t now);
 /* --step-blocks: the GPUs' sums where a block begins (tick ts); its line, steps in it. */
-void report_gpu_util_block_start(struct live_gu *b, const struct job *job, uint64_t ts);
-void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct job *job,
+void report_gpu_util_block_start(struct live_gu *b, const struct session *ses, uint64_t ts);
+void report_gpu_util_block_line(FILE *f, struct live_gu *b, const struct session *ses,
 				uint64_t now, int steps);
-void report_gpu_util_json(struct jw *w, const struct job *job, uint64_t now);
-void report_gpu_util_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
-bool report_gpu_util_csv_on(const struct job *job);
+void report_gpu_util_json(struct jw *w, const struct session *ses, uint64_t now);
+void report_gpu_util_epoch_json(struct jw *w, const struct session *ses, const struct epoch *e);
+bool report_gpu_util_csv_on(const struct session *ses);
 /* The run's (an epoch's) summary over the job's GPUs and energy per step (-1: unknown). */
-bool report_gpu_util_run(const struct job *job, uint64_t now, struct gu_summary *s,
+bool report_gpu_util_run(const struct session *ses, uint64_t now, struct gu_summary *s,
 			 double *jps);
-bool report_gpu_util_epoch(const struct job *job, const struct epoch *e, struct gu_summary *s,
+bool report_gpu_util_epoch(const struct session *ses, const struct epoch *e, struct gu_summary *s,
 			   double *jps);
-void report_gpu_util_csv_rows(FILE *f, const struct job *job, uint64_t now,
+void report_gpu_util_csv_rows(FILE *f, const struct session *ses, uint64_t now,
 			      void (*str)(FILE *, const char *));
 
 /* Epochs: one block each, the list with trend and per-process table, JSON. */
-void report_epoch_block(FILE *f, const struct job *job, const struct epoch *e,
+void report_epoch_block(FILE *f, const struct session *ses, const struct epoch *e,
 			const char *source);
-void report_epochs_text(FILE *f, const struct job *job, const struct epochs *ep);
+void report_epochs_text(FILE *f, const struct session *ses);
 /* The run's steps line, then one line per epoch (the summary report's). */
-void report_steps_text(FILE *f, const struct job *job, const struct epochs *ep);
-void report_epochs_lines(FILE *f, const struct job *job, const struct epochs *ep);
-void report_epochs_json(struct jw *w, const struct job *job, const struct epochs *ep);
+void report_steps_text(FILE *f, const struct session *ses);
+void report_epochs_lines(FILE *f, const struct session *ses);
+void report_epochs_json(struct jw *w, const struct session *ses);
 
 /* Training phases: the table for the trainers' main threads. */
-void report_phases_text(FILE *f, const struct job *job, const struct run_counters *c);
+void report_phases_text(FILE *f, const struct session *ses, const struct run_counters *c);
 /* "made of: data data_wait 69% cpu 14%, ...": phases of 5% of wall and up. */
 void report_phases_made_of(FILE *f, const char *lead, const double wall[PH_NSHOWN],
 			   const uint64_t cp[PH_NSHOWN][TB_NCAT]);
-void report_phases_json(struct jw *w, const struct job *job, const struct run_counters *c);
-void report_phases_json_proc(struct jw *w, const struct job *job, const struct proc_rec *p);
+void report_phases_json(struct jw *w, const struct session *ses, const struct run_counters *c);
+void report_phases_json_proc(struct jw *w, const struct session *ses, const struct proc_rec *p);
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
-void report_diagnosis_text(FILE *f, const struct job *job, uint64_t now);
+void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
 /*
  * The run's findings (DG_MAX_FINDINGS at most), ranked by cost: a
  * recording's as saved, else judged now; -1 if they could not be judged.
  */
 struct dg_finding;
-int report_run_findings(const struct job *job, uint64_t now, struct dg_finding *out);
+int report_run_findings(const struct session *ses, uint64_t now, struct dg_finding *out);
 
 /* report_verdict.c: "cpu 62%, idle 30%": a row's k largest categories of 1% and up. */
 void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
@@ -118,7 +119,7 @@ struct report_verdict {
 	const struct dg_finding *top;	/* the first ranked (the costliest), or NULL */
 	char advice[384];		/* its advice's first sentence */
 };
-void report_verdict(const struct job *job, const struct dg_finding *fs, int n,
+void report_verdict(const struct session *ses, const struct dg_finding *fs, int n,
 		    struct report_verdict *v);
 /* Its two text lines. */
 void report_verdict_text(FILE *f, const struct report_verdict *v);
@@ -128,15 +129,15 @@ struct dg_finding;
 void report_findings_text(FILE *f, const char *title, const char *more,
 			  const struct dg_finding *fs, int n);
 void report_findings_json(struct jw *w, const struct dg_finding *fs, int n);
-void report_diagnosis_json(struct jw *w, const struct job *job, uint64_t now);
-void report_diagnosis_epoch_line(FILE *f, const struct job *job, const struct epoch *e);
-void report_diagnosis_epoch_json(struct jw *w, const struct job *job, const struct epoch *e);
+void report_diagnosis_json(struct jw *w, const struct session *ses, uint64_t now);
+void report_diagnosis_epoch_line(FILE *f, const struct session *ses, const struct epoch *e);
+void report_diagnosis_epoch_json(struct jw *w, const struct session *ses, const struct epoch *e);
 
 /*
  * A stalled job (stall.h), when the job is stalled now: the STALLED line
  * and a row per rank, culprit first; the JSON report's "stall" member.
  */
-void report_stall_text(FILE *f, const struct job *job);
-void report_stall_json(struct jw *w, const struct job *job);
+void report_stall_text(FILE *f, const struct session *ses);
+void report_stall_json(struct jw *w, const struct session *ses);
 
 #endif

@@ -277,7 +277,7 @@ static void phase_span(void *arg, const struct ph_span *s)
 /* When the thread's phase track ends: the thread's end, else the recording's. */
 static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
 {
-	const struct proc_rec *p = job_proc_const(&r->job, pid);
+	const struct proc_rec *p = job_proc_const(&r->ses.job, pid);
 
 	for (int j = 0; p && j < p->nthreads; j++)
 		if (p->threads[j].tid == tid && p->threads[j].end_ns)
@@ -288,7 +288,7 @@ static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
 /* The thread's steps as the table has them (its setup and teardown), or NULL. */
 static const struct ph_thread *table_thread(const struct tw *w)
 {
-	return w->r->job.phases ? phases_thread(w->r->job.phases, w->ph.tid) : NULL;
+	return ses_phase_thread(&w->r->ses, w->ph.tid);
 }
 
 /*
@@ -324,7 +324,7 @@ static void phase_thread_setup(struct tw *w, uint64_t first)
 
 static void phase_thread_start(struct tw *w, pid_t pid, pid_t tid)
 {
-	const struct proc_rec *p = job_proc_const(&w->r->job, pid);
+	const struct proc_rec *p = job_proc_const(&w->r->ses.job, pid);
 	char buf[TB_COMM_LEN + 16] = "phases";
 
 	memset(&w->ph.sp, 0, sizeof(w->ph.sp));
@@ -408,8 +408,8 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	jw_string_field(&w.j, "displayTimeUnit", "ms");
 	jw_name(&w.j, "traceEvents");
 	jw_array_lines(&w.j);
-	names(&w, &r->job);
-	epoch_events(&w, &r->ep);
+	names(&w, &r->ses.job);
+	epoch_events(&w, &r->ses.ep);
 	if (rec_query(r, "SELECT source, pid, ts_ns FROM steps ORDER BY ts_ns", step_row, &w,
 		      err, errlen) ||
 	    rec_query(r, "SELECT pid, ts_ns, sum(cpu), sum(gpu_wait), sum(comm), "
@@ -430,7 +430,7 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		jw_int_field(&w.j, "phase_spans", w.ph.spans);
 		jw_uint_field(&w.j, "phase_events_dropped", w.ph.dropped);
 	}
-	if (r->gu.state == GU_ACTIVE)
+	if (r->ses.gu.state == GU_ACTIVE)
 		jw_int_field(&w.j, "gpu_readings", w.gpu_rows);
 	jw_end_object(&w.j);
 	jw_end_object(&w.j);

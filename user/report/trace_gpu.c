@@ -103,9 +103,9 @@ static void row(sqlite3_stmt *st, void *arg)
 
 long trace_gpu_tracks(struct jw *j, struct recording *r, uint64_t t0, char *err, size_t errlen)
 {
-	struct tg w = { .j = j, .t0 = t0, .g = &r->gu };
+	struct tg w = { .j = j, .t0 = t0, .g = &r->ses.gu };
 
-	if (r->gu.state != GU_ACTIVE)
+	if (r->ses.gu.state != GU_ACTIVE)
 		return 0;
 	names(&w);
 	if (rec_query(r, "SELECT ts_ns, dev, pid, util, mem, power_mw, energy_mj FROM gpu_samples "
