@@ -10,6 +10,7 @@
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
+#include "trainbpf.h"	/* enum tb_ev_type: its records' types */
 #endif
 
 /* What a probed function is; decides its category and what is counted. */
@@ -127,12 +128,6 @@ struct tb_comm_stat {
 	__u64 calls;
 	__u64 bytes;
 };
-
-/* Ring-buffer event type values continue enum tb_ev_type. */
-#define TB_EV_NCCL_COMM		16	/* a communicator was created */
-#define TB_EV_NCCL_DESTROY	17
-#define TB_EV_CALL		18	/* an outermost sync, copy or NCCL call returned */
-#define TB_EV_PHASE		19	/* a thread's training phase changed */
 
 struct tb_comm_event {
 	__u32 type;

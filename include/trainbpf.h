@@ -300,6 +300,11 @@ struct tb_proc {
 	__u32 flags;		/* TB_PF_* */
 };
 
+/*
+ * Every record of the event ring buffer starts with its type (a __u32).
+ * One enum for all of them: the kernel's side, then the probes of
+ * user-space libraries (gpu_api.h's records), whose values have been 16 on.
+ */
 enum tb_ev_type {
 	TB_EV_FORK = 1,	/* a traced process created a new process */
 	TB_EV_EXEC,
@@ -307,6 +312,10 @@ enum tb_ev_type {
 	TB_EV_MARK,	/* a "TRAINBPF epoch|step N" write (trainbpf_mark.h) */
 	TB_EV_TEXT,	/* the start of a write to stdout or stderr */
 	TB_EV_LIBRARY,	/* a traced process mapped a probed library's code */
+	TB_EV_NCCL_COMM = 16,	/* a communicator was created (struct tb_comm_event) */
+	TB_EV_NCCL_DESTROY,	/* and destroyed */
+	TB_EV_CALL,	/* an outermost sync, copy or NCCL call returned (tb_call_event) */
+	TB_EV_PHASE,	/* a thread's training phase changed (tb_phase_event) */
 };
 
 /* The head of a write(2) by a traced thread (bpf/output.bpf.h). */
