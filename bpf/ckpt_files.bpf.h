@@ -30,9 +30,6 @@
  * Included by trainbpf.bpf.c after torch.bpf.h.
  */
 
-#define TB_O_APPEND	02000
-#define TB_O_TRUNC	01000
-#define TB_AT_FDCWD	-100
 #define TB_CK_NAME	64	/* bytes of a name hashed: longer ones by their first 64 */
 #define TB_CK_PATH	256	/* a rename's source path; longer: not matched */
 

@@ -13,8 +13,6 @@
  * Included at the end of trainbpf.bpf.c.
  */
 
-#define TB_PROT_EXEC 0x4
-
 /*
  * gpu_probes.c's family_prefix, loosely: it names the libraries by their
  * code, and a name matched here for nothing costs one read of the maps.

@@ -19,6 +19,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "trainbpf.h"
+#include "compat.bpf.h"
 #include "wait_reason.bpf.h"
 #include "critpath.bpf.h"
 
@@ -315,8 +316,6 @@ static __always_inline void mark_runnable(struct tb_slot *s, struct task_struct 
 	s->flags &= ~TB_SF_WOKEN;
 	s->rq_delay0 = p ? BPF_CORE_READ(p, sched_info.run_delay) : TB_RQD_UNKNOWN;
 }
-
-#define TB_SIGNAL_GROUP_EXIT 0x4
 
 /* The process is being torn down (exit_group): wakes are kills, not work. */
 static __always_inline int group_exiting(struct task_struct *p)
@@ -754,8 +753,7 @@ static __always_inline int asleep(struct task_struct *p)
 		return 0;
 	if (!BPF_CORE_READ(p, on_rq))
 		return 1;
-	return bpf_core_field_exists(p->se.sched_delayed) &&
-	       BPF_CORE_READ(p, se.sched_delayed);
+	return tb_sched_delayed(p);	/* compat.bpf.h */
 }
 
 /*

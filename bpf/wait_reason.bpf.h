@@ -12,14 +12,6 @@
 
 #include "syscall_class.h"
 
-#define TB_ENOSYS 38
-#define TB_S_IFMT 0170000
-#define TB_S_IFSOCK 0140000
-#define TB_S_IFREG 0100000
-#define TB_S_IFBLK 0060000
-
-#define TB_AF_UNIX 1
-
 static __always_inline struct file *fd_file(struct task_struct *task, long fd)
 {
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -95,9 +87,8 @@ static __always_inline int task_writes(struct task_struct *task)
  * tracepoints mark per CPU when a callback or a softirq runs, and a frame
  * off the task's stack means some other interrupt (x86-64 runs interrupts
  * that hit the kernel on the IRQ stack; ones that hit user mode run on
- * the task stack, hence the marks).
+ * the task stack, hence the marks). The stack's size: compat.bpf.h.
  */
-#define TB_THREAD_SIZE 16384
 
 enum { TB_HRTIMER, TB_TIMER_LIST, TB_SOFTIRQ, TB_NCTX };
 
