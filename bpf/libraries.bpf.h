@@ -13,22 +13,7 @@
  * Included at the end of trainbpf.bpf.c.
  */
 
-/*
- * gpu_probes.c's family_prefix, loosely: it names the libraries by their
- * code, and a name matched here for nothing costs one read of the maps.
- * Code found in a library of another name waits for user space's look.
- */
-static __always_inline int probed_name(const char *n)
-{
-	if (n[0] != 'l' || n[1] != 'i' || n[2] != 'b')
-		return 0;
-	if (n[3] == 't' && n[4] == 'o' && n[5] == 'r' && n[6] == 'c' && n[7] == 'h' &&
-	    n[8] == '_')
-		return 1;	/* libtorch_cpu, libtorch_python */
-	if (n[3] == 'c' && n[4] == 'u' && n[5] == 'd' && n[6] == 'a')
-		return 1;	/* libcudart, libcuda */
-	return n[3] == 'n' && n[4] == 'c' && n[5] == 'c' && n[6] == 'l';
-}
+#include "lib_names.bpf.h"	/* probed_name */
 
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int on_mmap(struct trace_event_raw_sys_enter *ctx)

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "discover.h"
+#include "libraries.h"
 #include "procfs.h"
 #include "procmaps.h"
 
@@ -71,10 +72,9 @@ static bool in_cgroup(const struct discover *d, pid_t pid)
 	return !strncmp(line, d->cgroup, n) && (line[n] == '/' || line[n] == '\n' || !line[n]);
 }
 
-/* It maps libtorch, the CUDA runtime or NCCL. */
+/* It maps a library that marks a job (libraries.h: libtorch, the CUDA runtime, NCCL). */
 static bool maps_libraries(struct discover *d, pid_t pid)
 {
-	static const char *const libs[] = { "/libtorch_cpu", "/libcudart", "/libnccl" };
 	struct procmaps pm;
 	struct map_line m;
 	bool found = false;
@@ -85,8 +85,8 @@ static bool maps_libraries(struct discover *d, pid_t pid)
 	while (!found && procmaps_next(&pm, &m)) {
 		if (procmaps_path(&pm, &m))
 			continue;
-		for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && !found; i++)
-			found = strstr(m.path, libs[i]) != NULL;
+		for (int f = 0; f < GF_NFAMILIES && !found; f++)
+			found = tb_libraries[f].marks_job && library_named(m.path, f);
 	}
 	procmaps_close(&pm);
 	return found;

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "elf_syms.h"
 #include "gpu_probes.h"
+#include "libraries.h"
 #include "links.h"
 #include "grow.h"
 #include "procfs.h"
@@ -30,15 +31,6 @@
  * a node daemon's CPU was these reads. 800 ms plus a look keeps the 1 s.
  */
 #define SCAN_LOADING_NS 800000000ull
-
-/* How a library of each family is named on disk (also hashed: libcudart-1a2b.so.13). */
-static const char *const family_prefix[GF_NFAMILIES][2] = {
-	[GF_CUDART] = { "libcudart.", "libcudart-" },
-	[GF_CUDA] = { "libcuda.", "libcuda-" },
-	[GF_NCCL] = { "libnccl.", "libnccl-" },
-	[GF_TORCH] = { "libtorch_cpu.", "libtorch_python." },	/* two libraries, no hashes */
-	[GF_PYTHON] = { "python3", "libpython3" },	/* python3.11, libpython3.12.so.1.0 */
-};
 
 void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 		     bool launches, bool phases, bool verbose)
@@ -144,14 +136,6 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-static bool named_like(const char *path, enum gpu_family f)
-{
-	const char *b = base_name(path);
-
-	return !strncmp(b, family_prefix[f][0], strlen(family_prefix[f][0])) ||
-	       !strncmp(b, family_prefix[f][1], strlen(family_prefix[f][1]));
-}
-
 void gpu_so_version(const char *name, char *out, size_t len)
 {
 	const char *v = strstr(base_name(name), ".so.");
@@ -165,7 +149,7 @@ static void warn_object(const struct gpu_object *o, const struct elf_info *info,
 
 	for (int f = 0; f < GF_NFAMILIES; f++) {
 		if (!(o->families & (1u << f))) {
-			if (!named_like(o->path, f))
+			if (!library_named(o->path, f))
 				continue;
 			fprintf(stderr, "trainbpf: warning: %s (pid %d) is named like %s but %s: its calls are not seen\n",
 				o->path, pid, gpu_family_names[f],
@@ -213,7 +197,7 @@ static void object_families(struct gpu_object *o, int found, int fd, const char 
 	for (int f = 0; f < GF_NFAMILIES; f++) {
 		if (!(o->families & (1u << f)))
 			continue;
-		o->is_static[f] = !named_like(path, f);
+		o->is_static[f] = !library_named(path, f);
 		if (f == GF_NCCL &&
 		    elf_find_string(fd, "NCCL version ", o->version[f], sizeof(o->version[f])))
 			continue;
