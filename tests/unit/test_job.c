@@ -267,6 +267,43 @@ START_TEST(phases_launcher_above_ranks_is_other)
 }
 END_TEST
 
+/*
+ * serve: the node's jobs side by side, each a root. A torch job's backward
+ * decides its own roles by phases; the CUDA job beside it (no torch: a
+ * busy rank with forked workers) and an MPI job (an idle launcher, busy
+ * ranks) keep the roles their activity gives, as when alone. They were all
+ * "other" once any process of the node ran a backward.
+ */
+START_TEST(phases_of_one_job_leave_the_jobs_beside_it)
+{
+	proc(100, 1, "python3", 0, 5 * S, 5 * S)->root = true;
+	proc(101, 100, "pt_data_worker", FORKED, 3 * S, 7 * S);
+	proc(200, 1, "cuda_app", 0, 8 * S, 2 * S)->root = true;
+	proc(201, 200, "cuda_app", FORKED, 4 * S, 6 * S);
+	proc(202, 200, "cuda_app", FORKED, 4 * S, 6 * S);
+	proc(300, 1, "mpirun", 0, S / 100, 10 * S)->root = true;
+	proc(301, 300, "solver", EXECED, 9 * S, 1 * S);
+	proc(302, 300, "solver", EXECED, 9 * S, 1 * S);
+	trains(100);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(100), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(101), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(200), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(201), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(202), TB_ROLE_WORKER);
+	ck_assert_int_eq(role(300), TB_ROLE_OTHER);
+	ck_assert_int_eq(role(301), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(302), TB_ROLE_TRAINER);
+	/* The CUDA job starts training with torch: its own roles go by phases. */
+	trains(201);
+	job_classify_roles(&job);
+	ck_assert_int_eq(role(201), TB_ROLE_TRAINER);
+	ck_assert_int_eq(role(200), TB_ROLE_OTHER);	/* its launcher, then */
+	ck_assert_int_eq(role(301), TB_ROLE_TRAINER);
+	ck_assert(!job_classify_roles(&job));	/* settled */
+}
+END_TEST
+
 START_TEST(helpers_of_a_busy_trainer_are_other)
 {
 	/* No phases: a busy main thread trains, but not the git it runs */
@@ -820,6 +857,7 @@ int main(void)
 	tcase_add_test(tc, phases_launcher_above_ranks_is_other);
 	tcase_add_test(tc, helpers_of_a_busy_trainer_are_other);
 	tcase_add_test(tc, headline_sums_trainer_main_threads_cp);
+	tcase_add_test(tc, phases_of_one_job_leave_the_jobs_beside_it);
 	tcase_add_test(tc, trainer_thread_is_the_one_that_ran_backward);
 	tcase_add_test(tc, fold_keeps_an_exited_trainer_thread);
 	tcase_add_test(tc, headline_empty_job_is_zero);

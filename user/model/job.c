@@ -569,25 +569,15 @@ static void roles_by_phases(struct job *job, const int *par, const bool *trains,
 	}
 }
 
-bool job_classify_roles(struct job *job)
+/*
+ * Roles from activity, when no process of the tree ran a backward: see
+ * job.h. pow is scratch.
+ */
+static void roles_by_activity(struct job *job, const int *par, bool *pow, unsigned int *bits)
 {
-	int n = job->nprocs ? job->nprocs : 1, *par = xcalloc(n, sizeof(int));
-	enum tb_role *old = xcalloc(n, sizeof(*old));
-	unsigned int *bits = xcalloc(n, sizeof(*bits));
-	bool *pow = xcalloc(n, sizeof(bool));
-	bool changed = false, any_trainer = false;
+	bool any_trainer = false;
 	int i;
 
-	parents(job, par);
-	for (i = 0; i < job->nprocs; i++) {
-		old[i] = job->procs[i].role;
-		pow[i] = !job->procs[i].folded && proc_trains(&job->procs[i]);
-		any_trainer |= pow[i];
-	}
-	if (any_trainer) {
-		roles_by_phases(job, par, pow, bits);
-		goto done;
-	}
 	for (i = 0; i < job->nprocs; i++) {
 		if (!job->procs[i].folded)	/* an aggregate's role is its key */
 			job->procs[i].role = looks_like_worker(&job->procs[i]) ?
@@ -629,7 +619,88 @@ bool job_classify_roles(struct job *job)
 	for (i = 0; i < job->nprocs && !any_trainer; i++)
 		if (job->procs[i].root && job->procs[i].role == TB_ROLE_OTHER)
 			job->procs[i].role = TB_ROLE_TRAINER;
-done:
+}
+
+/*
+ * Each process's tree: its topmost traced ancestor. serve traces every
+ * training job of a node at once, and a torch job's backward must not
+ * decide how the roles of the CUDA job beside it are judged (its ranks
+ * were all "other"). Returns whether some tree has no process that trains.
+ */
+static bool trees(const struct job *job, const int *par, const bool *trains, int *tree,
+		  bool *tree_trains)
+{
+	bool idle_tree = false;
+	int i;
+
+	for (i = 0; i < job->nprocs; i++) {
+		int r = i;
+
+		/* Bounded: pids reused can make a loop of "parents". */
+		for (int d = 0; d < 64 && par[r] >= 0; d++)
+			r = par[r];
+		tree[i] = r;
+		tree_trains[i] = false;
+	}
+	for (i = 0; i < job->nprocs; i++)
+		tree_trains[tree[i]] |= trains[i];
+	for (i = 0; i < job->nprocs; i++)
+		idle_tree |= !job->procs[i].folded && !tree_trains[tree[i]];
+	return idle_tree;
+}
+
+/*
+ * The trees where a process trains get their roles from phases, the
+ * others from activity. Both passes are local to a tree (parents,
+ * children, siblings): the second, run over all, is kept for the trees
+ * without a trainer only.
+ */
+static void roles_by_tree(struct job *job, const int *par, const bool *trains,
+			  unsigned int *bits)
+{
+	int n = job->nprocs ? job->nprocs : 1, *tree = xcalloc(n, sizeof(int));
+	bool *tree_trains = xcalloc(n, sizeof(bool)), *pow = xcalloc(n, sizeof(bool));
+	struct saved { enum tb_role role; bool below; } *by_phases = NULL;
+	int i;
+
+	roles_by_phases(job, par, trains, bits);
+	if (!trees(job, par, trains, tree, tree_trains))
+		goto cleanup;
+	by_phases = xcalloc(n, sizeof(*by_phases));
+	for (i = 0; i < job->nprocs; i++)
+		by_phases[i] = (struct saved){ job->procs[i].role, job->procs[i].trainer_below };
+	roles_by_activity(job, par, pow, bits);
+	for (i = 0; i < job->nprocs; i++)
+		if (tree_trains[tree[i]]) {
+			job->procs[i].role = by_phases[i].role;
+			job->procs[i].trainer_below = by_phases[i].below;
+		}
+cleanup:
+	free(by_phases);
+	free(pow);
+	free(tree_trains);
+	free(tree);
+}
+
+bool job_classify_roles(struct job *job)
+{
+	int n = job->nprocs ? job->nprocs : 1, *par = xcalloc(n, sizeof(int));
+	enum tb_role *old = xcalloc(n, sizeof(*old));
+	unsigned int *bits = xcalloc(n, sizeof(*bits));
+	bool *pow = xcalloc(n, sizeof(bool));
+	bool changed = false, any_trainer = false;
+	int i;
+
+	parents(job, par);
+	for (i = 0; i < job->nprocs; i++) {
+		old[i] = job->procs[i].role;
+		pow[i] = !job->procs[i].folded && proc_trains(&job->procs[i]);
+		any_trainer |= pow[i];
+	}
+	if (any_trainer)
+		roles_by_tree(job, par, pow, bits);
+	else
+		roles_by_activity(job, par, pow, bits);
 	for (i = 0; i < job->nprocs; i++)
 		changed |= old[i] != job->procs[i].role;
 	free(par);

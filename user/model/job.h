@@ -231,7 +231,9 @@ uint64_t thread_lifetime(const struct thread_rec *t, uint64_t now);
 void proc_totals(const struct proc_rec *p, uint64_t out[TB_NCAT]);
 
 /*
- * Roles. When some process ran PyTorch's backward (thread_rec.ph), the
+ * Roles, judged per tree of processes (a root and what it runs: serve
+ * traces each job of a node as a root). When some process of the tree ran
+ * PyTorch's backward (thread_rec.ph), the
  * processes that did are the trainers and no other; a worker is then a
  * process with no trainer below it that is named like a PyTorch
  * data-loader worker, forked without exec, or run by a trainer and keeps
