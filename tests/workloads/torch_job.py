@@ -276,7 +276,8 @@ def parse_args(argv):
                         "small graph of its own: inside the backward (and the penalty's grad)")
     p.add_argument("--hang-after", type=int, default=0, metavar="N",
                    help="DataLoader worker 0 of --hang-rank sleeps forever in its Nth batch "
-                   "(a hung job: roles.jsonl notes it, kind hang)")
+                   "(a hung job: roles.jsonl notes it, kind hang, and the hung rank's every "
+                   "fetch, kind fetch)")
     p.add_argument("--hang-rank", type=int, default=0)
     p.add_argument("--pause", action="append", default=[], metavar="STEP:SEC:HOW",
                    help="--pause-rank stops before the forward of its global step STEP for SEC "
@@ -757,6 +758,8 @@ def run_rank(rank, args, parts):
             helpers_noted = True
         i, loss_sum, nlog, nsteps, nopt = 0, 0.0, 0, 0, 0
         while True:
+            if hang:    # where the loop stands when the worker hangs: the stall's start
+                note_role(parts, "fetch", pid=os.getpid(), mono=time.monotonic())
             try:
                 x, y, gt = batches.next(it, i)
             except StopIteration:
