@@ -50,7 +50,7 @@
 #define REAP_NS 1000000000ull	/* how often /proc is asked who has ended */
 #define REAP_MAX 64		/* silent exits taken a tick: the rest the next */
 
-/* Everything one run holds; the parts point at each other through job. */
+/* Everything one run holds: the models in ses, and what fills and shows them. */
 struct run {
 	const struct env *env;
 	struct session ses;	/* the models: the tracer fills ses.job */

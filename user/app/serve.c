@@ -240,7 +240,7 @@ bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct 
 		metrics_judge(&s->mx, ses, now);
 		s->next_judge = now + SERVE_JUDGE_NS;
 		if (ses->phases_on && now > SERVE_FORGET_NS)
-			phases_forget_gone(&ses->phases, tr->job, now - SERVE_FORGET_NS);
+			phases_forget_gone(&ses->phases, &ses->job, now - SERVE_FORGET_NS);
 	}
 	metrics_gpu_update(&s->mx, ses, now);
 	if (now >= s->next_ras && !s->top) {

@@ -88,11 +88,10 @@ static void steps_line(FILE *f, const struct recording *a, const struct recordin
 
 bool diff_phase_shares(const struct recording *r, double pct[PH_NSHOWN], double *ms)
 {
+	const struct phases *ph = ses_phases(&r->ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum s;
 	double wall = 0;
-
-	const struct phases *ph = ses_phases(&r->ses);
 
 	if (!ph || ph->source == PH_SRC_NONE)
 		return false;

@@ -350,13 +350,13 @@ void html_chart_steps(FILE *f, const struct session *ses)
 {
 	const struct job *job = &ses->job;
 	const struct epochs *ep = &ses->ep;
-	uint64_t a = job->window_start_ns, b = ep ? ep->prev.ts : 0;
+	uint64_t a = job->window_start_ns, b = ep->prev.ts;
 	double w = BAR_W - LEFT, h = 160, ymax = 0;
 	struct ep_steps s;
 	char attrs[160], t[32];
 	int n;
 
-	if (!ep || b <= a || !epochs_run_steps(ep, a, b, &s))
+	if (b <= a || !epochs_run_steps(ep, a, b, &s))
 		return;
 	/*
 	 * The starts kept (older ones may be folded into sums), the last one

@@ -204,7 +204,7 @@ void html_chart_gpu(FILE *f, const struct session *ses, uint64_t now)
 	double jps;
 	char label[48];
 
-	if (!g || g->state == GU_NOT_TRIED)
+	if (g->state == GU_NOT_TRIED)
 		return;
 	fputs("<section id=\"gpu\"><h2>GPUs (NVML)</h2>\n", f);
 	if (g->state != GU_ACTIVE || !report_gpu_util_run(ses, now, &s, &jps)) {
@@ -236,7 +236,7 @@ void html_worker_gens(FILE *f, const struct session *ses)
 	const struct job *job = &ses->job;
 	const struct epochs *ep = &ses->ep;
 
-	if (!ep || !ep->ngens)
+	if (!ep->ngens)
 		return;
 	fputs("<section id=\"workers\"><h2>DataLoader worker generations</h2>\n<p class=\"note\">"
 	      "Workers forked afresh (no persistent_workers); stall: the parent's wait for data "

@@ -117,7 +117,7 @@ static void steps_line(FILE *f, struct live *lv, const struct session *ses, uint
 	uint64_t from;
 	int starts;
 
-	if (!ep || !ep->calls)
+	if (!ep->calls)
 		return;
 	from = lv->steps_ns ? lv->steps_ns : job->window_start_ns;
 	lv->steps_ns = now;
@@ -207,7 +207,7 @@ void live_table(FILE *f, struct live *lv, const struct session *ses, uint64_t no
 void live_epochs(FILE *f, struct live *lv, const struct session *ses)
 {
 	const struct epochs *ep = &ses->ep;
-	enum ep_source s = ep ? epochs_source(ep) : EP_NSRC;
+	enum ep_source s = epochs_source(ep);
 	const struct ep_stream *st;
 
 	if (s == EP_NSRC)
@@ -269,8 +269,6 @@ void live_step_blocks(FILE *f, struct live *lv, const struct session *ses, int n
 	double pct[TB_NCAT];
 	int best;
 
-	if (!ep)
-		return;
 	if (!lv->block.ts)
 		block_start(lv, ses, job->window_start_ns, job->window_start_ns);
 	epochs_step_stats(ep, lv->block.from, now, false, &s);

@@ -340,9 +340,10 @@ static void nccl_rank(const struct session *ses, const struct proc_rec *p, struc
 /* The stalled job's culprit rank, if p's trainer is it: its phase and wait, for the labels. */
 static void culprit_of(struct mx_series *s, const struct session *ses, const struct proc_rec *p)
 {
+	const struct stall *st = ses_stall(ses);
 	const struct stall_rank *r;
 
-	if (p->role != TB_ROLE_TRAINER || !ses_stall(ses) || !(r = stall_culprit(ses_stall(ses), p->pid)))
+	if (p->role != TB_ROLE_TRAINER || !st || !(r = stall_culprit(st, p->pid)))
 		return;
 	s->culprit_phase = ph_shown_of(r->phase);
 	s->culprit_wait = r->wait;
@@ -381,8 +382,8 @@ static void follow(struct metrics *m, const struct session *ses, const struct pr
 		if (alive) {
 			s->live++;
 			s->alive_ns = now;
-			s->stalled |= p->role == TB_ROLE_TRAINER && ses_stall(ses) &&
-				      stall_pid_stalled(ses_stall(ses), p->pid);
+			s->stalled |= p->role == TB_ROLE_TRAINER && ses->stall_on &&
+				      stall_pid_stalled(&ses->stall, p->pid);
 			culprit_of(s, ses, p);
 		}
 	}

@@ -103,7 +103,7 @@ void metrics_gpu_update(struct metrics *m, const struct session *ses, uint64_t n
 	struct gu_agg sums[GU_MAX_DEVS];
 	bool *seen;
 
-	if (!g || g->state != GU_ACTIVE)
+	if (g->state != GU_ACTIVE)
 		return;
 	m->gpu.g = g;
 	forget_gone(&m->gpu, m);

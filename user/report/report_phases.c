@@ -10,9 +10,9 @@
 #include "phases.h"
 #include "sections.h"
 
-static const char *source(const struct session *ses)
+static const char *source(const struct phases *ph)
 {
-	return ph_source_names[ses_phases(ses)->source];
+	return ph_source_names[ph->source];
 }
 
 static const char *const step_source_text[] = {
@@ -299,13 +299,14 @@ static void text_count(FILE *f, const struct ph_sum *sum, int n)
 void report_phases_text(FILE *f, const struct session *ses, const struct run_counters *c)
 {
 	const struct job *job = &ses->job;
+	const struct phases *ph = ses_phases(ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
 	struct ph_sum sum;
-	const char *src = source(ses);
-	int n = phases_job(ses_phases(ses), job, rows, &sum);
+	const char *src = source(ph);
+	int n = phases_job(ph, job, rows, &sum);
 	const char *unit = sum.micro == sum.steps.steps ? "training step" : "optimizer step";
 
-	phases_job_startup(ses_phases(ses), job, startup);
+	phases_job_startup(ph, job, startup);
 	if (!strcmp(src, "none")) {
 		fprintf(f, "Phases: no PyTorch library (libtorch_cpu) in the traced processes\n\n");
 		return;
@@ -337,10 +338,10 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 		fprintf(f, "  %llu brackets nested more than %d deep were not followed: their time "
 			"is the enclosing bracket's\n", (unsigned long long)c->bpf.brackets_deep,
 			TB_NBRACKET);
-	if (ses_phases(ses)->threads_over)
+	if (ph->threads_over)
 		fprintf(f, "  threads past the first %d that ran phases: their steps were not "
 			"kept (%llu events)\n", PH_MAX_THREADS,
-			(unsigned long long)ses_phases(ses)->threads_over);
+			(unsigned long long)ph->threads_over);
 	fputc('\n', f);
 }
 
@@ -399,17 +400,18 @@ static void json_startup(struct jw *w, const struct session *ses, const struct p
 void report_phases_json(struct jw *w, const struct session *ses, const struct run_counters *c)
 {
 	const struct job *job = &ses->job;
+	const struct phases *ph = ses_phases(ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
 	struct ph_sum sum;
-	int n = phases_job(ses_phases(ses), job, rows, &sum);
-	const char *src = source(ses);
+	int n = phases_job(ph, job, rows, &sum);
+	const char *src = source(ph);
 
 	jw_name(w, "phases");
 	jw_object(w);
 	jw_string_field(w, "source", src);
 	jw_uint_field(w, "deep_brackets", c->bpf.brackets_deep);
 	jw_int_field(w, "threads", n);
-	jw_uint_field(w, "threads_over_events", ses_phases(ses) ? ses_phases(ses)->threads_over : 0);
+	jw_uint_field(w, "threads_over_events", ph->threads_over);
 	jw_int_field(w, "steps", sum.steps.steps);
 	jw_int_field(w, "steps_per_trainer", sum.each_max);
 	jw_int_field(w, "micro_batches", sum.micro);
