@@ -18,6 +18,8 @@
 
 /* include/uapi/asm-generic/errno.h: a syscall's return before it ran. */
 #define TB_ENOSYS 38
+/* include/uapi/asm-generic/errno-base.h: a full preallocated BPF hash map's update. */
+#define TB_E2BIG 7
 
 /* include/uapi/linux/stat.h: a file's type in i_mode. */
 #define TB_S_IFMT 0170000

@@ -104,6 +104,10 @@ struct {
 
 /* Off by default: the verifier then drops every stream branch. */
 const volatile __u32 tb_stream_states = 0;
+/* --functions: the Python stack reader (pystack.bpf.h); off, its branches go too. */
+const volatile __u32 tb_py_stacks = 0;
+/* Its on-CPU sampler's period, in ns of CPU time per sample. */
+const volatile __u64 tb_py_period_ns = 0;
 /* Slots one process may hold at once (serve); 0: as many as there are. */
 const volatile __u32 tb_thread_quota = 0;
 
@@ -237,6 +241,10 @@ __noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t
 	return 0;
 }
 
+/* pystack.bpf.h: off-CPU time to the stack read at the switch-out; that read. */
+__noinline int py_charge(struct tb_slot *s, __u32 cat, __u64 ns);
+__noinline int py_switch_out(struct tb_slot *s, __u64 fsbase);
+
 /* The thread's phase row (torch.bpf.h): its critical-path time by phase. */
 static __always_inline __u64 *phase_row(struct tb_slot *s)
 {
@@ -253,8 +261,11 @@ __noinline int phase_split(struct tb_slot *s, struct tb_cat_ns *before)
 	if (!s || !before)
 		return 0;
 	row = phase_row(s);
-	for (int c = 0; c < TB_NCAT; c++)
+	for (int c = 0; c < TB_NCAT; c++) {
 		row[c] += s->cp[c] - before->ns[c];
+		if (tb_py_stacks)
+			py_charge(s, c, s->cp[c] - before->ns[c]);
+	}
 	return 0;
 }
 
@@ -281,6 +292,9 @@ static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 	s->own[own & (TB_NCAT - 1)] += d;
 	s->cp[cp & (TB_NCAT - 1)] += d;
 	phase_row(s)[cp & (TB_NCAT - 1)] += d;
+	/* Off the CPU only: its running time is sampled (pystack.bpf.h). */
+	if (tb_py_stacks && s->state != TB_ST_ONCPU)
+		py_charge(s, cp, d);
 	s->since = now;
 	ckpt_update(s, now);
 }
@@ -537,6 +551,8 @@ static __always_inline void switch_out(struct tb_slot *s, struct task_struct *p,
 	if (wait != TB_W_SOCKET)
 		s->flags &= ~TB_SF_IN_SOCKET;
 	close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
+	if (tb_py_stacks)
+		py_switch_out(s, BPF_CORE_READ(p, thread.fsbase));
 	if (!bpf_core_read(&ioac, sizeof(ioac), &p->ioac)) {
 		s->io_rbytes = ioac.read_bytes - s->io_rbase;
 		s->io_wbytes = ioac.write_bytes - s->io_wbase;
@@ -1098,3 +1114,4 @@ static __always_inline void fork_marks(struct task_struct *parent, __u32 child)
 #include "ckpt_files.bpf.h"
 #include "output.bpf.h"
 #include "libraries.bpf.h"
+#include "pystack.bpf.h"

@@ -274,6 +274,8 @@ struct tb_slot {
 	__u32 cm_waits;		/* waits a collective's thread of its process ended */
 	__u64 cm_end;		/* in PEND_COMM: the end of the last communication wait */
 	__u64 py_cpu;		/* TB_PY_GIL: own[TB_CPU] when the lock wait returned */
+	__u64 py_stack;		/* --functions: the Python stack read at its last switch-out
+				 * (include/pystack.h); 0: none read yet */
 	struct tb_bracket br[TB_NBRACKET];
 	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
@@ -491,5 +493,8 @@ static inline __u32 tb_oncpu_cp(const struct tb_slot *s)
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits,
 				s->tid == s->tgid) ? TB_COMM : TB_CPU;
 }
+
+/* The Python stack reader's part of the protocol. */
+#include "pystack.h"
 
 #endif /* TRAINBPF_H */

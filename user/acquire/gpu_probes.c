@@ -322,32 +322,6 @@ static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
 	return idx;
 }
 
-/*
- * Opens the mapped file as the process sees it: through its root (another
- * mount namespace, a container), or else through map_files (deleted or
- * replaced files). Only the file the process maps (its device and inode),
- * never one a link or a rename put at its path since.
- */
-static int open_mapped(pid_t pid, const struct map_line *m, struct stat *st)
-{
-	char path[600];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, m->lo, m->hi);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
 /* The mapping of the file m names, as an index into the process's maps; -1. */
 static int mapping_find(const struct gp_proc *p, const struct map_line *m)
 {
@@ -692,7 +666,7 @@ static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct m
 	struct stat st;
 	int fd, obj;
 
-	fd = open_mapped(pid, m, &st);
+	fd = procmaps_open_file(pid, m, &st);
 	if (fd < 0)
 		return;		/* unmapped meanwhile, or not ours to read */
 	obj = object_get(gp, &st, fd, m->path, pid);

@@ -197,6 +197,23 @@ none:
 		bpf_program__set_autoload(progs[i], false);
 }
 
+/*
+ * --functions: the stack reader's branches and sampler (pystack.bpf.h).
+ * Off, its maps shrink to one entry each: py_stacks alone is 8 MB.
+ */
+static void select_python_stacks(struct trainbpf_bpf *skel, uint64_t period_ns)
+{
+	skel->rodata->tb_py_stacks = period_ns != 0;
+	skel->rodata->tb_py_period_ns = period_ns;
+	bpf_program__set_autoload(skel->progs.py_sample, period_ns != 0);
+	if (period_ns)
+		return;
+	bpf_map__set_max_entries(skel->maps.py_layouts, 1);
+	bpf_map__set_max_entries(skel->maps.py_threads, 1);
+	bpf_map__set_max_entries(skel->maps.py_stacks, 1);
+	bpf_map__set_max_entries(skel->maps.py_time, 1);
+}
+
 static int load(struct tracer *tr, const struct tracer_opts *env)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = env->btf_path);
@@ -222,6 +239,7 @@ static int load(struct tracer *tr, const struct tracer_opts *env)
 	select_uprobe_programs(tr, env);
 	select_syscall_probes(tr, env);
 	bpf_program__set_autoload(skel->progs.on_exec_watch, env->watch_execs);
+	select_python_stacks(skel, env->py_period_ns);
 	err = trainbpf_bpf__load(skel);
 	if (err) {
 		fprintf(stderr, "trainbpf: cannot load BPF programs: %s%s\n", strerror(-err),

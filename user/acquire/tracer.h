@@ -102,6 +102,7 @@ struct tracer_opts {
 	 */
 	bool no_syscalls;
 	bool no_phases;		/* --no-phases: no checkpoint-file syscall probes either */
+	uint64_t py_period_ns;	/* --functions: the Python stack reader's sampling period; 0: off */
 	bool watch_execs;	/* every exec on the node, as TR_EV_EXEC_SEEN (serve) */
 	tracer_event_fn on_event;	/* gets every event drained, with ctx */
 	void *ctx;

@@ -46,7 +46,8 @@ static const char doc[] =
 enum { OPT_FORMAT = 0x100, OPT_BTF, OPT_MAX_THREADS, OPT_RINGBUF, OPT_LAUNCHES, OPT_EPOCHS,
        OPT_EPOCH_REGEX, OPT_STATES_RING, OPT_STATES_OUT, OPT_STEP_BLOCKS, OPT_FORCE,
        OPT_REPORT, OPT_NO_PHASES, OPT_LISTEN, OPT_MATCH, OPT_CGROUP, OPT_GRACE,
-       OPT_WEB_CONFIG, OPT_DETAIL, OPT_STALL_AFTER };
+       OPT_WEB_CONFIG, OPT_DETAIL, OPT_STALL_AFTER, OPT_FUNCTIONS, OPT_STACK_HZ,
+       OPT_FOLDED };
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -84,6 +85,9 @@ static const struct argp_option opts[] = {
 	{ "states-ring", OPT_STATES_RING, "KB", 0, "State-stream ring buffer, power of two >= 4 (default " STR(TB_STATES_RING_KB) "); used by record and --states-out" },
 	{ "step-blocks", OPT_STEP_BLOCKS, "N", 0, "Also print a block (step times, shares, slowest category) every N steps, as they complete" },
 	OPT_ENTRY_STALL_AFTER,
+	{ "functions", OPT_FUNCTIONS, NULL, 0, "Read the Python stacks of the job's threads (CPython 3.8-3.13, from outside): the report names the Python functions the training loop's time went to, and what each was made of" },
+	{ "stack-hz", OPT_STACK_HZ, "HZ", 0, "--functions: samples a second of each CPU, for the time on a CPU (default " STR(TB_PY_DEFAULT_HZ) "; waits are read whole, not sampled)" },
+	{ "folded", OPT_FOLDED, "FILE", 0, "--functions: also write the stacks, folded (flamegraph.pl, speedscope), with ns as weights" },
 	{ "states-out", OPT_STATES_OUT, "FILE", 0, "Debugging and test aid: write every closed state interval (tid, pid, start_ns, end_ns, cat, cp_cat) to FILE as tab-separated lines" },
 	OPT_ENTRY_VERBOSE,
 	{},
@@ -200,6 +204,15 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_DETAIL:
 		env->detail = true;
 		break;
+	case OPT_FUNCTIONS:
+		env->functions = true;
+		break;
+	case OPT_STACK_HZ:
+		env->stack_hz = parse_uint(arg, state, "--stack-hz", 1, 10000);
+		break;
+	case OPT_FOLDED:
+		env->folded = arg;
+		break;
 	case OPT_BTF:
 		env->btf_path = arg;
 		break;
@@ -253,6 +266,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "give -p PID or -- COMMAND, not both");
 		if (env->states_out)
 			env->states = true;
+		if ((env->folded || env->stack_hz) && !env->functions)
+			argp_error(state, "--folded and --stack-hz go with --functions");
+		if (!env->stack_hz)
+			env->stack_hz = TB_PY_DEFAULT_HZ;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

@@ -10,6 +10,13 @@
 #define TB_MAX_PIDS 64
 /* Measured by bench/probe_cost.sh and bench/gpu_overhead.sh; see bench/RESULTS.md. */
 #define TB_PHASES_COST "about 14 uprobe hits per training step, 0.1 ms on the build VM (bench/phase_cost.sh)"
+/*
+ * --functions' on-CPU samples a second of each CPU: a prime, so that they
+ * do not fall in step with the kernel's tick (250 or 1000 Hz) or a loop's
+ * own round periods; enough for a function of 10% of a 60 s run to be
+ * named within 1.3 points (its binomial spread, 2 sigma).
+ */
+#define TB_PY_DEFAULT_HZ 97
 #define TB_LAUNCH_COST "about 1 us (2 when cudaLaunchKernel reaches cuLaunchKernel): +3.5-5% step time at 25k launches/s on the build VM"
 
 
@@ -34,6 +41,9 @@ struct env {
 	int step_blocks;	/* --step-blocks N: a live block every N steps; 0 none */
 	bool launches;		/* probe launches too (costly: opt-in) */
 	bool no_phases;		/* --no-phases: no libtorch probes, no phase table */
+	bool functions;		/* --functions: the Python stack reader */
+	unsigned int stack_hz;	/* --stack-hz: its on-CPU samples a second of each CPU */
+	const char *folded;	/* --folded FILE */
 	int epochs;		/* enum ep_source (epochs.h) */
 	double epoch_interval_s;	/* --epochs interval:SEC */
 	const char *epoch_regex;	/* NULL: EP_DEFAULT_REGEX */

@@ -35,6 +35,7 @@
 #include "phases.h"
 #include "output.h"
 #include "procfs.h"
+#include "pyreader.h"
 #include "record.h"
 #include "report.h"
 #include "run.h"
@@ -57,6 +58,7 @@ struct run {
 	struct tracer tr;
 	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into ses.gpu */
 	struct gpu_sampler gs;	/* reads the GPUs (NVML) into ses.gu */
+	struct pyreader pr;	/* --functions: reads Python stacks into ses.py */
 	bool ending;		/* the last refresh: the GPUs are read whatever the time */
 	struct stall_obs *sobs;	/* ses.stall's observations, kept between ticks */
 	int sobs_cap;
@@ -71,6 +73,7 @@ struct run {
 	struct states states;
 	struct states *stream;	/* &states while the state stream is consumed */
 	FILE *out, *states_out;
+	FILE *folded;		/* --folded's file */
 	bool out_failed;	/* the final report could not be written: said */
 	sigset_t ignored;	/* signals ignored when trainbpf started */
 	uint64_t next_reap;
@@ -289,6 +292,7 @@ static int open_tracer(struct run *r)
 		/* serve: epochs and steps from the phases, per rank; lines are a job's */
 		.no_syscalls = env->serve,
 		.no_phases = env->no_phases,
+		.py_period_ns = env->functions ? 1000000000ull / env->stack_hz : 0,
 		.watch_execs = env->serve && (env->match || env->cgroup),
 		.on_event = on_event, .ctx = r,
 	};
@@ -424,6 +428,8 @@ static uint64_t refresh(struct run *r, bool tick)
 			labels_refresh(job, "/proc", true);
 		fold(r, now);
 		gpu_probes_tick(&r->gp, job, now);
+		if (r->ses.py_on)
+			pyreader_tick(&r->pr, job);
 	}
 	/* Memory at an epoch's end is read at the boundary, not a second on. */
 	mem_sample(&r->mem, job, now, epochs_pending(&r->ses.ep));
@@ -670,6 +676,9 @@ static uint64_t final_report(struct run *r)
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	print_report(r, &bpf, now);
+	if (r->folded && (out_begin(r->folded, r->env->folded) ||
+			  report_functions_folded(r->folded, &r->ses)))
+		r->out_failed = true;
 	return now;
 }
 
@@ -818,6 +827,9 @@ static int run_free(struct run *r, uint64_t report_ns)
 	 */
 	if (r->out && (out_close(r->out, r->env->output) || r->out_failed))
 		err = -1;
+	if (r->folded && out_close(r->folded, r->env->folded))
+		err = -1;
+	r->folded = NULL;
 	/* The live table's writes, when the report went to a file. */
 	if (r->out != stdout && out_close(stdout, NULL))
 		err = -1;
@@ -830,6 +842,8 @@ static int run_free(struct run *r, uint64_t report_ns)
 		states_close(&r->states);
 	}
 	record_close(&r->rec);
+	if (r->ses.py_on)
+		pyreader_close(&r->pr);	/* its sampler before the programs it runs */
 	gpu_probes_free(&r->gp);	/* the probes before the programs they run */
 	gpu_sampler_close(&r->gs);
 	free(r->sobs);
@@ -866,6 +880,8 @@ static int start(struct run *r)
 	r->out = out_open(env->output);	/* record: --report's file, if any */
 	if (!r->out)
 		return 1;
+	if (env->folded && !(r->folded = out_open(env->folded)))
+		return 1;
 	serving = env->serve && !env->top;
 	if (!env->command)
 		raise_nofile();
@@ -898,6 +914,13 @@ static int start(struct run *r)
 	err = start_targets(&r->tr, env, &r->l, &r->ignored);
 	if (err)
 		return err;
+	if (env->functions) {
+		pystacks_init(&r->ses.py, 1000000000ull / env->stack_hz);
+		if (pyreader_open(&r->pr, &r->tr, &r->ses.py))
+			return 1;
+		r->ses.py_on = true;
+		pyreader_tick(&r->pr, &r->ses.job);	/* -p: the threads are there already */
+	}
 	gpu_probes_tick(&r->gp, &r->ses.job, now_ns());	/* -p: the libraries are there already */
 	/* The GPUs' first readings: their counters' start, the job's processes on them. */
 	gpu_sampler_tick(&r->gs, &r->ses.job, now_ns(), true);

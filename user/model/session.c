@@ -20,5 +20,6 @@ void session_free(struct session *s)
 	gu_free(&s->gu);
 	diag_free(&s->diag);
 	stall_free(&s->stall);
+	pystacks_free(&s->py);
 	job_free(&s->job);
 }

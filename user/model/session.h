@@ -18,6 +18,7 @@
 #include "gpu_util.h"
 #include "job.h"
 #include "phases.h"
+#include "pystacks.h"
 #include "stall.h"
 #include "steps.h"
 
@@ -30,6 +31,7 @@ struct session {
 	struct phases phases;
 	struct diag diag;	/* memory samples, ranks, saved findings */
 	struct stall stall;
+	struct pystacks py;	/* --functions: the Python stacks read */
 	/*
 	 * Phases were looked for (not --no-phases; a recording that has them
 	 * and is not cut to one epoch): the reports show a phase section.
@@ -37,6 +39,8 @@ struct session {
 	bool phases_on;
 	/* A stall is judged (a live run) or was recorded (schema 10). */
 	bool stall_on;
+	/* The Python stacks were read (--functions). */
+	bool py_on;
 };
 
 /* Every model empty; ep.calls is steps. The caller then sets epochs up. */
@@ -53,6 +57,12 @@ static inline const struct phases *ses_phases(const struct session *s)
 static inline const struct ph_thread *ses_phase_thread(const struct session *s, pid_t tid)
 {
 	return s->phases_on ? phases_thread(&s->phases, tid) : NULL;
+}
+
+/* The Python stacks, or NULL when they were not read. */
+static inline const struct pystacks *ses_py(const struct session *s)
+{
+	return s->py_on ? &s->py : NULL;
 }
 
 /* The stall model, or NULL when none is judged or recorded. */

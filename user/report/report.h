@@ -24,6 +24,8 @@ void report_summary(FILE *f, const struct session *ses, const struct run_counter
 void report_json(FILE *f, const struct session *ses, const struct run_counters *c, uint64_t now);
 /* One row per process, then one per thread; seconds per category. */
 void report_csv(FILE *f, const struct session *ses);
+/* --folded: every Python stack read, flame graphs' folded lines (ns); -1 if a write failed. */
+int report_functions_folded(FILE *f, const struct session *ses);
 /*
  * A recording as Chrome trace-event JSON. 1 if it has states, 0 if it has
  * none (counters and markers only), -1 and a line in err.

@@ -133,6 +133,7 @@ void report_text(FILE *f, const struct session *ses,
 	headline_block(f, ses, now);
 	if (ses_phases(ses))
 		report_phases_text(f, ses, c);
+	report_functions_text(f, ses);
 	report_diagnosis_text(f, ses, now);
 	report_epochs_text(f, ses);
 	process_table(f, job);
@@ -174,6 +175,7 @@ void report_summary(FILE *f, const struct session *ses, const struct run_counter
 	headline_block(f, ses, now);
 	if (ses_phases(ses))
 		report_phases_text(f, ses, c);
+	report_functions_text(f, ses);
 	findings_lines(f, fs, n);
 	report_epochs_lines(f, ses);
 	counters_line(f, c);

@@ -94,6 +94,9 @@ void report_phases_made_of(FILE *f, const char *lead, const double wall[PH_NSHOW
 void report_phases_json(struct jw *w, const struct session *ses, const struct run_counters *c);
 void report_phases_json_proc(struct jw *w, const struct session *ses, const struct proc_rec *p);
 
+/* --functions: the Python functions of the training loops and the workers. */
+void report_functions_text(FILE *f, const struct session *ses);
+
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
 /*

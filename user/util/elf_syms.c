@@ -325,3 +325,33 @@ cleanup:
 		elf_end(elf);
 	return n;
 }
+
+bool elf_exported_object(int fd, const char *name, uint64_t *vaddr, uint64_t *size,
+			 uint64_t *text_vaddr)
+{
+	GElf_Sym sym;
+	GElf_Phdr ph;
+	size_t idx, n;
+	Elf *elf = NULL;
+	bool ok = false;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !dynsym(elf, name, &sym, &idx) ||
+	    sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
+	    elf_getphdrnum(elf, &n))
+		goto cleanup;
+	for (size_t i = 0; i < n && !ok; i++) {
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		*text_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
+		ok = true;
+	}
+	*vaddr = sym.st_value;
+	*size = sym.st_size;
+cleanup:
+	if (elf)
+		elf_end(elf);
+	return ok;
+}

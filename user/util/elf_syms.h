@@ -45,4 +45,14 @@ bool elf_find_string(int fd, const char *prefix, char *out, int len);
  */
 int elf_call_returns(int fd, const char *caller, const char *callee, uint64_t out[], int max);
 
+/*
+ * A data object the file exports (.dynsym; an interpreter's _PyRuntime):
+ * its address and size as the file gives them, and the page of its
+ * executable segment, whose mapping tells where the file was loaded
+ * (the mapping's start minus text_vaddr, for a PIE or a library; 0 for a
+ * fixed executable). False if the file does not export it.
+ */
+bool elf_exported_object(int fd, const char *name, uint64_t *vaddr, uint64_t *size,
+			 uint64_t *text_vaddr);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -160,4 +161,30 @@ void procmaps_close(struct procmaps *pm)
 		close(pm->fd);
 	pm->f = NULL;
 	pm->fd = -1;
+}
+
+/*
+ * Opens the mapped file as the process sees it: through its root (another
+ * mount namespace, a container), or else through map_files (deleted or
+ * replaced files). Only the file the process maps (its device and inode),
+ * never one a link or a rename put at its path since.
+ */
+int procmaps_open_file(pid_t pid, const struct map_line *m, struct stat *st)
+{
+	char path[600];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, m->lo, m->hi);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, st) && st->st_ino == m->ino && st->st_dev == m->dev)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }

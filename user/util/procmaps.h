@@ -40,4 +40,12 @@ void procmaps_close(struct procmaps *pm);
 /* An executable mapping of a file, from one line of /proc/PID/maps. */
 bool procmaps_parse_line(const char *line, struct map_line *m);
 
+/*
+ * Opens the file mapping m maps, as the process sees it (its root, else
+ * map_files): only that file (device and inode), never one a link or a
+ * rename put at its path since. st gets its stat; -1 if it cannot.
+ */
+struct stat;
+int procmaps_open_file(pid_t pid, const struct map_line *m, struct stat *st);
+
 #endif

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * The Python stack reader (--functions): which Python code a traced
+ * thread was in, for all of its time.
+ *
+ *   - Off the CPU, a thread's stack cannot change: it is read once at the
+ *     switch-out (py_read_stack) and every interval that closes before
+ *     the thread runs again is charged to it whole, in the category it
+ *     closes in (py_charge, from close_interval and a lock wait's split).
+ *   - On the CPU it changes all the time: a perf sample (py_sample, per
+ *     CPU, tb_py_period_ns of CPU time each) reads it and charges one
+ *     period, in the category the running thread is in.
+ *
+ * User space tells which threads are Python threads (py_threads: their
+ * PyThreadState by the id CPython keeps, pthread_self(), which is the
+ * task's fsbase on x86-64) and where the interpreter keeps the frames
+ * (py_layouts, per process): a thread not there costs one lookup.
+ * Included at the end of trainbpf.bpf.c.
+ */
+
+#include "pystack.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct tb_py_layout);
+} py_layouts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct tb_py_thread_key);
+	__type(value, __u64);
+} py_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tb_py_stack_key);
+	__type(value, struct tb_py_stack);
+} py_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct tb_py_time_key);
+	__type(value, struct tb_py_time);
+} py_time SEC(".maps");
+
+/* The stack being read, and a frame's head: too big for the BPF stack. */
+struct py_scratch {
+	struct tb_py_stack st;
+	__u8 head[136];		/* TB_PY_FRAME_HEAD read; offsets masked to 127 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_scratch);
+} py_scratch SEC(".maps");
+
+struct tb_py_counters py_counters;
+
+static __always_inline __u64 head_u64(const struct py_scratch *sc, __u32 off)
+{
+	return *(const __u64 *)(sc->head + (off & 127));
+}
+
+/* The walk's state, scalars only: bpf_loop's callback gets it by pointer. */
+struct py_walk {
+	__u64 frame, h;
+	__u32 d, cut;
+	__u16 back, code;
+	__s16 owner, cstack;
+	__u32 failed;
+};
+
+/*
+ * One frame, outwards (bpf_loop: verified once, not per iteration: 96
+ * unrolled reads with their branches passed the verifier's limit).
+ */
+static long py_frame(__u64 i, void *ctx)
+{
+	struct py_walk *w = ctx;
+	struct py_scratch *sc;
+	__u32 zero = 0;
+	__u64 code;
+
+	sc = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!sc || !w->frame)
+		return 1;
+	if (bpf_probe_read_user(sc->head, TB_PY_FRAME_HEAD, (void *)w->frame)) {
+		w->failed = 1;
+		return 1;
+	}
+	code = head_u64(sc, w->code);
+	w->frame = head_u64(sc, w->back);
+	/* A C call's shim frame (3.12+) is no Python code. */
+	if (w->owner >= 0 && sc->head[w->owner & 127] == w->cstack)
+		return 0;
+	if (w->d >= TB_PY_DEPTH) {
+		w->cut++;
+		return 0;
+	}
+	sc->st.code[w->d & (TB_PY_DEPTH - 1)] = code;
+	w->d++;
+	w->h = (w->h ^ code) * 0x100000001b3ull;
+	return 0;
+}
+
+/*
+ * Walks the frames from the thread's current one outwards into sc->st;
+ * the hash of the code objects read, 0 if the first read failed.
+ */
+static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
+				     struct py_scratch *sc)
+{
+	struct py_walk w = {
+		.h = 0xcbf29ce484222325ull, .back = l->frame_back, .code = l->frame_code,
+		.owner = l->frame_owner, .cstack = l->owner_cstack,
+	};
+
+	if (bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(tstate + l->tstate_frame)))
+		return 0;
+	if (l->cframe_frame >= 0 && w.frame &&
+	    bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(w.frame + l->cframe_frame)))
+		return 0;
+	bpf_loop(TB_PY_DEPTH + 32, py_frame, &w, 0);
+	if (w.failed)
+		__sync_fetch_and_add(&py_counters.read_failed, 1);
+	sc->st.depth = w.d;
+	sc->st.cut = w.cut + (w.frame ? 1 : 0);
+	if (!w.d)
+		return TB_PY_EMPTY;
+	w.h ^= w.d;
+	return w.h > TB_PY_EMPTY ? w.h : w.h + 2;
+}
+
+/*
+ * The stack of the thread fsbase names in s's process, kept in py_stacks;
+ * its hash, 0 if it is no Python thread or could not be read.
+ */
+static __noinline __u64 py_read(__u32 tgid, __u64 fsbase)
+{
+	struct tb_py_thread_key tk = { .tgid = tgid, .pthread = fsbase };
+	struct tb_py_stack_key sk = { .tgid = tgid };
+	const struct tb_py_layout *l;
+	struct py_scratch *sc;
+	__u64 *tstate;
+	__u32 zero = 0;
+
+	tstate = bpf_map_lookup_elem(&py_threads, &tk);
+	if (!tstate)
+		return 0;
+	l = bpf_map_lookup_elem(&py_layouts, &tgid);
+	sc = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!l || !sc)
+		return 0;
+	sk.hash = py_walk(l, *tstate, sc);
+	if (!sk.hash)
+		return 0;
+	__sync_fetch_and_add(&py_counters.reads, 1);
+	if (bpf_map_update_elem(&py_stacks, &sk, &sc->st, BPF_NOEXIST) == -TB_E2BIG)
+		__sync_fetch_and_add(&py_counters.stacks_full, 1);
+	return sk.hash;
+}
+
+static __always_inline void py_add(__u64 hash, const struct tb_slot *s, __u32 cat,
+				   __u64 ns, __u32 how)
+{
+	struct tb_py_time_key k = {
+		.hash = hash, .tgid = s->tgid, .tid = s->tid,
+		.phase = s->phase, .cat = cat, .how = how,
+	};
+	struct tb_py_time one = { .ns = ns, .n = 1 }, *t;
+
+	t = bpf_map_lookup_elem(&py_time, &k);
+	if (t) {
+		__sync_fetch_and_add(&t->ns, ns);
+		__sync_fetch_and_add(&t->n, 1);
+		return;
+	}
+	/* Two CPUs may add the same key at once: the loser adds to the winner's. */
+	if (bpf_map_update_elem(&py_time, &k, &one, BPF_NOEXIST)) {
+		t = bpf_map_lookup_elem(&py_time, &k);
+		if (!t) {
+			__sync_fetch_and_add(&py_counters.time_full, 1);
+			return;
+		}
+		__sync_fetch_and_add(&t->ns, ns);
+		__sync_fetch_and_add(&t->n, 1);
+	}
+}
+
+/* Off the CPU: the interval closed goes whole to the stack read at the switch-out. */
+__noinline int py_charge(struct tb_slot *s, __u32 cat, __u64 ns)
+{
+	if (!s || !s->py_stack || !ns)
+		return 0;
+	py_add(s->py_stack, s, cat & (TB_NCAT - 1), ns, TB_PYH_WAIT);
+	return 0;
+}
+
+/* At the switch-out of s's thread (current): the stack its waits are charged to. */
+__noinline int py_switch_out(struct tb_slot *s, __u64 fsbase)
+{
+	if (s)
+		s->py_stack = py_read(s->tgid, fsbase);
+	return 0;
+}
+
+SEC("perf_event")
+int py_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct tb_slot *s = task_slot(t, NULL);
+	__u64 hash;
+
+	if (!s || s->state != TB_ST_ONCPU)
+		return 0;
+	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase));
+	if (!hash)
+		return 0;
+	__sync_fetch_and_add(&py_counters.samples, 1);
+	py_add(hash, s, tb_oncpu_cp(s), tb_py_period_ns, TB_PYH_SAMPLE);
+	return 0;
+}

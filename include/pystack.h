@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
+/*
+ * The protocol of the Python stack reader (bpf/pystack.bpf.h, user space's
+ * acquire/pystacks.c): where CPython keeps a thread's frames, per traced
+ * process; which of its threads are Python threads; the stacks read; and
+ * the time charged to each.
+ *
+ * BPF reads only code object addresses, innermost first: one read of a
+ * frame's head per frame. User space names them (the code object's name,
+ * file and first line), once per code object, from /proc/PID/mem.
+ */
+#ifndef TB_PYSTACK_H
+#define TB_PYSTACK_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/*
+ * Frames read per stack, innermost first. A training loop's Python stack
+ * is 10-30 frames deep (the script, the loop, nn.Module's call, forward,
+ * a layer); deeper ones lose their outermost frames, said by depth.
+ */
+#define TB_PY_DEPTH 64
+/* Bytes of a frame's head read at once: every field the layouts use. */
+#define TB_PY_FRAME_HEAD 72
+
+/* Where CPython keeps what the reader follows, in one process. */
+struct tb_py_layout {
+	__u16 tstate_frame;	/* PyThreadState: frame (<3.11), cframe (3.11, 3.12), current_frame */
+	__s16 cframe_frame;	/* _PyCFrame.current_frame (3.11, 3.12); -1: none */
+	__u16 frame_back;	/* f_back, or _PyInterpreterFrame.previous */
+	__u16 frame_code;	/* f_code, or f_executable (3.13) */
+	__s16 frame_owner;	/* _PyInterpreterFrame.owner; -1: none (<3.11) */
+	__s16 owner_cstack;	/* FRAME_OWNED_BY_CSTACK, a C call's shim frame (3.12+); -1 */
+};
+
+/*
+ * A Python thread of a traced process, by the id CPython keeps
+ * (PyThreadState.thread_id: pthread_self(), glibc's thread pointer, which
+ * is the task's fsbase on x86-64). Its value is the PyThreadState.
+ */
+struct tb_py_thread_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 pthread;
+};
+
+/* A stack, by the hash of its code objects; 1 is a thread with no Python frame. */
+#define TB_PY_EMPTY 1ull
+struct tb_py_stack_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 hash;
+};
+
+struct tb_py_stack {
+	__u32 depth;		/* frames in code[] */
+	__u32 cut;		/* frames beyond TB_PY_DEPTH, not read */
+	__u64 code[TB_PY_DEPTH];	/* innermost first */
+};
+
+/* How the time of an entry was taken. */
+enum tb_py_how {
+	TB_PYH_WAIT,		/* off the CPU: whole intervals, read at the switch-out */
+	TB_PYH_SAMPLE,		/* on it: one sample period per sample */
+};
+
+struct tb_py_time_key {
+	__u64 hash;
+	__u32 tgid;
+	__u32 tid;
+	__u8 phase;		/* enum tb_phase of the thread then */
+	__u8 cat;		/* enum tb_cat, on the critical path */
+	__u8 how;		/* enum tb_py_how */
+	__u8 pad[5];
+};
+
+struct tb_py_time {
+	__u64 ns;
+	__u64 n;		/* intervals or samples */
+};
+
+/* What the reader could not do; user space says it. */
+struct tb_py_counters {
+	__u64 reads;		/* stacks read */
+	__u64 read_failed;	/* a frame's memory could not be read (paged out, freed) */
+	__u64 stacks_full;	/* new stacks not kept: py_stacks full */
+	__u64 time_full;	/* time not charged: py_time full */
+	__u64 samples;		/* on-CPU samples of a Python thread */
+};
+
+#endif

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "grow.h"
+#include "pystacks.h"
+
+/* 0 with room for one more item of arr, -1 out of memory (arr unchanged). */
+#define GROW(arr, n, cap) py_grow((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr)))
+
+static int py_grow(void **p, int *cap, int need, size_t size)
+{
+	void *np = tb_grow(*p, cap, need, size);
+
+	if (!np)
+		return -1;
+	*p = np;
+	return 0;
+}
+
+/* splitmix64's finalizer: every bit of the key moves every bit of the slot. */
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return mix(h);
+}
+
+/* Linear probing; keys are never removed. */
+typedef bool (*py_match_fn)(const struct pystacks *m, int pos, const void *want);
+
+static int idx_find(const struct py_index *ix, uint64_t key, const struct pystacks *m,
+		    py_match_fn match, const void *want)
+{
+	if (!ix->cap)
+		return -1;
+	for (int i = (int)(mix(key) & (ix->cap - 1)), k = 0; k < ix->cap;
+	     i = (i + 1) & (ix->cap - 1), k++) {
+		if (ix->pos[i] < 0)
+			return -1;
+		if (ix->keys[i] == key && match(m, ix->pos[i], want))
+			return ix->pos[i];
+	}
+	return -1;
+}
+
+static void idx_put_raw(struct py_index *ix, uint64_t key, int pos)
+{
+	int i = (int)(mix(key) & (ix->cap - 1));
+
+	while (ix->pos[i] >= 0)
+		i = (i + 1) & (ix->cap - 1);
+	ix->keys[i] = key;
+	ix->pos[i] = pos;
+	ix->n++;
+}
+
+static int idx_put(struct py_index *ix, uint64_t key, int pos)
+{
+	if (2 * (ix->n + 1) > ix->cap) {
+		struct py_index big = { .cap = ix->cap ? 2 * ix->cap : 256 };
+
+		big.keys = calloc(big.cap, sizeof(*big.keys));
+		big.pos = malloc(big.cap * sizeof(*big.pos));
+		if (!big.keys || !big.pos) {
+			free(big.keys);
+			free(big.pos);
+			return -1;
+		}
+		memset(big.pos, 0xff, big.cap * sizeof(*big.pos));
+		for (int i = 0; i < ix->cap; i++)
+			if (ix->pos[i] >= 0)
+				idx_put_raw(&big, ix->keys[i], ix->pos[i]);
+		free(ix->keys);
+		free(ix->pos);
+		*ix = big;
+	}
+	idx_put_raw(ix, key, pos);
+	return 0;
+}
+
+static void idx_free(struct py_index *ix)
+{
+	free(ix->keys);
+	free(ix->pos);
+	memset(ix, 0, sizeof(*ix));
+}
+
+void pystacks_init(struct pystacks *m, uint64_t period_ns)
+{
+	memset(m, 0, sizeof(*m));
+	m->period_ns = period_ns;
+}
+
+void pystacks_free(struct pystacks *m)
+{
+	for (int i = 0; i < m->nst; i++)
+		free(m->st[i].fn);
+	free(m->fn);
+	free(m->st);
+	free(m->rows);
+	free(m->notes);
+	idx_free(&m->fnidx);
+	idx_free(&m->stidx);
+	idx_free(&m->rowidx);
+	memset(m, 0, sizeof(*m));
+}
+
+static bool fn_match(const struct pystacks *m, int pos, const void *want)
+{
+	const struct py_func *a = &m->fn[pos], *b = want;
+
+	return a->line == b->line && !strcmp(a->name, b->name) && !strcmp(a->file, b->file);
+}
+
+int pystacks_func(struct pystacks *m, const char *name, const char *file, int line)
+{
+	struct py_func f = { .line = line };
+	uint64_t key;
+	int pos;
+
+	snprintf(f.name, sizeof(f.name), "%s", name);
+	snprintf(f.file, sizeof(f.file), "%s", file);
+	key = mix_str(mix_str((uint64_t)line, f.name), f.file);
+	pos = idx_find(&m->fnidx, key, m, fn_match, &f);
+	if (pos >= 0)
+		return pos;
+	if (GROW(m->fn, m->nfn, m->capfn) || idx_put(&m->fnidx, key, m->nfn))
+		return -1;
+	m->fn[m->nfn] = f;
+	return m->nfn++;
+}
+
+struct st_want {
+	pid_t tgid;
+	uint64_t hash;
+};
+
+static bool st_match(const struct pystacks *m, int pos, const void *want)
+{
+	const struct st_want *w = want;
+
+	return m->st[pos].tgid == w->tgid && m->st[pos].hash == w->hash;
+}
+
+static uint64_t st_key(pid_t tgid, uint64_t hash)
+{
+	return hash ^ mix((uint64_t)(uint32_t)tgid);
+}
+
+int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash)
+{
+	struct st_want w = { tgid, hash };
+
+	return idx_find(&m->stidx, st_key(tgid, hash), m, st_match, &w);
+}
+
+int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,
+		 int cut)
+{
+	int *copy = malloc((depth ? depth : 1) * sizeof(*copy));
+
+	if (!copy || GROW(m->st, m->nst, m->capst) ||
+	    idx_put(&m->stidx, st_key(tgid, hash), m->nst)) {
+		free(copy);
+		return -1;
+	}
+	memcpy(copy, fn, depth * sizeof(*copy));
+	m->st[m->nst] = (struct py_stack){ .tgid = tgid, .hash = hash, .depth = depth,
+					   .cut = cut, .fn = copy };
+	return m->nst++;
+}
+
+static bool row_match(const struct pystacks *m, int pos, const void *want)
+{
+	const struct py_row *a = &m->rows[pos], *b = want;
+
+	return a->stack == b->stack && a->tid == b->tid && a->phase == b->phase &&
+	       a->cat == b->cat && a->how == b->how;
+}
+
+int pystacks_set_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
+		      uint64_t ns, uint64_t n)
+{
+	struct py_row r = { .stack = stack, .tid = tid, .phase = phase, .cat = cat,
+			    .how = how, .ns = ns, .n = n };
+	uint64_t key = mix(((uint64_t)stack << 32 | (uint32_t)tid) ^
+			   mix((uint64_t)phase << 16 | cat << 8 | how));
+	int pos = idx_find(&m->rowidx, key, m, row_match, &r);
+
+	if (pos >= 0) {
+		m->rows[pos].ns = ns;
+		m->rows[pos].n = n;
+		return 0;
+	}
+	if (GROW(m->rows, m->nrows, m->caprows) || idx_put(&m->rowidx, key, m->nrows))
+		return -1;
+	m->rows[m->nrows++] = r;
+	return 0;
+}
+
+void pystacks_note(struct pystacks *m, pid_t pid, bool read, const char *text)
+{
+	struct py_note *n = NULL;
+
+	for (int i = 0; i < m->nnotes && !n; i++)
+		if (m->notes[i].pid == pid)
+			n = &m->notes[i];
+	if (!n) {
+		if (GROW(m->notes, m->nnotes, m->capnotes))
+			return;
+		n = &m->notes[m->nnotes++];
+	}
+	n->pid = pid;
+	n->read = read;
+	snprintf(n->text, sizeof(n->text), "%s", text);
+}
