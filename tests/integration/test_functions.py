@@ -1,0 +1,192 @@
+"""--functions: Python stacks read from outside, against the interpreter's
+own word (sys._current_frames) and the job's own timers.
+
+Each CPython the machine has is run: pyenv's 3.8-3.13 (shared libpython),
+Debian 12's stripped /usr/bin/python3.11 (the interpreter in a non-PIE
+executable), a venv, and Debian 13's 3.13 in the torch root (another
+mount namespace's files).
+"""
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, TRAINBPF, run_trainbpf, workload
+
+PY_FUNCS = os.path.join(ROOT, "tests", "workloads", "py_funcs.py")
+PY_OFFSETS = os.path.join(ROOT, "tests", "workloads", "py_offsets.c")
+LAYOUTS = os.path.join(ROOT, "user", "acquire", "pylayouts.c")
+TORCH_ROOT = "/var/lib/trainbpf-tests/trixie-torch"
+HZ = 997  # on-CPU samples a second: spin's 1.5-2 s give ~1500-2000
+
+
+def pyenv(minor):
+    hits = sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"))
+    return hits[-1] if hits else None
+
+
+def interpreters():
+    out = [pytest.param([p], id=f"pyenv3.{m}") for m in range(8, 14) if (p := pyenv(m))]
+    out.append(pytest.param(["/usr/bin/python3.11"], id="debian3.11-stripped"))
+    out.append(pytest.param("venv", id="venv3.11"))
+    if os.path.exists(os.path.join(TORCH_ROOT, "usr", "bin", "python3")):
+        out.append(pytest.param([os.path.join(ROOT, "scripts", "torch-root.sh"), "run",
+                                 "python3"], id="torch-root3.13"))
+    return out
+
+
+FRAME = re.compile(r"^(.*) \((.*):(\d+)\)$")
+
+
+def folded(path):
+    """[(pid, [(name, line, file)...] outermost first, cat, ns)] of --folded."""
+    out = []
+    for line in open(path):
+        stack, ns = line.rstrip("\n").rsplit(" ", 1)
+        parts = stack.split(";")
+        pid = int(parts[0].split()[-1])
+        cat = parts[-1].strip("[]")
+        frames = []
+        for p in parts[1:-1]:
+            m = FRAME.match(p)
+            frames.append((m[1], int(m[3]), m[2]) if m else (p, 0, ""))
+        out.append((pid, frames, cat, int(ns)))
+    return out
+
+
+def fn_seconds(rows, pid, name):
+    return sum(ns for p, fr, _, ns in rows if p == pid and any(f[0] == name for f in fr)) / 1e9
+
+
+def python_cmd(param, tmp_path):
+    if param != "venv":
+        return param
+    base = pyenv(11)
+    if not base:
+        pytest.skip("no pyenv 3.11 to make a venv of")
+    venv = tmp_path / "venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return [str(venv / "bin" / "python")]
+
+
+@pytest.mark.parametrize("interp", interpreters())
+def test_stacks_and_times_match_the_interpreter(interp, tmp_path):
+    cmd = python_cmd(interp, tmp_path)
+    out = tmp_path / "folded.txt"
+    # The torch root sees the repository and the current directory at their paths.
+    r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "--folded", str(out), "-i", "0",
+                      "--"] + cmd + [PY_FUNCS, "truth.json", "4"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    truth = json.load(open(tmp_path / "truth.json"))
+    pid = next(int(m[1]) for m in re.finditer(r"pid (\d+): Python 3\.(\d+)", r.stdout)
+               if int(m[2]) == truth["version"][1])
+    rows = folded(out)
+
+    # The stacks BPF read are the interpreter's own: names, first lines, files.
+    stacks = {tuple(fr) for p, fr, _, _ in rows if p == pid}
+    for fn in ("nap", "side_task"):
+        want = tuple((n, line, f) for n, line, f in truth["stacks"][fn])
+        assert want in stacks, f"{fn}: the interpreter's stack {want} was not read"
+
+    # Each function's time, within 3 points of the loop's wall time of its own timer.
+    wall = truth["wall"]
+    for fn, secs in truth["secs"].items():
+        got = fn_seconds(rows, pid, fn)
+        assert abs(got - secs) <= 0.03 * wall, \
+            f"{fn}: {got:.3f} s read, {secs:.3f} s by its own timer (wall {wall:.2f} s)"
+    # The thread started mid-run was read (it was published a tick after it began).
+    assert fn_seconds(rows, pid, "side_task") > 0.5 * (wall - 1.0) - 0.4
+
+
+def test_attached_mid_function(tmp_path):
+    """-p on a job already in its loop: its stacks read from the attach on."""
+    py = pyenv(12) or "/usr/bin/python3.11"
+    truth, ready = tmp_path / "truth.json", tmp_path / "ready"
+    job = subprocess.Popen([py, PY_FUNCS, str(truth), "6", "--thread-at", "0.5",
+                            "--ready", str(ready)])
+    try:
+        deadline = time.time() + 10
+        while not ready.exists():
+            assert time.time() < deadline
+            time.sleep(0.05)
+        time.sleep(1.5)
+        out = tmp_path / "folded.txt"
+        r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "--folded", str(out), "-i",
+                          "0", "-d", "2", "-p", str(job.pid)])
+        assert r.returncode == 0, r.stderr
+    finally:
+        job.wait(timeout=30)
+    t = json.load(open(truth))
+    rows = folded(out)
+    stacks = {tuple(fr) for p, fr, _, _ in rows if p == job.pid}
+    assert tuple(tuple(f) for f in t["stacks"]["nap"]) in stacks
+    # Over the seconds traced, each function's share of the loop's time is
+    # its share by its own timer (the job's steps are all alike).
+    loop = fn_seconds(rows, job.pid, "Loop.step" if t["version"][1] >= 11 else "step")
+    assert loop > 1.0
+    for fn, secs in t["secs"].items():
+        got = fn_seconds(rows, job.pid, fn) / loop
+        assert abs(got - secs / t["wall"]) <= 0.03, f"{fn}: {got:.3f} of the loop read, " \
+            f"{secs / t['wall']:.3f} by its own timer"
+
+
+def test_no_interpreter_is_said(tmp_path):
+    """A job that is no Python: said per process, the run goes on and reports."""
+    r = run_trainbpf(["--functions", "-i", "0", "--", workload("pingpong"), "-d", "1",
+                      "-o", str(tmp_path / "out.json")])
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"pid \d+: no Python interpreter \(no _PyRuntime exported", r.stdout), \
+        r.stdout
+
+
+def test_options_go_with_functions():
+    r = run_trainbpf(["--folded", "/tmp/x", "--", "true"])
+    assert r.returncode != 0
+    assert "--folded and --stack-hz go with --functions" in r.stderr
+
+
+def header_offsets(minor, include):
+    """What tests/workloads/py_offsets.c prints, built against these headers."""
+    exe = f"/tmp/py_offsets_3{minor}_{os.getpid()}"
+    arch = include.replace("/usr/include/", "/usr/include/x86_64-linux-gnu/")
+    subprocess.run(["gcc", "-w", "-I", include, "-I", arch, PY_OFFSETS, "-o", exe], check=True)
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(exe)
+    return {k: int(v) for k, v in re.findall(r"(\w+) = (-?\d+)", out)}
+
+
+def table_rows():
+    """user/acquire/pylayouts.c's table, as {minor: {field: value}}."""
+    src = open(LAYOUTS).read()
+    body = src[src.index("static const struct py_offsets table[]"):]
+    body = body[:body.index("};")]
+    rows = {}
+    for m in re.finditer(r"\{([^{}]*)\}", body):
+        fields = {k: int(v) for k, v in re.findall(r"\.(\w+) = (-?\d+)", m[1])}
+        rows[fields["minor"]] = fields
+    return rows
+
+
+def header_sets():
+    out = []
+    for m in range(8, 13):
+        if pyenv(m):
+            base = os.path.dirname(os.path.dirname(pyenv(m)))
+            out.append(pytest.param(m, f"{base}/include/python3.{m}", id=f"pyenv3.{m}"))
+    if os.path.exists("/usr/include/python3.11/internal/pycore_frame.h"):
+        out.append(pytest.param(11, "/usr/include/python3.11", id="debian3.11"))
+    return out
+
+
+@pytest.mark.parametrize("minor,include", header_sets())
+def test_offsets_table_is_what_the_headers_say(minor, include):
+    want = header_offsets(minor, include)
+    got = table_rows()[minor]
+    assert {k: got[k] for k in want} == want

@@ -1,0 +1,130 @@
+"""A plain Python job that times its own functions, for --functions.
+
+    python py_funcs.py TRUTH SECONDS [--thread-at S] [--ready FILE]
+
+Its loop calls Loop.step(), which spends its time in three functions of
+its own: spin (on a CPU), nap (asleep) and wait_pipe (blocked reading a
+pipe another thread writes after a delay). Each is timed in-process with
+perf_counter. From --thread-at seconds on (mid-run: the reader must find
+a thread born after it looked), a second thread runs side_task, asleep.
+
+TRUTH (JSON, written at the end): the seconds each function took on the
+loop's thread, the loop thread's wall time, and the stacks the
+interpreter itself gave (sys._current_frames) while the loop thread
+slept in nap and the side thread in side_task: each a list of
+[name, first line, file], outermost first, the name as CPython names a
+code object (co_qualname from 3.11, co_name before).
+"""
+import json
+import os
+import sys
+import threading
+import time
+
+NAME = "co_qualname" if sys.version_info >= (3, 11) else "co_name"
+
+
+def frames_of(frame):
+    """[name, firstlineno, file] outermost first, from a thread's frame."""
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        out.append([getattr(code, NAME), code.co_firstlineno, code.co_filename])
+        frame = frame.f_back
+    return out[::-1]
+
+
+class Truth:
+    def __init__(self):
+        self.secs = {"spin": 0.0, "nap": 0.0, "wait_pipe": 0.0}
+        self.stacks = {}
+        self.lock = threading.Lock()
+
+
+def spin(truth, sec):
+    t = time.perf_counter()
+    x = 0
+    while time.perf_counter() - t < sec:
+        x += 1
+    truth.secs["spin"] += time.perf_counter() - t
+    return x
+
+
+def nap(truth, sec):
+    t = time.perf_counter()
+    time.sleep(sec)
+    truth.secs["nap"] += time.perf_counter() - t
+
+
+def wait_pipe(truth, sec):
+    r, w = os.pipe()
+    t = time.perf_counter()
+    threading.Timer(sec, os.write, (w, b"x")).start()
+    os.read(r, 1)
+    truth.secs["wait_pipe"] += time.perf_counter() - t
+    os.close(r)
+    os.close(w)
+
+
+def side_task(truth, stop):
+    while not stop.is_set():
+        time.sleep(0.02)
+
+
+class Loop:
+    def __init__(self, truth):
+        self.truth = truth
+
+    def step(self):
+        spin(self.truth, 0.03)
+        nap(self.truth, 0.03)
+        wait_pipe(self.truth, 0.02)
+
+
+def snapshot(truth, loop_tid, side):
+    """The interpreter's own stacks of the two threads, taken while each waits."""
+    time.sleep(0.5)
+    for _ in range(200):
+        frames = sys._current_frames()
+        main = frames_of(frames.get(loop_tid))
+        if main and main[-1][0] == "nap" and "nap" not in truth.stacks:
+            truth.stacks["nap"] = main
+        if side.ident in frames and "side_task" not in truth.stacks:
+            st = frames_of(frames[side.ident])
+            if st and st[-1][0] == "side_task":
+                truth.stacks["side_task"] = st
+        if len(truth.stacks) == 2:
+            return
+        time.sleep(0.013)
+
+
+def main():
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    thread_at = float(sys.argv[sys.argv.index("--thread-at") + 1]) \
+        if "--thread-at" in sys.argv else 1.0
+    if "--ready" in sys.argv:
+        with open(sys.argv[sys.argv.index("--ready") + 1], "w") as f:
+            f.write(str(os.getpid()))
+    truth = Truth()
+    loop = Loop(truth)
+    stop = threading.Event()
+    side = threading.Thread(target=side_task, args=(truth, stop), name="side")
+    t0 = time.perf_counter()
+    started = False
+    while time.perf_counter() - t0 < seconds:
+        if not started and time.perf_counter() - t0 >= thread_at:
+            side.start()
+            threading.Thread(target=snapshot, args=(truth, threading.get_ident(), side),
+                             daemon=True).start()
+            started = True
+        loop.step()
+    wall = time.perf_counter() - t0
+    stop.set()
+    side.join()
+    with open(path, "w") as f:
+        json.dump({"secs": truth.secs, "wall": wall, "stacks": truth.stacks,
+                   "pid": os.getpid(), "version": list(sys.version_info[:2])}, f)
+
+
+if __name__ == "__main__":
+    main()
