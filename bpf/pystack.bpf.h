@@ -171,7 +171,7 @@ static __always_inline void py_add(__u64 hash, const struct tb_slot *s, __u32 ca
 				   __u64 ns, __u32 how)
 {
 	struct tb_py_time_key k = {
-		.hash = hash, .tgid = s->tgid, .tid = s->tid,
+		.hash = hash, .tgid = s->tgid, .tid = s->tid, .seq = s->ph_seq,
 		.phase = s->phase, .cat = cat, .how = how,
 	};
 	struct tb_py_time one = { .ns = ns, .n = 1 }, *t;

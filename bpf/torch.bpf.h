@@ -29,6 +29,8 @@ static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 reso
 	struct tb_phase_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	__u64 *row;
 
+	/* Counted lost or not: a gap tells user space its count is behind (pystack.h). */
+	s->ph_seq++;
 	if (!e) {
 		__sync_fetch_and_add(&counters.events_lost, 1);
 		return;
@@ -39,7 +41,7 @@ static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 reso
 	e->phase = s->phase;
 	e->cls = cls;
 	e->resolved = resolved;
-	e->pad = 0;
+	e->seq = (__u8)s->ph_seq;
 	e->ts = now;
 	/*
 	 * The thread's first event carries OTHER's row, all of its time

@@ -167,7 +167,7 @@ struct tb_phase_event {
 	__u8 phase;		/* enum tb_phase (trainbpf.h), from ts */
 	__u8 cls;		/* enum tb_bracket_cls of the bracket that changed it */
 	__u8 resolved;		/* a fetch or backward: what the step before was (TB_RS_*) */
-	__u8 pad;
+	__u8 seq;		/* the thread's count of events, this one's included, mod 256 */
 	__u64 ts;
 	/*
 	 * The thread's row of phase at ts (critical path per category, ns,

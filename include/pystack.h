@@ -66,14 +66,22 @@ enum tb_py_how {
 	TB_PYH_SAMPLE,		/* on it: one sample period per sample */
 };
 
+/*
+ * Time is kept per span of the thread's phase events: seq is how many it
+ * had sent (tb_slot.ph_seq), so the time belongs to the span from its
+ * seq-th event to the next, which user space resolves to a phase as the
+ * phase table does (model/phase_spans.c). A span's entries take no more
+ * time once the next event is sent: user space then moves them out.
+ */
 struct tb_py_time_key {
 	__u64 hash;
 	__u32 tgid;
 	__u32 tid;
-	__u8 phase;		/* enum tb_phase of the thread then */
+	__u32 seq;
+	__u8 phase;		/* enum tb_phase of the thread then, as BPF had it */
 	__u8 cat;		/* enum tb_cat, on the critical path */
 	__u8 how;		/* enum tb_py_how */
-	__u8 pad[5];
+	__u8 pad;
 };
 
 struct tb_py_time {

@@ -265,6 +265,7 @@ struct tb_slot {
 	__u8 ck_io;		/* in a syscall on one of them: its TB_BC_SAVE_IO bracket is open */
 	__u8 forked;		/* BPF gave it the slot at its fork and counts it (proc_forked) */
 	__u8 ph_sent;		/* a phase event was sent: the first carries OTHER's row */
+	__u32 ph_seq;		/* phase events sent (or lost): the span under way (pystack.h) */
 	__u32 st_child;		/* in PEND_START: the process forked last (its tgid) */
 	__u8 cm_on;		/* it ran a backward: its waits on the network in other
 				 * are communication (torch.bpf.h, comm_wait) */

@@ -190,3 +190,42 @@ def test_offsets_table_is_what_the_headers_say(minor, include):
     want = header_offsets(minor, include)
     got = table_rows()[minor]
     assert {k: got[k] for k in want} == want
+
+
+def by_phase(text):
+    """{phase: seconds} of the functions section's "by phase" block."""
+    block = text[text.index("  by phase ("):]
+    block = block[:block.index("\n\n")]
+    return {m[1]: float(m[2]) for m in re.finditer(r"^    (\w[\w ]*?) +([\d.]+) s +[\d.]+%$",
+                                                     block, re.M)}
+
+
+@pytest.mark.parametrize("variant,torch26", [
+    pytest.param("dl-fork", False, id="dl-fork-torch1.13"),
+    pytest.param("validation", True, id="validation-torch2.6"),
+])
+def test_phases_of_the_functions_are_the_jobs(variant, torch26, tmp_path):
+    """The loop's functions by phase: each phase's time within 3 points of
+    the rank's life of what the job timed itself (test_phases.py's truth)."""
+    from conftest import SYSTEM_PYTHON, TORCH26_PYTHON, TORCH_JOB
+    from test_phases import COMPARED, restarts, truth_phases
+
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    r = run_trainbpf(["--functions", "-i", "0", "--", *job, TORCH_JOB, "--variant", variant,
+                      "--truth", "truth.json"], timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    rank = truth["ranks"][0]
+    life = rank["end_mono"] - rank["start_mono"]
+    want = truth_phases(rank, True, restarts(truth))
+    got = by_phase(r.stdout)
+    for ph in COMPARED:
+        assert abs(got.get(ph, 0.0) - want[ph]) <= 0.03 * life, \
+            f"{ph}: {got.get(ph, 0.0):.3f} s in the functions, {want[ph]:.3f} s by the job " \
+            f"(life {life:.2f} s); all: {got} vs {want}"
+    # Forward is the model's: most of it in its layers' forward (an MLP on a CPU).
+    fwd = re.search(r"^    forward .*\n((?:      .*\n)+)", r.stdout, re.M)
+    assert fwd, r.stdout
+    share = re.search(r"^      Linear\.forward \(linear\.py:\d+\) +[\d.]+ s +([\d.]+)%",
+                      fwd[1], re.M)
+    assert share and float(share[1]) > 50, fwd[1]

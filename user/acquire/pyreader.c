@@ -143,7 +143,7 @@ static int code_fn(struct pystacks *m, struct py_proc *pp, uint64_t code)
 		read_str(pp, pname, name, sizeof(name));
 		read_str(pp, pfile, file, sizeof(file));
 	} else {
-		snprintf(name, sizeof(name), "<unreadable>");
+		snprintf(name, sizeof(name), "(code freed before it was named)");
 		file[0] = '\0';
 		line = 0;
 	}
@@ -407,37 +407,61 @@ static int name_stack(struct pyreader *pr, pid_t tgid, uint64_t hash)
 	return pystacks_add(pr->m, tgid, hash, fn, (int)st.depth, (int)st.cut);
 }
 
-/* BPF's running sums of time per stack into the model's rows. */
-static void read_times(struct pyreader *pr)
+/*
+ * BPF's time per stack and span into the model's rows: a span's once it
+ * is over and placed (its entries then leave BPF's map, which stays the
+ * size of the spans under way); every entry at the end (finishing).
+ */
+static void read_times(struct pyreader *pr, bool finishing)
 {
 	static struct tb_py_time_key keys[PY_BATCH];
 	static struct tb_py_time vals[PY_BATCH];
 	int fd = bpf_map__fd(pr->tr->skel->maps.py_time);
-	struct tb_py_time_key in, out;
+	struct tb_py_time_key in, out, *gone = NULL;
+	int ngone = 0, capgone = 0;
 	bool first = true;
-	uint64_t dropped = 0;
 
 	for (;;) {
 		__u32 n = PY_BATCH;
 		int err = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &n, NULL);
 
 		for (__u32 i = 0; i < n; i++) {
-			int st = name_stack(pr, keys[i].tgid, keys[i].hash);
+			bool final;
+			int ph = pystacks_phase_of(pr->m, keys[i].tid, keys[i].seq, keys[i].phase,
+						   &final);
+			int st;
 
-			if (st < 0) {
-				dropped += vals[i].ns;
+			/* Named now, final or not: its code may be gone with its process later. */
+			st = name_stack(pr, keys[i].tgid, keys[i].hash);
+			if (!final && !finishing)
 				continue;
-			}
-			pystacks_set_time(pr->m, st, keys[i].tid, keys[i].phase, keys[i].cat,
-					  keys[i].how, vals[i].ns, vals[i].n);
+			if (st < 0)
+				pr->m->rows_dropped += vals[i].ns;
+			else
+				pystacks_add_time(pr->m, st, keys[i].tid, ph >= 0 ? ph : PH_OTHER,
+						  keys[i].cat, keys[i].how, vals[i].ns, vals[i].n);
+			if (!finishing &&
+			    !grow((void **)&gone, &capgone, ngone + 1, sizeof(*gone)))
+				gone[ngone++] = keys[i];
 		}
 		if (err)
 			break;	/* ENOENT: the last batch */
 		in = out;
 		first = false;
 	}
-	pr->m->rows_dropped = dropped;
+	/* After the walk: deleting during it would skip entries. */
+	for (int i = 0; i < ngone; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
+	free(gone);
+	if (!finishing)
+		pystacks_prune(pr->m);
 	pr->m->bpf = pr->tr->skel->bss->py_counters;
+}
+
+void pyreader_finish(struct pyreader *pr, uint64_t end)
+{
+	pystacks_finish(pr->m, end);
+	read_times(pr, true);
 }
 
 void pyreader_tick(struct pyreader *pr, const struct job *job)
@@ -450,6 +474,12 @@ void pyreader_tick(struct pyreader *pr, const struct job *job)
 		if (p->folded || !p->pid)
 			continue;
 		pp = proc_of(pr, p->pid);
+		if (pp && pp->on) {
+			const struct thread_rec *lt = job_trainer_thread(p);
+
+			pystacks_set_role(pr->m, p->pid, p->role,
+					  p->role == TB_ROLE_TRAINER && lt ? lt->tid : 0);
+		}
 		if (!job_proc_alive(p)) {
 			if (pp && pp->on)
 				forget(pr, pp);
@@ -485,7 +515,7 @@ void pyreader_tick(struct pyreader *pr, const struct job *job)
 		if (pp->on)
 			publish_threads(pr, pp);
 	}
-	read_times(pr);
+	read_times(pr, false);
 }
 
 int pyreader_open(struct pyreader *pr, struct tracer *tr, struct pystacks *m)

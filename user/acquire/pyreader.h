@@ -52,6 +52,8 @@ struct pyreader {
 int pyreader_open(struct pyreader *pr, struct tracer *tr, struct pystacks *m);
 /* Each tick: new processes looked at, Python threads published, stacks named. */
 void pyreader_tick(struct pyreader *pr, const struct job *job);
+/* At the end (end: the trace's): every span settled, all the time read. */
+void pyreader_finish(struct pyreader *pr, uint64_t end);
 void pyreader_close(struct pyreader *pr);
 
 #endif

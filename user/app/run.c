@@ -36,6 +36,7 @@
 #include "output.h"
 #include "procfs.h"
 #include "pyreader.h"
+#include "pystacks.h"
 #include "record.h"
 #include "report.h"
 #include "run.h"
@@ -259,6 +260,9 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 			record_on_text(&r->rec, &r->ses.ep, ev->text);
 		break;
 	case TR_EV_PHASE:
+		/* Every one: the stacks' spans count them as BPF does. */
+		if (r->ses.py_on)
+			pystacks_on_phase(&r->ses.py, ev->phase);
 		if (!torch_process(r, ev->phase->pid))
 			break;
 		if (phases_on_event(&r->ses.phases, ev->phase))
@@ -673,6 +677,8 @@ static uint64_t final_report(struct run *r)
 
 	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
 	phases_finish(&r->ses.phases, &r->ses.gpu);
+	if (r->ses.py_on)
+		pyreader_finish(&r->pr, now);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	print_report(r, &bpf, now);

@@ -109,6 +109,10 @@ void pystacks_free(struct pystacks *m)
 	free(m->st);
 	free(m->rows);
 	free(m->notes);
+	for (int i = 0; i < m->nth; i++)
+		free(m->th[i].spans);
+	free(m->th);
+	free(m->roles);
 	idx_free(&m->fnidx);
 	idx_free(&m->stidx);
 	idx_free(&m->rowidx);
@@ -188,7 +192,7 @@ static bool row_match(const struct pystacks *m, int pos, const void *want)
 	       a->cat == b->cat && a->how == b->how;
 }
 
-int pystacks_set_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
+int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
 		      uint64_t ns, uint64_t n)
 {
 	struct py_row r = { .stack = stack, .tid = tid, .phase = phase, .cat = cat,
@@ -198,8 +202,8 @@ int pystacks_set_time(struct pystacks *m, int stack, pid_t tid, int phase, int c
 	int pos = idx_find(&m->rowidx, key, m, row_match, &r);
 
 	if (pos >= 0) {
-		m->rows[pos].ns = ns;
-		m->rows[pos].n = n;
+		m->rows[pos].ns += ns;
+		m->rows[pos].n += n;
 		return 0;
 	}
 	if (GROW(m->rows, m->nrows, m->caprows) || idx_put(&m->rowidx, key, m->nrows))
@@ -223,4 +227,124 @@ void pystacks_note(struct pystacks *m, pid_t pid, bool read, const char *text)
 	n->pid = pid;
 	n->read = read;
 	snprintf(n->text, sizeof(n->text), "%s", text);
+}
+
+static struct py_thread *thread_of(struct pystacks *m, pid_t tid)
+{
+	for (int i = 0; i < m->nth; i++)
+		if (m->th[i].tid == tid)
+			return &m->th[i];
+	return NULL;
+}
+
+/* A span resolved (phase_spans.c): the one its start began. */
+static void on_span(void *arg, const struct ph_span *sp)
+{
+	struct py_thread *t = arg;
+
+	for (int i = t->nspans - 1; i >= 0; i--)
+		if (t->spans[i].start == sp->start && t->spans[i].phase < 0) {
+			t->spans[i].phase = sp->phase;
+			return;
+		}
+}
+
+void pystacks_on_phase(struct pystacks *m, const struct tb_phase_event *e)
+{
+	struct py_thread *t = thread_of(m, e->tid);
+	uint32_t next;
+
+	if (!t) {
+		if (GROW(m->th, m->nth, m->capth))
+			return;
+		t = &m->th[m->nth++];
+		memset(t, 0, sizeof(*t));
+		t->pid = e->pid;
+		t->tid = e->tid;
+	}
+	/* Events lost in between: the low byte BPF sent says how many. */
+	next = t->seq + 1;
+	next += (uint8_t)(e->seq - (uint8_t)next);
+	t->seq = next;
+	/*
+	 * A span of no length (the next event at the same instant) is never
+	 * emitted: it has no time but what BPF closed at that instant, its phase.
+	 */
+	if (t->nspans && t->spans[t->nspans - 1].phase < 0 &&
+	    e->ts <= t->spans[t->nspans - 1].start)
+		t->spans[t->nspans - 1].phase = ph_shown_of(t->spans[t->nspans - 1].raw);
+	if (!GROW(t->spans, t->nspans, t->cap))
+		t->spans[t->nspans++] = (struct py_span){ .seq = next, .start = e->ts,
+							  .phase = -1, .raw = e->phase };
+	ph_spans_event(&t->sp, e, on_span, t);
+}
+
+int pystacks_phase_of(struct pystacks *m, pid_t tid, uint32_t seq, int raw, bool *final)
+{
+	struct py_thread *t = thread_of(m, tid);
+
+	/* No event yet: other (a worker, a thread that runs no loop) until the end. */
+	if (!t) {
+		*final = false;
+		return PH_OTHER;
+	}
+	/* Before its first event: its setup (docs/phases.md, "The share"). */
+	if (!seq) {
+		*final = true;
+		return PH_SETUP;
+	}
+	*final = seq < t->seq || t->ended;
+	if (t->ended && seq == t->seq)
+		return PH_TEARDOWN;	/* after its last event, as the table's rows */
+	for (int i = t->nspans - 1; i >= 0; i--) {
+		if (t->spans[i].seq != seq)
+			continue;
+		if (t->spans[i].phase < 0 && !t->ended) {
+			*final = false;
+			return -1;
+		}
+		return t->spans[i].phase >= 0 ? t->spans[i].phase : ph_shown_of(raw);
+	}
+	return ph_shown_of(raw);	/* a span whose event was lost */
+}
+
+void pystacks_prune(struct pystacks *m)
+{
+	for (int i = 0; i < m->nth; i++) {
+		struct py_thread *t = &m->th[i];
+		int k = 0;
+
+		for (int j = 0; j < t->nspans; j++)
+			if (t->spans[j].phase < 0 || t->spans[j].seq >= t->seq)
+				t->spans[k++] = t->spans[j];
+		t->nspans = k;
+	}
+}
+
+void pystacks_finish(struct pystacks *m, uint64_t end)
+{
+	for (int i = 0; i < m->nth; i++) {
+		ph_spans_end(&m->th[i].sp, end, on_span, &m->th[i]);
+		m->th[i].ended = true;
+	}
+}
+
+const struct py_proc_role *pystacks_role(const struct pystacks *m, pid_t pid)
+{
+	for (int i = 0; i < m->nroles; i++)
+		if (m->roles[i].pid == pid)
+			return &m->roles[i];
+	return NULL;
+}
+
+void pystacks_set_role(struct pystacks *m, pid_t pid, int role, pid_t loop_tid)
+{
+	struct py_proc_role *r = (struct py_proc_role *)pystacks_role(m, pid);
+
+	if (!r) {
+		if (GROW(m->roles, m->nroles, m->caproles))
+			return;
+		r = &m->roles[m->nroles++];
+	}
+	*r = (struct py_proc_role){ .pid = pid, .role = role, .loop_tid = loop_tid };
 }

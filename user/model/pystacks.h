@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "phase_spans.h"
 #include "trainbpf.h"
 
 #define PY_NAME_LEN 96
@@ -34,7 +35,7 @@ struct py_stack {
 struct py_row {
 	int stack;		/* index into stacks */
 	pid_t tid;
-	uint8_t phase;		/* enum tb_phase, as the thread was then */
+	uint8_t phase;		/* enum ph_shown: its span's, resolved as the phase table does */
 	uint8_t cat;		/* enum tb_cat, on the critical path */
 	uint8_t how;		/* enum tb_py_how */
 	uint64_t ns, n;
@@ -45,6 +46,35 @@ struct py_note {
 	pid_t pid;
 	bool read;		/* its stacks are read */
 	char text[200];
+};
+
+/*
+ * What a process was when last seen (its role, the thread that runs its
+ * loop): kept here, since the job folds exited processes and their
+ * threads' ids away.
+ */
+struct py_proc_role {
+	pid_t pid;
+	uint8_t role;		/* enum tb_role */
+	pid_t loop_tid;		/* a trainer's loop thread (job_trainer_thread); 0 */
+};
+
+/* A span of a thread's phase events whose time may still be in BPF. */
+struct py_span {
+	uint32_t seq;		/* the event that began it: the thread's seq-th */
+	uint64_t start;
+	int phase;		/* enum ph_shown; -1 until its step says */
+	unsigned int raw;	/* enum tb_phase: the event's */
+};
+
+/* A thread that sent phase events: its spans, replayed as the phase table does. */
+struct py_thread {
+	pid_t pid, tid;
+	uint32_t seq;		/* its events, lost ones counted: the span under way */
+	struct ph_spans sp;
+	struct py_span *spans;
+	int nspans, cap;
+	bool ended;		/* pystacks_finish settled the rest: the last span is teardown */
 };
 
 /* An index of 64-bit keys to array positions; the owner checks a hit. */
@@ -66,7 +96,11 @@ struct pystacks {
 	struct py_index fnidx, stidx, rowidx;
 	uint64_t period_ns;	/* the on-CPU sampler's period */
 	struct tb_py_counters bpf;	/* as BPF last counted */
-	uint64_t rows_dropped;	/* rows of stacks never named: not kept */
+	uint64_t rows_dropped;	/* time of stacks never named: not kept */
+	struct py_thread *th;
+	int nth, capth;
+	struct py_proc_role *roles;
+	int nroles, caproles;
 };
 
 void pystacks_init(struct pystacks *m, uint64_t period_ns);
@@ -79,13 +113,27 @@ int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash);
 /* Adds a stack of depth functions (innermost first); its index, -1 out of memory. */
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,
 		 int cut);
-/* Sets the time of a row (BPF keeps running sums): added if new. */
-int pystacks_set_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
+/* Adds time to a row (phase: enum ph_shown); the row is made if new. */
+int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
 		      uint64_t ns, uint64_t n);
 /* A process's note, replaced if it has one. */
 void pystacks_note(struct pystacks *m, pid_t pid, bool read, const char *text);
 
-/* The phase a row's time belongs to in the phase table's terms (enum tb_phase, resolved). */
-int pystacks_row_phase(const struct py_row *r);
+/* Keeps what a process is now (role: enum tb_role; loop_tid: 0 if none). */
+void pystacks_set_role(struct pystacks *m, pid_t pid, int role, pid_t loop_tid);
+const struct py_proc_role *pystacks_role(const struct pystacks *m, pid_t pid);
+
+/* A phase event: its thread's span count, and the span it begins. */
+void pystacks_on_phase(struct pystacks *m, const struct tb_phase_event *e);
+/*
+ * Where the time tid charged in its span seq goes (enum ph_shown; raw,
+ * BPF's phase then, if the span is not known); -1 while its step has not
+ * said. *final: the span is over (no more time comes to it) and placed.
+ */
+int pystacks_phase_of(struct pystacks *m, pid_t tid, uint32_t seq, int raw, bool *final);
+/* After a pass that moved every final span's time out: those spans go. */
+void pystacks_prune(struct pystacks *m);
+/* The end of the trace at end: every span settled, as the phase table settles. */
+void pystacks_finish(struct pystacks *m, uint64_t end);
 
 #endif
