@@ -1,11 +1,12 @@
 """A plain Python job that times its own functions, for --functions.
 
-    python py_funcs.py TRUTH SECONDS [--thread-at S] [--ready FILE]
+    python py_funcs.py TRUTH SECONDS [--thread-at S] [--ready FILE] [--settle S]
 
 Its loop calls Loop.step(), which spends its time in three functions of
 its own: spin (on a CPU), nap (asleep) and wait_pipe (blocked reading a
 pipe another thread writes after a delay). Each is timed in-process with
-perf_counter. From --thread-at seconds on (mid-run: the reader must find
+perf_counter, after --settle seconds asleep in settle() (a tracer that
+launched it has found its interpreter by then). From --thread-at seconds on (mid-run: the reader must find
 a thread born after it looked), a second thread runs side_task, asleep.
 
 TRUTH (JSON, written at the end): the seconds each function took on the
@@ -66,6 +67,10 @@ def wait_pipe(truth, sec):
     os.close(w)
 
 
+def settle(sec):
+    time.sleep(sec)
+
+
 def side_task(truth, stop):
     while not stop.is_set():
         time.sleep(0.02)
@@ -105,6 +110,8 @@ def main():
     if "--ready" in sys.argv:
         with open(sys.argv[sys.argv.index("--ready") + 1], "w") as f:
             f.write(str(os.getpid()))
+    if "--settle" in sys.argv:
+        settle(float(sys.argv[sys.argv.index("--settle") + 1]))
     truth = Truth()
     loop = Loop(truth)
     stop = threading.Event()

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "categories.h"
+#include "html.h"
+#include "json_writer.h"
 #include "report.h"
 #include "sections.h"
 #include "session.h"
@@ -149,96 +151,236 @@ static void fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
 }
 
 /*
- * Per phase of the training loops, its functions: those on fewer than all
- * of its stacks (the loop and its callers are on every one: they say
- * nothing of where in the phase the time went), largest first.
+ * One table of functions: a group's (of one phase, or all: -1), sorted,
+ * with what its shares are of. The text and the JSON print the same ones.
  */
+struct fn_table {
+	enum fn_group g;
+	int phase;
+	uint64_t read;		/* time on the group's stacks read */
+	uint64_t wall;		/* what shares are of: traced time, or read */
+	bool traced;		/* wall is the threads' traced time */
+	struct fn_time *t;
+	int n;
+};
+
 #define FN_PER_PHASE 5
+
+static const char *group_name(enum fn_group g, bool any_trainer)
+{
+	return g == FG_WORKERS ? "DataLoader workers' threads" :
+	       any_trainer ? "the training loops' threads" : "the job's threads";
+}
+
+/*
+ * The table, t sized for every function and "no Python frame"; false if
+ * nothing was read. A phase's shares are of the phase's time read; the
+ * group's, of its threads' traced time while the job still holds them
+ * one by one (exited ones are folded away: then of what was read).
+ */
+static bool fn_table_make(const struct session *ses, enum fn_group g, int phase,
+			  struct fn_time *t, struct fn_table *tb)
+{
+	bool any_trainer = has_trainer(&ses->py);
+
+	*tb = (struct fn_table){ .g = g, .phase = phase, .t = t, .n = ses->py.nfn + 1 };
+	tb->read = tally(ses, g, phase, t);
+	if (!tb->read)
+		return false;
+	tb->wall = phase < 0 ? group_time(ses, g, any_trainer) : 0;
+	tb->traced = tb->wall >= tb->read;
+	if (!tb->traced)
+		tb->wall = tb->read;
+	/* Workers run one loop each (and a feeder thread): what they do is innermost. */
+	qsort(t, tb->n, sizeof(*t), g == FG_WORKERS ? cmp_self : cmp_total);
+	return true;
+}
+
+/*
+ * Whether row i is shown: it has time (workers: of its own); it is not on
+ * (nearly) every stack without being where that time is spent itself
+ * (the loop and its callers: they say nothing of where the time goes).
+ */
+static bool fn_shown(const struct fn_table *tb, int i)
+{
+	uint64_t tot = sum(tb->t[i].total);
+
+	if (!tot || (tb->g == FG_WORKERS && !tb->t[i].self))
+		return false;
+	return !(tot >= tb->read - tb->read / 200 && 2 * tb->t[i].self < tb->read);
+}
+
+static void fn_line(FILE *f, const struct pystacks *m, const struct fn_table *tb, int i,
+		    const char *indent, int width)
+{
+	char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
+	uint64_t tot = sum(tb->t[i].total);
+
+	fn_label(label, sizeof(label), m, tb->t[i].fn);
+	report_made_of(made, sizeof(made), tb->t[i].total, 3);
+	fprintf(f, "%s%-*.*s %7.2f s %5.1f%% %7.2f s  %s\n", indent, width, width, label,
+		tot / 1e9, 100.0 * tot / tb->wall, tb->t[i].self / 1e9, made);
+}
+
+/* Per phase of the training loops (shares of its loop's time, 1% and up), its functions. */
 static void phase_blocks(FILE *f, const struct session *ses, struct fn_time *t, uint64_t wall)
 {
-	const struct pystacks *m = &ses->py;
-	int n = m->nfn + 1;
-
 	fprintf(f, "  by phase (each phase's functions, without those on all of its stacks: "
 		"the loop and its callers):\n");
 	for (int k = 0; k < PH_NSHOWN; k++) {
-		int ph = ph_order[k], shown = 0;
-		uint64_t read = tally(ses, FG_LOOP, ph, t);
+		struct fn_table tb;
 
-		if (!read || 100 * read < wall)
+		if (!fn_table_make(ses, FG_LOOP, ph_order[k], t, &tb) || 100 * tb.read < wall)
 			continue;
-		qsort(t, n, sizeof(*t), cmp_total);
-		fprintf(f, "    %-44s %7.2f s %5.1f%%\n", ph_names[ph], read / 1e9,
-			100.0 * read / wall);
-		for (int i = 0; i < n && shown < FN_PER_PHASE; i++) {
-			char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
-			uint64_t tot = sum(t[i].total);
-
-			if (!tot)
-				break;
-			/* On (nearly) every stack, and not where the time is spent itself. */
-			if (tot >= read - read / 200 && 2 * t[i].self < read)
-				continue;
-			fn_label(label, sizeof(label), m, t[i].fn);
-			report_made_of(made, sizeof(made), t[i].total, 3);
-			fprintf(f, "      %-46.46s %7.2f s %5.1f%% %7.2f s  %s\n", label, tot / 1e9,
-				100.0 * tot / read, t[i].self / 1e9, made);
-			shown++;
-		}
+		fprintf(f, "    %-44s %7.2f s %5.1f%%\n", ph_names[ph_order[k]], tb.read / 1e9,
+			100.0 * tb.read / wall);
+		for (int i = 0, shown = 0; i < tb.n && shown < FN_PER_PHASE; i++)
+			if (fn_shown(&tb, i)) {
+				fn_line(f, &ses->py, &tb, i, "      ", 46);
+				shown++;
+			}
 	}
 	fputc('\n', f);
 }
 
 static void group_table(FILE *f, const struct session *ses, enum fn_group g)
 {
-	const struct pystacks *m = &ses->py;
-	bool any_trainer = has_trainer(m);
-	struct fn_time *t = malloc((m->nfn + 1) * sizeof(*t));
-	uint64_t wall = group_time(ses, g, any_trainer), read;
-	int n = m->nfn + 1, shown = 0;
+	bool any_trainer = has_trainer(&ses->py);
+	struct fn_time *t = malloc((ses->py.nfn + 1) * sizeof(*t));
+	struct fn_table tb;
+	uint64_t wall;
 
-	if (!t)
-		return;
-	read = tally(ses, g, -1, t);
-	if (!read)
+	if (!t || !fn_table_make(ses, g, -1, t, &tb))
 		goto cleanup;
-	/* Workers run one loop each (and a feeder thread): what they do is innermost. */
-	qsort(t, n, sizeof(*t), g == FG_WORKERS ? cmp_self : cmp_total);
-	if (wall >= read) {
+	if (tb.traced)
 		fprintf(f, "  %s: %.1f s traced, %.1f s (%.0f%%) of it in stacks read\n",
-			g == FG_WORKERS ? "DataLoader workers' threads" :
-			any_trainer ? "the training loops' threads" : "the job's threads",
-			wall / 1e9, read / 1e9, 100.0 * read / wall);
-	} else {
-		/* Exited and folded by now (workers of past epochs): shares of what was read. */
-		wall = read;
-		fprintf(f, "  %s: %.1f s in stacks read\n",
-			g == FG_WORKERS ? "DataLoader workers' threads" :
-			any_trainer ? "the training loops' threads" : "the job's threads",
-			read / 1e9);
-	}
+			group_name(g, any_trainer), tb.wall / 1e9, tb.read / 1e9,
+			100.0 * tb.read / tb.wall);
+	else
+		fprintf(f, "  %s: %.1f s in stacks read\n", group_name(g, any_trainer),
+			tb.read / 1e9);
 	fprintf(f, "    %-48s %9s %6s %9s  %s\n",
 		g == FG_WORKERS ? "function (by self: innermost on the stack)" : "function",
 		"total", "share", "self", "made of");
-	for (int i = 0; i < n && shown < FN_SHOWN; i++) {
-		char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
-		uint64_t tot = sum(t[i].total);
-
-		if (!tot || (g == FG_WORKERS && !t[i].self))
-			break;
-		/* The loop's callers, on every stack: they say nothing of where it goes. */
-		if (tot >= read - read / 200 && 2 * t[i].self < read)
-			continue;
-		fn_label(label, sizeof(label), m, t[i].fn);
-		report_made_of(made, sizeof(made), t[i].total, 3);
-		fprintf(f, "    %-48.48s %7.2f s %5.1f%% %7.2f s  %s\n", label, tot / 1e9,
-			100.0 * tot / wall, t[i].self / 1e9, made);
-		shown++;
-	}
+	for (int i = 0, shown = 0; i < tb.n && shown < FN_SHOWN; i++)
+		if (fn_shown(&tb, i)) {
+			fn_line(f, &ses->py, &tb, i, "    ", 48);
+			shown++;
+		}
 	fputc('\n', f);
+	wall = tb.wall;
 	if (g == FG_LOOP && any_trainer)
 		phase_blocks(f, ses, t, wall);
 cleanup:
+	free(t);
+}
+
+static void fn_json(struct jw *w, const struct pystacks *m, const struct fn_table *tb, int i)
+{
+	const struct fn_time *x = &tb->t[i];
+	int64_t made[TB_NCAT];
+
+	for (int c = 0; c < TB_NCAT; c++)
+		made[c] = (int64_t)x->total[c];
+	jw_object(w);
+	if (x->fn >= 0) {
+		jw_string_field(w, "name", m->fn[x->fn].name);
+		jw_string_field(w, "file", m->fn[x->fn].file);
+		jw_int_field(w, "line", m->fn[x->fn].line);
+	} else {
+		jw_null_field(w, "name");	/* no Python frame */
+	}
+	jw_float_field(w, "total_s", sum(x->total) / 1e9, 6);
+	jw_float_field(w, "self_s", x->self / 1e9, 6);
+	jw_float_field(w, "share", (double)sum(x->total) / tb->wall, 4);
+	report_json_times(w, "made_of_s", made);
+	jw_end_object(w);
+}
+
+static void table_json(struct jw *w, const struct pystacks *m, const struct fn_table *tb,
+		       int max)
+{
+	jw_name(w, "functions");
+	jw_array(w);
+	for (int i = 0, shown = 0; i < tb->n && shown < max; i++)
+		if (fn_shown(tb, i)) {
+			fn_json(w, m, tb, i);
+			shown++;
+		}
+	jw_end_array(w);
+}
+
+static void group_json(struct jw *w, const struct session *ses, enum fn_group g,
+		       struct fn_time *t)
+{
+	struct fn_table tb;
+	uint64_t wall;
+
+	if (!fn_table_make(ses, g, -1, t, &tb))
+		return;
+	wall = tb.wall;
+	jw_object(w);
+	jw_string_field(w, "threads", g == FG_WORKERS ? "workers" :
+			has_trainer(&ses->py) ? "training_loops" : "job");
+	if (tb.traced)
+		jw_float_field(w, "traced_s", tb.wall / 1e9, 6);
+	else
+		jw_null_field(w, "traced_s");
+	jw_float_field(w, "read_s", tb.read / 1e9, 6);
+	jw_string_field(w, "order", g == FG_WORKERS ? "self" : "total");
+	table_json(w, &ses->py, &tb, 50);
+	jw_name(w, "phases");
+	jw_array(w);
+	for (int k = 0; g == FG_LOOP && has_trainer(&ses->py) && k < PH_NSHOWN; k++) {
+		if (!fn_table_make(ses, FG_LOOP, ph_order[k], t, &tb))
+			continue;
+		jw_object(w);
+		jw_string_field(w, "phase", ph_names[ph_order[k]]);
+		jw_float_field(w, "read_s", tb.read / 1e9, 6);
+		jw_float_field(w, "share", (double)tb.read / wall, 4);
+		table_json(w, &ses->py, &tb, 20);
+		jw_end_object(w);
+	}
+	jw_end_array(w);
+	jw_end_object(w);
+}
+
+void report_functions_json(struct jw *w, const struct session *ses)
+{
+	const struct pystacks *m = ses_py(ses);
+	struct fn_time *t;
+
+	if (!m)
+		return;
+	t = malloc((m->nfn + 1) * sizeof(*t));
+	jw_name(w, "functions");
+	jw_object(w);
+	jw_float_field(w, "stack_hz", m->period_ns ? 1e9 / m->period_ns : 0, 3);
+	jw_name(w, "interpreters");
+	jw_array(w);
+	for (int i = 0; i < m->nnotes; i++) {
+		jw_object(w);
+		jw_int_field(w, "pid", m->notes[i].pid);
+		jw_bool_field(w, "read", m->notes[i].read);
+		jw_string_field(w, "note", m->notes[i].text);
+		jw_end_object(w);
+	}
+	jw_end_array(w);
+	jw_name(w, "not_read");
+	jw_object(w);
+	jw_uint_field(w, "frames_unreadable", m->bpf.read_failed);
+	jw_uint_field(w, "stacks_not_kept", m->bpf.stacks_full);
+	jw_uint_field(w, "times_not_kept", m->bpf.time_full);
+	jw_float_field(w, "unnamed_s", m->rows_dropped / 1e9, 6);
+	jw_end_object(w);
+	jw_name(w, "groups");
+	jw_array(w);
+	if (t) {
+		group_json(w, ses, FG_LOOP, t);
+		group_json(w, ses, FG_WORKERS, t);
+	}
+	jw_end_array(w);
+	jw_end_object(w);
 	free(t);
 }
 
@@ -324,4 +466,82 @@ int report_functions_folded(FILE *f, const struct session *ses)
 		fprintf(f, ";[%s] %llu\n", tb_cat_names[row->cat], (unsigned long long)row->ns);
 	}
 	return ferror(f) ? -1 : 0;
+}
+
+static void fn_row_html(FILE *f, const struct pystacks *m, const struct fn_table *tb, int i,
+			bool indent)
+{
+	char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
+	uint64_t tot = sum(tb->t[i].total);
+
+	fn_label(label, sizeof(label), m, tb->t[i].fn);
+	report_made_of(made, sizeof(made), tb->t[i].total, 3);
+	fprintf(f, "<tr><td class=\"l\"%s>", indent ? " style=\"padding-left:1.5em\"" : "");
+	html_esc(f, label);
+	fprintf(f, "</td><td>%.2f</td><td>%.1f</td><td>%.2f</td><td class=\"l\">", tot / 1e9,
+		100.0 * tot / tb->wall, tb->t[i].self / 1e9);
+	html_esc(f, made);
+	fputs("</td></tr>\n", f);
+}
+
+static void group_html(FILE *f, const struct session *ses, enum fn_group g, struct fn_time *t)
+{
+	bool any_trainer = has_trainer(&ses->py);
+	struct fn_table tb;
+	uint64_t wall;
+
+	if (!fn_table_make(ses, g, -1, t, &tb))
+		return;
+	wall = tb.wall;
+	fputs("<h3>", f);
+	html_esc(f, group_name(g, any_trainer));
+	if (tb.traced)
+		fprintf(f, ": %.1f s traced, %.1f s (%.0f%%) in stacks read</h3>\n", tb.wall / 1e9,
+			tb.read / 1e9, 100.0 * tb.read / tb.wall);
+	else
+		fprintf(f, ": %.1f s in stacks read</h3>\n", tb.read / 1e9);
+	fprintf(f, "<table><tr><th class=\"l\">%s</th><th>total s</th><th>share %%</th>"
+		"<th>self s</th><th class=\"l\">made of</th></tr>\n",
+		g == FG_WORKERS ? "function (by self)" : "function");
+	for (int i = 0, shown = 0; i < tb.n && shown < FN_SHOWN; i++)
+		if (fn_shown(&tb, i)) {
+			fn_row_html(f, &ses->py, &tb, i, false);
+			shown++;
+		}
+	fputs("</table>\n", f);
+	if (g != FG_LOOP || !any_trainer)
+		return;
+	fputs("<h3>By phase</h3><table><tr><th class=\"l\">phase, its functions</th>"
+	      "<th>total s</th><th>share %</th><th>self s</th><th class=\"l\">made of</th></tr>\n",
+	      f);
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		if (!fn_table_make(ses, FG_LOOP, ph_order[k], t, &tb) || 100 * tb.read < wall)
+			continue;
+		fprintf(f, "<tr><th class=\"l\">%s</th><th>%.2f</th><th>%.1f</th><th></th><th></th>"
+			"</tr>\n", ph_names[ph_order[k]], tb.read / 1e9, 100.0 * tb.read / wall);
+		for (int i = 0, shown = 0; i < tb.n && shown < FN_PER_PHASE; i++)
+			if (fn_shown(&tb, i)) {
+				fn_row_html(f, &ses->py, &tb, i, true);
+				shown++;
+			}
+	}
+	fputs("</table>\n", f);
+}
+
+void report_functions_html(FILE *f, const struct session *ses)
+{
+	const struct pystacks *m = ses_py(ses);
+	struct fn_time *t;
+
+	if (!m || !(t = malloc((m->nfn + 1) * sizeof(*t))))
+		return;
+	fprintf(f, "<section id=\"functions\"><h2>Python functions</h2><p class=\"note\">Time on "
+		"a function's stacks (total), innermost (self); waits read whole at each switch "
+		"off a CPU, CPU time sampled %.0f times a second; shares of the threads' traced "
+		"time, a phase's of the phase's. Functions on every stack (the loop and its "
+		"callers) are left out.</p>\n", m->period_ns ? 1e9 / m->period_ns : 0.0);
+	group_html(f, ses, FG_LOOP, t);
+	group_html(f, ses, FG_WORKERS, t);
+	fputs("</section>\n", f);
+	free(t);
 }

@@ -210,6 +210,7 @@ void report_html(FILE *f, const struct session *ses, const struct run_counters *
 	html_chart_ranks(f, ses, now);
 	html_chart_gpu(f, ses, now);
 	html_worker_gens(f, ses);
+	report_functions_html(f, ses);
 	process_table(f, job);
 	thread_table(f, job, now);
 	counters(f, c);

@@ -145,6 +145,7 @@ void report_json(FILE *f, const struct session *ses,
 	json_headline(&w, job);
 	if (ses_phases(ses))
 		report_phases_json(&w, ses, c);
+	report_functions_json(&w, ses);
 	report_epochs_json(&w, ses);
 	report_diagnosis_json(&w, ses, now);
 	report_gpu_json(&w, ses, now);

@@ -96,6 +96,10 @@ void report_phases_json_proc(struct jw *w, const struct session *ses, const stru
 
 /* --functions: the Python functions of the training loops and the workers. */
 void report_functions_text(FILE *f, const struct session *ses);
+/* The same, as the JSON report's "functions" (docs/json.md). */
+void report_functions_json(struct jw *w, const struct session *ses);
+/* The same, as the HTML report's section. */
+void report_functions_html(FILE *f, const struct session *ses);
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
