@@ -167,12 +167,13 @@ static __noinline __u64 py_read(__u32 tgid, __u64 fsbase)
 	return sk.hash;
 }
 
-static __always_inline void py_add(__u64 hash, const struct tb_slot *s, __u32 cat,
-				   __u64 ns, __u32 how)
+static __always_inline void py_add(__u64 hash, const struct tb_slot *s, __u32 own,
+				   __u32 cp, __u64 ns, __u32 how)
 {
 	struct tb_py_time_key k = {
 		.hash = hash, .tgid = s->tgid, .tid = s->tid, .seq = s->ph_seq,
-		.phase = s->phase, .cat = cat, .how = how,
+		.phase = s->phase, .cat = cp & (TB_NCAT - 1), .own = own & (TB_NCAT - 1),
+		.how = how,
 	};
 	struct tb_py_time one = { .ns = ns, .n = 1 }, *t;
 
@@ -195,11 +196,11 @@ static __always_inline void py_add(__u64 hash, const struct tb_slot *s, __u32 ca
 }
 
 /* Off the CPU: the interval closed goes whole to the stack read at the switch-out. */
-__noinline int py_charge(struct tb_slot *s, __u32 cat, __u64 ns)
+__noinline int py_charge(struct tb_slot *s, __u32 own, __u32 cp, __u64 ns)
 {
 	if (!s || !s->py_stack || !ns)
 		return 0;
-	py_add(s->py_stack, s, cat & (TB_NCAT - 1), ns, TB_PYH_WAIT);
+	py_add(s->py_stack, s, own, cp, ns, TB_PYH_WAIT);
 	return 0;
 }
 
@@ -224,6 +225,6 @@ int py_sample(struct bpf_perf_event_data *ctx)
 	if (!hash)
 		return 0;
 	__sync_fetch_and_add(&py_counters.samples, 1);
-	py_add(hash, s, tb_oncpu_cp(s), tb_py_period_ns, TB_PYH_SAMPLE);
+	py_add(hash, s, tb_oncpu_own(s), tb_oncpu_cp(s), tb_py_period_ns, TB_PYH_SAMPLE);
 	return 0;
 }

@@ -242,7 +242,7 @@ __noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t
 }
 
 /* pystack.bpf.h: off-CPU time to the stack read at the switch-out; that read. */
-__noinline int py_charge(struct tb_slot *s, __u32 cat, __u64 ns);
+__noinline int py_charge(struct tb_slot *s, __u32 own, __u32 cp, __u64 ns);
 __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase);
 
 /* The thread's phase row (torch.bpf.h): its critical-path time by phase. */
@@ -264,7 +264,7 @@ __noinline int phase_split(struct tb_slot *s, struct tb_cat_ns *before)
 	for (int c = 0; c < TB_NCAT; c++) {
 		row[c] += s->cp[c] - before->ns[c];
 		if (tb_py_stacks)
-			py_charge(s, c, s->cp[c] - before->ns[c]);
+			py_charge(s, TB_LOCK, c, s->cp[c] - before->ns[c]);
 	}
 	return 0;
 }
@@ -294,7 +294,7 @@ static __always_inline void close_interval(struct tb_slot *s, __u32 own,
 	phase_row(s)[cp & (TB_NCAT - 1)] += d;
 	/* Off the CPU only: its running time is sampled (pystack.bpf.h). */
 	if (tb_py_stacks && s->state != TB_ST_ONCPU)
-		py_charge(s, cp, d);
+		py_charge(s, own, cp, d);
 	s->since = now;
 	ckpt_update(s, now);
 }

@@ -81,7 +81,7 @@ struct tb_py_time_key {
 	__u8 phase;		/* enum tb_phase of the thread then, as BPF had it */
 	__u8 cat;		/* enum tb_cat, on the critical path */
 	__u8 how;		/* enum tb_py_how */
-	__u8 pad;
+	__u8 own;		/* enum tb_cat, the thread's own state */
 };
 
 struct tb_py_time {

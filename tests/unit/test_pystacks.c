@@ -159,10 +159,10 @@ START_TEST(kept_once_each)
 	ck_assert_int_eq(pystacks_find(&m, 7, 4), 2);
 	ck_assert_int_eq(pystacks_find(&m, 8, 4), -1);
 	ck_assert_int_eq(pystacks_find(&m, 8, 5), 3);
-	pystacks_add_time(&m, 2, 7, PH_DATA, TB_IO, TB_PYH_WAIT, 5, 1);
-	pystacks_add_time(&m, 2, 7, PH_DATA, TB_IO, TB_PYH_WAIT, 7, 1);
-	pystacks_add_time(&m, 2, 7, PH_DATA, TB_CPU, TB_PYH_SAMPLE, 10, 1);
-	pystacks_add_time(&m, 2, 7, PH_FORWARD, TB_IO, TB_PYH_WAIT, 1, 1);
+	pystacks_add_time(&m, 2, 7, PH_DATA, TB_IO, TB_IO, TB_PYH_WAIT, 5, 1);
+	pystacks_add_time(&m, 2, 7, PH_DATA, TB_IO, TB_IO, TB_PYH_WAIT, 7, 1);
+	pystacks_add_time(&m, 2, 7, PH_DATA, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 10, 1);
+	pystacks_add_time(&m, 2, 7, PH_FORWARD, TB_IO, TB_IO, TB_PYH_WAIT, 1, 1);
 	ck_assert_int_eq(m.nrows, 3);
 	ck_assert_uint_eq(m.rows[0].ns, 12);
 	ck_assert_uint_eq(m.rows[0].n, 2);

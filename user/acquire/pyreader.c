@@ -439,7 +439,8 @@ static void read_times(struct pyreader *pr, bool finishing)
 				pr->m->rows_dropped += vals[i].ns;
 			else
 				pystacks_add_time(pr->m, st, keys[i].tid, ph >= 0 ? ph : PH_OTHER,
-						  keys[i].cat, keys[i].how, vals[i].ns, vals[i].n);
+						  keys[i].cat, keys[i].own, keys[i].how, vals[i].ns,
+						  vals[i].n);
 			if (!finishing &&
 			    !grow((void **)&gone, &capgone, ngone + 1, sizeof(*gone)))
 				gone[ngone++] = keys[i];

@@ -189,16 +189,16 @@ static bool row_match(const struct pystacks *m, int pos, const void *want)
 	const struct py_row *a = &m->rows[pos], *b = want;
 
 	return a->stack == b->stack && a->tid == b->tid && a->phase == b->phase &&
-	       a->cat == b->cat && a->how == b->how;
+	       a->cat == b->cat && a->own == b->own && a->how == b->how;
 }
 
-int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
-		      uint64_t ns, uint64_t n)
+int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int own,
+		      int how, uint64_t ns, uint64_t n)
 {
-	struct py_row r = { .stack = stack, .tid = tid, .phase = phase, .cat = cat,
+	struct py_row r = { .stack = stack, .tid = tid, .phase = phase, .cat = cat, .own = own,
 			    .how = how, .ns = ns, .n = n };
 	uint64_t key = mix(((uint64_t)stack << 32 | (uint32_t)tid) ^
-			   mix((uint64_t)phase << 16 | cat << 8 | how));
+			   mix((uint64_t)phase << 24 | own << 16 | cat << 8 | how));
 	int pos = idx_find(&m->rowidx, key, m, row_match, &r);
 
 	if (pos >= 0) {

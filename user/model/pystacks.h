@@ -37,6 +37,7 @@ struct py_row {
 	pid_t tid;
 	uint8_t phase;		/* enum ph_shown: its span's, resolved as the phase table does */
 	uint8_t cat;		/* enum tb_cat, on the critical path */
+	uint8_t own;		/* enum tb_cat, the thread's own state */
 	uint8_t how;		/* enum tb_py_how */
 	uint64_t ns, n;
 };
@@ -114,8 +115,8 @@ int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash);
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,
 		 int cut);
 /* Adds time to a row (phase: enum ph_shown); the row is made if new. */
-int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int how,
-		      uint64_t ns, uint64_t n);
+int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int own,
+		      int how, uint64_t ns, uint64_t n);
 /* A process's note, replaced if it has one. */
 void pystacks_note(struct pystacks *m, pid_t pid, bool read, const char *text);
 

@@ -28,6 +28,13 @@ struct fn_time {
 /* Which threads a table is of: the training loops, or the workers. */
 enum fn_group { FG_LOOP, FG_WORKERS };
 
+/*
+ * What a row's time was made of: the loops' on the critical path, as the
+ * phase table (a wait for a worker is what the worker did); a worker's,
+ * what its own thread was doing (its waits are its own).
+ */
+#define CAT_OF(row, g) ((g) == FG_WORKERS ? (row)->own : (row)->cat)
+
 static uint64_t sum(const uint64_t c[TB_NCAT])
 {
 	uint64_t s = 0;
@@ -116,7 +123,7 @@ static uint64_t tally(const struct session *ses, enum fn_group g, int phase,
 			continue;
 		read += row->ns;
 		if (!st->depth) {
-			out[m->nfn].total[row->cat] += row->ns;
+			out[m->nfn].total[CAT_OF(row, g)] += row->ns;
 			out[m->nfn].self += row->ns;
 			continue;
 		}
@@ -125,7 +132,7 @@ static uint64_t tally(const struct session *ses, enum fn_group g, int phase,
 			if (seen[st->fn[k]])
 				continue;
 			seen[st->fn[k]] = 1;
-			out[st->fn[k]].total[row->cat] += row->ns;
+			out[st->fn[k]].total[CAT_OF(row, g)] += row->ns;
 		}
 		for (int k = 0; k < st->depth; k++)
 			seen[st->fn[k]] = 0;
@@ -261,7 +268,8 @@ static void group_table(FILE *f, const struct session *ses, enum fn_group g)
 			tb.read / 1e9);
 	fprintf(f, "    %-48s %9s %6s %9s  %s\n",
 		g == FG_WORKERS ? "function (by self: innermost on the stack)" : "function",
-		"total", "share", "self", "made of");
+		"total", "share", "self", g == FG_WORKERS ? "made of (the thread's own state)" :
+		"made of (critical path)");
 	for (int i = 0, shown = 0; i < tb.n && shown < FN_SHOWN; i++)
 		if (fn_shown(&tb, i)) {
 			fn_line(f, &ses->py, &tb, i, "    ", 48);
@@ -501,8 +509,9 @@ static void group_html(FILE *f, const struct session *ses, enum fn_group g, stru
 	else
 		fprintf(f, ": %.1f s in stacks read</h3>\n", tb.read / 1e9);
 	fprintf(f, "<table><tr><th class=\"l\">%s</th><th>total s</th><th>share %%</th>"
-		"<th>self s</th><th class=\"l\">made of</th></tr>\n",
-		g == FG_WORKERS ? "function (by self)" : "function");
+		"<th>self s</th><th class=\"l\">%s</th></tr>\n",
+		g == FG_WORKERS ? "function (by self)" : "function",
+		g == FG_WORKERS ? "made of (own state)" : "made of (critical path)");
 	for (int i = 0, shown = 0; i < tb.n && shown < FN_SHOWN; i++)
 		if (fn_shown(&tb, i)) {
 			fn_row_html(f, &ses->py, &tb, i, false);
