@@ -403,7 +403,8 @@ static int name_stack(struct pyreader *pr, pid_t tgid, uint64_t hash)
 	    st.depth > TB_PY_DEPTH)
 		return -1;
 	for (unsigned int i = 0; i < st.depth; i++)
-		fn[i] = code_fn(pr->m, pp, st.code[i]);
+		if ((fn[i] = code_fn(pr->m, pp, st.code[i])) < 0)
+			return -1;	/* out of memory: its time is counted as not named */
 	return pystacks_add(pr->m, tgid, hash, fn, (int)st.depth, (int)st.cut);
 }
 
