@@ -33,7 +33,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_trainbpf, threads_by_tid, trace_json, workload
+from conftest import TRAINBPF, run_trainbpf, threads_by_tid, trace_json, workload
 
 EPS_NS = 1000              # per call: the report's rounding, with room
 BLOCK_US = 2000            # every blocking stand-in call (sync and NCCL)
@@ -279,16 +279,26 @@ def discovered_after_attach(tmp_path, wait_ms, *extra):
     """gpujob-dl attached first (-p); wait_ms later it dlopens the
     libraries, gives trainbpf DISCOVERY_MS to probe them, and starts its
     loop. The report and the truth, checked as every run is."""
-    truth_path = tmp_path / "truth.json"
+    truth_path, attached = tmp_path / "truth.json", tmp_path / "attached"
+    out = tmp_path / "report.json"
+    # wait_ms after its start, and not before trainbpf has attached: its
+    # first live table (a loaded 2-CPU VM took 2.5-4 s to load and attach).
     job = subprocess.Popen([workload("gpujob-dl"), "--wait-ms", str(wait_ms), *dl_args(FAKE_DIR),
                             *gpujob_args(truth_path, wait_probes=False),
-                            "--wait-probes", str(DISCOVERY_MS), *extra])
+                            "--wait-probes", str(DISCOVERY_MS), "--wait-file", str(attached),
+                            *extra])
     try:
-        r = run_trainbpf(["-i", "0", "--format", "json", "-p", str(job.pid)], timeout=120)
+        tb = subprocess.Popen([TRAINBPF, "-i", "0.2", "--format", "json", "-o", str(out), "-p",
+                               str(job.pid)], stderr=subprocess.PIPE, text=True)
+        first = tb.stderr.readline()
+        attached.touch()
+        err = first + tb.stderr.read()
+        tb.wait(timeout=120)
     finally:
+        attached.touch()
         job.wait(timeout=120)
-    assert r.returncode == 0, r.stderr
-    report, truth = json.loads(r.stdout), json.loads(truth_path.read_text())
+    assert tb.returncode == 0, err
+    report, truth = json.loads(out.read_text()), json.loads(truth_path.read_text())
     assert report["window"]["start_unix_s"] < truth["load_unix_ns"] / 1e9, \
         "trainbpf attached after the libraries were loaded: nothing to discover"
     check_job(report, truth)

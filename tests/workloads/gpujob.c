@@ -30,8 +30,10 @@
  *          [--loop-delay-ms D] [--dlopen DIR [--cudart NAME] [--cuda NAME]
  *          [--nccl NAME]]
  *          [--wait-probes MS [--launch-probes]] [--loading] [--stall-at S]
+ *          [--wait-file PATH]
  * --mode: how the stand-ins block (spin on the clock, or nanosleep).
- * --wait-ms: sleep first (a tracer attaches); --loop-delay-ms: sleep after
+ * --wait-ms: sleep first (a tracer attaches); --wait-file: then until PATH
+ * exists (the tracer has attached, however long that took); --loop-delay-ms: sleep after
  * loading the libraries, before the loop.
  * --loading: from the start until the probes are seen, map the program's
  * own code anew every 10 ms, as a loader at work does (import torch maps
@@ -196,7 +198,7 @@ static struct {
 	int steps, threads, launches, sleep_mode, comm_init, rank, nranks;
 	int launch_probes, loading, stall_at;
 	long long cpu_ns, sync_ns, nccl_ns, wait_ms, loop_delay_ms, wait_probes_ms;
-	const char *truth, *dir, *cudart, *cuda, *nccl;
+	const char *truth, *dir, *cudart, *cuda, *nccl, *wait_file;
 } g_opt = { .steps = 10, .threads = 1, .cpu_ns = 1000000, .sync_ns = 2000000,
 	    .nccl_ns = 2000000, .rank = 3, .nranks = 8, .cudart = "libcudart.so.13",
 	    .cuda = "libcuda.so.1", .nccl = "libnccl.so.2", .stall_at = -1 };
@@ -691,7 +693,7 @@ static void parse_args(int argc, char **argv)
 		{ "dlopen", 1, 0, 'D' }, { "cudart", 1, 0, 'A' }, { "cuda", 1, 0, 'C' },
 		{ "nccl", 1, 0, 'N' }, { "wait-probes", 1, 0, 'P' },
 		{ "launch-probes", 0, 0, 'L' }, { "loading", 0, 0, 'G' },
-		{ "stall-at", 1, 0, 'S' }, { 0 },
+		{ "stall-at", 1, 0, 'S' }, { "wait-file", 1, 0, 'F' }, { 0 },
 	};
 	int c;
 
@@ -709,6 +711,7 @@ static void parse_args(int argc, char **argv)
 		case 'w': g_opt.wait_ms = num(optarg, "wait-ms", 0, 3600000); break;
 		case 'W': g_opt.loop_delay_ms = num(optarg, "loop-delay-ms", 0, 3600000); break;
 		case 'o': g_opt.truth = optarg; break;
+		case 'F': g_opt.wait_file = optarg; break;
 		case 'D': g_opt.dir = optarg; break;
 		case 'A': g_opt.cudart = optarg; break;
 		case 'C': g_opt.cuda = optarg; break;
@@ -748,6 +751,11 @@ int main(int argc, char **argv)
 			die("pthread_create");
 	}
 	sleep_ns(g_opt.wait_ms * 1000000LL);
+	for (int i = 0; g_opt.wait_file && access(g_opt.wait_file, F_OK); i++) {
+		if (i == 60000)
+			die_msg("--wait-file: not there after 60 s");
+		sleep_ns(1000000LL);
+	}
 	g_load_unix_ns = clock_ns(CLOCK_REALTIME);
 	load();
 	check(F.ncclGetVersion(&g_nccl_version), "ncclGetVersion");

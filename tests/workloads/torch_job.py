@@ -368,13 +368,14 @@ def own_view(parts, tid, ident, delay):
               mono=time.monotonic())
 
 
-def pause_here(parts, rank, spec):
-    """--pause: this rank stops here (see its help)."""
+def pause_here(parts, rank, spec, fetched_mono):
+    """--pause: this rank stops here (see its help). fetched_mono: when the
+    batch before it began (the rank's last progress a stall is timed from)."""
     sec, how = spec
     tid = threading.get_native_id()
     watch = threading.Thread(target=own_view, args=(parts, tid, threading.get_ident(), 1.0))
     note_role(parts, "pause", rank=rank, pid=os.getpid(), tid=tid, how=how, sec=sec,
-              start_mono=time.monotonic())
+              start_mono=time.monotonic(), fetched_mono=fetched_mono)
     watch.start()
     if how == "sleep":
         time.sleep(sec)
@@ -760,6 +761,7 @@ def run_rank(rank, args, parts):
         while True:
             if hang:    # where the loop stands when the worker hangs: the stall's start
                 note_role(parts, "fetch", pid=os.getpid(), mono=time.monotonic())
+            fetched_mono = t     # perf_counter: CLOCK_MONOTONIC, as time.monotonic()
             try:
                 x, y, gt = batches.next(it, i)
             except StopIteration:
@@ -773,7 +775,7 @@ def run_rank(rank, args, parts):
                 (i + 1) % args.accum else contextlib.nullcontext()
             unsynced.__enter__()
             if rank == args.pause_rank and total_steps + nsteps in pauses:
-                pause_here(parts, rank, pauses[total_steps + nsteps])
+                pause_here(parts, rank, pauses[total_steps + nsteps], fetched_mono)
             loss = step_loss(net, x, y, args, batches.extra)
             if rank == args.slow_rank and total_steps + nsteps >= args.slow_from_step:
                 if slow_start is None:
