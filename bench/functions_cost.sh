@@ -56,19 +56,6 @@ RAW=$OUT/raw.tsv
 	describe_setup
 } | tee "$OUT/setup.txt"
 
-# run_job LABEL ROUND CMD...: one run; its median step time into RAW and STEP.
-run_job() {
-	local label=$1 round=$2 log
-	shift 2
-	log="$OUT/$label.$round.log"
-	run_wait "$@" > "$log" 2>&1 || die "$label run $round failed (see $log)"
-	STEP=$(sed -n 's/^RESULT //p' "$log" | tail -n1 |
-	       "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step_time_median_s"])') ||
-		die "$label run $round printed no RESULT line (see $log)"
-	printf '%s\t%s_step_ms\t%s\n' "$round" "$label" "$("$PY" -c "print($STEP * 1e3)")" >> "$RAW"
-	log "  $label: step $STEP s"
-}
-
 SCEN=(A B C)
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS"

@@ -164,3 +164,18 @@ stop_wait() {
 	wait "$wp" || rc=$?
 	return $rc
 }
+
+# run_job LABEL ROUND CMD...: one run of a job that prints a RESULT line
+# (bench/torch_loop.py, ddp_train.py); its median step time into $RAW (a
+# row "ROUND LABEL_step_ms MS") and STEP. Logs go to $OUT.
+run_job() {
+	local label=$1 round=$2 log
+	shift 2
+	log="$OUT/$label.$round.log"
+	run_wait "$@" > "$log" 2>&1 || die "$label run $round failed (see $log)"
+	STEP=$(sed -n 's/^RESULT //p' "$log" | tail -n1 |
+	       "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step_time_median_s"])') ||
+		die "$label run $round printed no RESULT line (see $log)"
+	printf '%s\t%s_step_ms\t%s\n' "$round" "$label" "$("$PY" -c "print($STEP * 1e3)")" >> "$RAW"
+	log "  $label: step $STEP s"
+}

@@ -34,16 +34,6 @@
 #define PY_SOON 5
 #define PY_LOOK_TICKS 5
 
-static int grow(void **p, int *cap, int need, size_t size)
-{
-	void *np = tb_grow(*p, cap, need, size);
-
-	if (!np)
-		return -1;
-	*p = np;
-	return 0;
-}
-
 static int read_mem(int mem, uint64_t addr, void *buf, size_t len)
 {
 	return pread(mem, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
@@ -148,9 +138,9 @@ static int code_fn(struct pystacks *m, struct py_proc *pp, uint64_t code)
 		line = 0;
 	}
 	fn = pystacks_func(m, name, file, line);
-	if (fn < 0 || grow((void **)&pp->code, &pp->capcode, pp->ncode + 1, sizeof(*pp->code)))
+	if (fn < 0 || tb_grow_ptr((void **)&pp->code, &pp->capcode, pp->ncode + 1, sizeof(*pp->code)))
 		return fn;
-	if (grow((void **)&pp->fn, &pp->capfn, pp->ncode + 1, sizeof(*pp->fn)))
+	if (tb_grow_ptr((void **)&pp->fn, &pp->capfn, pp->ncode + 1, sizeof(*pp->fn)))
 		return fn;
 	memmove(pp->code + lo + 1, pp->code + lo, (pp->ncode - lo) * sizeof(*pp->code));
 	memmove(pp->fn + lo + 1, pp->fn + lo, (pp->ncode - lo) * sizeof(*pp->fn));
@@ -443,7 +433,7 @@ static void read_times(struct pyreader *pr, bool finishing)
 						  keys[i].cat, keys[i].own, keys[i].how, vals[i].ns,
 						  vals[i].n);
 			if (!finishing &&
-			    !grow((void **)&gone, &capgone, ngone + 1, sizeof(*gone)))
+			    !tb_grow_ptr((void **)&gone, &capgone, ngone + 1, sizeof(*gone)))
 				gone[ngone++] = keys[i];
 		}
 		if (err)
@@ -490,7 +480,7 @@ void pyreader_tick(struct pyreader *pr, const struct job *job)
 		if (!exe_of(p->pid, &dev, &ino))
 			continue;
 		if (!pp) {
-			if (grow((void **)&pr->procs, &pr->capprocs, pr->nprocs + 1,
+			if (tb_grow_ptr((void **)&pr->procs, &pr->capprocs, pr->nprocs + 1,
 				 sizeof(*pr->procs)))
 				continue;
 			pp = &pr->procs[pr->nprocs++];

@@ -6,17 +6,7 @@
 #include "pystacks.h"
 
 /* 0 with room for one more item of arr, -1 out of memory (arr unchanged). */
-#define GROW(arr, n, cap) py_grow((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr)))
-
-static int py_grow(void **p, int *cap, int need, size_t size)
-{
-	void *np = tb_grow(*p, cap, need, size);
-
-	if (!np)
-		return -1;
-	*p = np;
-	return 0;
-}
+#define GROW(arr, n, cap) tb_grow_ptr((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr)))
 
 /* splitmix64's finalizer: every bit of the key moves every bit of the slot. */
 static uint64_t mix(uint64_t x)

@@ -26,6 +26,17 @@ static inline void *tb_grow(void *p, int *cap, int need, size_t size)
 	return np;
 }
 
+/* 0 with *p grown to room for need items of size (cap updated); -1 out of memory, *p as it was. */
+static inline int tb_grow_ptr(void **p, int *cap, int need, size_t size)
+{
+	void *np = tb_grow(*p, cap, need, size);
+
+	if (!np)
+		return -1;
+	*p = np;
+	return 0;
+}
+
 /*
  * A new zeroed element at the end of *arrp (a pointer to the array's
  * pointer), *n counted up; NULL if out of memory (the array unchanged).
