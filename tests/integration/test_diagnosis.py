@@ -9,16 +9,25 @@ Tolerances, from the model:
   may be anything: the shares may differ by that part of the life, plus
   the run-queue wait (schedstat) that a woken thread's clock counts in
   its wait and trainbpf as runqueue, plus OUTSIDE_SLACK for the loop's
-  own clock reads and the probes' cost.
+  own clock reads and the probes' cost, plus the host's steal during the
+  run (all CPUs, conftest.steal_s) over the life: stolen while the guest
+  ran the thread, it is cpu to trainbpf and, where it fell inside the
+  job's timed wait (its syscalls, the instants after its wakeups), wait
+  to the job. Measured on this 2-vCPU VM, data-cpu: 0.03-0.07 s of the
+  job's wait was cpu to trainbpf in runs with 0.09-0.19 s of steal, none
+  with 0.01 s; trainbpf's cpu then exceeds schedstat's by as much.
 - Whether a finding fires is judged far from its threshold: every
   positive workload is built to be at least twice over it, every balanced
-  one under half of it (their truth files show it).
+  one under half of it (their truth files show it). Even ranks wait for
+  each other as much as the host slows one of them, so there the truth
+  decides: a finding fires where the job's own share is over its
+  threshold by the tolerance, and not where it is under it by as much.
 """
 import json
 
 import pytest
 
-from conftest import run_trainbpf, workload
+from conftest import run_trainbpf, steal_s, workload
 
 OUTSIDE_SLACK = 0.02
 
@@ -27,6 +36,7 @@ def diagnose(tmp_path, mode, seconds=4, extra=()):
     """Runs bottleneck -m MODE under trainbpf; returns (report, truths)."""
     out = tmp_path / "report.json"
     truth = tmp_path / "truth.json"
+    steal0 = steal_s()
     r = run_trainbpf(["-i", "0", "--format", "json", "-o", str(out), *extra, "--",
                       workload("bottleneck"), "-m", mode, "-d", str(seconds),
                       "-o", str(truth)], timeout=120)
@@ -36,6 +46,8 @@ def diagnose(tmp_path, mode, seconds=4, extra=()):
         truths = [json.loads((tmp_path / f"truth.json.rank{i}").read_text()) for i in (0, 1)]
     else:
         truths = [json.loads(truth.read_text())]
+    for t in truths:
+        t["host_steal_s"] = steal_s() - steal0     # the test's, not the job's
     return report, truths
 
 
@@ -50,11 +62,13 @@ def main_thread(report, pid):
 
 def share_tolerance(report, truths):
     """The part of the trainers' main threads' lives outside their loops,
-    and their waits for a CPU: a thread woken from its wait may wait for a
-    CPU before its clock read ends the wait (trainbpf: runqueue)."""
+    their waits for a CPU (a thread woken from its wait may wait for a CPU
+    before its clock read ends the wait; trainbpf: runqueue), and the
+    host's steal during the run (the module's docstring)."""
     life = sum(sum(main_thread(report, t["pid"])["time_s"].values()) for t in truths)
     loops = sum(t["loop_ns"] for t in truths) / 1e9
-    return max(0.0, life - loops) / life + rq_share(truths) + OUTSIDE_SLACK
+    steal = truths[0]["host_steal_s"]
+    return max(0.0, life - loops) / life + rq_share(truths) + steal / life + OUTSIDE_SLACK
 
 
 def truth_share(truths):
@@ -159,11 +173,31 @@ def test_slow_rank_and_comm_bound(tmp_path):
         share_tolerance(report, truths) + slow["value"] * 0.5
 
 
+# The thresholds of the ranks' findings (user/model/diagnosis_rules.c).
+COMM_THRESHOLD, SLOW_RANK_THRESHOLD = 0.20, 0.10
+
+
+def judged_by_truth(fs, finding, truth, threshold, tol):
+    """A finding fires where the job's own share is over its threshold by
+    the tolerance, and not where it is under it by as much."""
+    if truth > threshold + tol:
+        assert finding in fs, (finding, truth, threshold, tol)
+    if truth < threshold - tol:
+        assert finding not in fs, (finding, truth, threshold, tol, fs[finding])
+
+
 def test_even_ranks_are_silent(tmp_path):
+    """Each rank computes 5 ms and sleeps 5 ms a step: on a quiet host they
+    barely wait for each other (5%), on a loaded one as much as the host
+    slowed the other (12% in a CI run). Judged by the job's own waits."""
     report, truths = diagnose(tmp_path, "ranks-even")
-    assert truth_share(truths) < 0.10
     fs = findings(report)
-    assert set(fs) <= allowed_noise(truths), report["diagnosis"]
+    tol = share_tolerance(report, truths)
+    shares = [t["wait_ns"] / t["loop_ns"] for t in truths]
+    print(f"waits {shares}, tolerance {tol:.3f}, findings {sorted(fs)}")
+    judged_by_truth(fs, "comm_bound", truth_share(truths), COMM_THRESHOLD, tol)
+    judged_by_truth(fs, "slow_rank", max(shares) - min(shares), SLOW_RANK_THRESHOLD, 2 * tol)
+    assert set(fs) - {"comm_bound", "slow_rank"} <= allowed_noise(truths), report["diagnosis"]
 
 
 def test_memory_growth_across_epochs(tmp_path):

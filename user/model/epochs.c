@@ -465,6 +465,10 @@ static int take_snap(struct epochs *ep, struct ep_snap *s, const struct job *job
 			  before);
 	}
 	phases_main_now(ep->phases, s->ph);
+	if (final)
+		memcpy(s->ph_set, s->ph, sizeof(s->ph_set));
+	else
+		phases_main_before(ep->phases, now, s->ph_set);
 	main_phase_rows(ep, job, final, s->ph_cp);
 	return 0;
 }
@@ -480,20 +484,27 @@ static double frac(const struct ep_snap *a, const struct ep_snap *b, uint64_t ts
 }
 
 /*
- * The phases' critical path at ts, between the ticks a (earlier) and b. A
- * phase's rows grow while the main threads are in it, so each phase's part
- * of its growth before ts is the part of its wall time between the ticks
- * that came before ts: wa, wt and wb, its settled wall time before a, ts
- * and b (from the spans, as known now), so a phase that ended at ts falls
- * wholly before it. Linear in time, a validation that ended at the next
- * epoch's first fetch put up to a quarter of a refresh's worth of itself in
- * that epoch, per rank (0.066 s of 0.311, test_phases.py in CI). Linear
- * where the phase had no wall time between the ticks.
+ * The phases' critical path at ts, between the ticks a (at or before ts)
+ * and b, the newest (the tick that places the boundary). A phase's rows
+ * grow while the main threads are in it, as its steps settle, so each
+ * phase's part of its growth before ts is the part of its wall time that
+ * settled between the ticks and lies before ts: wt, its wall time before
+ * ts (from the spans, as known now), so a phase that ended at ts falls
+ * wholly before it, against the wall time the rows held at a and at b
+ * (ph_set: what had settled then). b is the newest tick, not the one
+ * right after ts: a fetch before ts that settles later (the last fetch of
+ * a pass, other at the next pass's first fetch) has its rows only there.
+ * Linear in time, a validation that ended at the next epoch's first fetch
+ * put up to a quarter of a refresh's worth of itself in that epoch, per
+ * rank (0.066 s of 0.311, test_phases.py in CI); against the wall time as
+ * known now at the ticks around ts, 0.02 s of data and 0.013 s of other
+ * went to the next epoch at each boundary of torch_job's checkpoint
+ * variant. Linear where the phase had no wall time between the ticks.
  */
 static void interp_phases(struct ep_snap *out, const struct ep_snap *a,
-			  const struct ep_snap *b, uint64_t ts, const uint64_t wa[PH_NSHOWN],
-			  const uint64_t wt[PH_NSHOWN], const uint64_t wb[PH_NSHOWN])
+			  const struct ep_snap *b, uint64_t ts, const uint64_t wt[PH_NSHOWN])
 {
+	const uint64_t *wa = a->ph_set, *wb = b->ph_set;
 	double lin = frac(a, b, ts);
 
 	for (int p = 0; p < PH_NSHOWN; p++) {
@@ -512,15 +523,14 @@ static void interp_phases(struct ep_snap *out, const struct ep_snap *a,
 }
 
 /*
- * Totals at ts, between the ticks a (earlier) and b. Both index job->procs
- * as it is (epochs_on_fold keeps them so): a process added since a is
- * past a's end, or absent in a.
+ * Totals at ts, between the ticks a (earlier) and b; the phases' critical
+ * path between a and newest (interp_phases). All index job->procs as it
+ * is (epochs_on_fold keeps them so): a process added since a is past a's
+ * end, or absent in a.
  */
 static int interp(struct epochs *ep, struct ep_snap *out, const struct ep_snap *a,
-		  const struct ep_snap *b, uint64_t ts)
+		  const struct ep_snap *b, uint64_t ts, const struct ep_snap *newest)
 {
-	uint64_t wa[PH_NSHOWN], wb[PH_NSHOWN];
-
 	out->ts = ts;
 	if (ep_snap_alloc(ep, out, b->n))
 		return -1;
@@ -555,9 +565,8 @@ static int interp(struct epochs *ep, struct ep_snap *out, const struct ep_snap *
 	}
 	/* Phases: exact, from the spans (interpolated would move a step). */
 	phases_main_before(ep->phases, ts, out->ph);
-	phases_main_before(ep->phases, a->ts, wa);
-	phases_main_before(ep->phases, b->ts, wb);
-	interp_phases(out, a, b, ts, wa, out->ph, wb);
+	memcpy(out->ph_set, out->ph, sizeof(out->ph_set));
+	interp_phases(out, a, newest, ts, out->ph);
 	return 0;
 }
 
@@ -1054,7 +1063,7 @@ static void place(struct epochs *ep, struct ep_stream *st, const struct ep_snap 
 			at = (struct ep_snap){ .ts = ep->window_start };
 		} else {
 			bracket(ep, cur, st->pend[i].ts, &a, &b);
-			if (interp(ep, &at, a, b, st->pend[i].ts))
+			if (interp(ep, &at, a, b, st->pend[i].ts, cur))
 				break;
 		}
 		if (st->is_open) {
@@ -1183,6 +1192,7 @@ void epochs_on_trainer(struct epochs *ep, const struct job *job, pid_t pid)
 		t->main_own[c] = mt ? mt->own[c] : 0;
 	}
 	phases_main_before(ep->phases, ep->prev.ts, ep->prev.ph);
+	memcpy(ep->prev.ph_set, ep->prev.ph, sizeof(ep->prev.ph_set));
 	main_phase_rows(ep, job, false, ep->prev.ph_cp);
 }
 
@@ -1736,9 +1746,10 @@ static bool is_tail(const struct epochs *ep, const struct ep_stream *st, uint64_
 static const struct ep_snap *last_epoch_end(struct epochs *ep, struct ep_snap *at)
 {
 	if (!ep->loop_end || ep->loop_end >= ep->prev.ts || ep->loop_a.ts > ep->loop_end ||
-	    interp(ep, at, &ep->loop_a, &ep->loop_b, ep->loop_end))
+	    interp(ep, at, &ep->loop_a, &ep->loop_b, ep->loop_end, &ep->loop_b))
 		return &ep->prev;
 	memcpy(at->ph, ep->prev.ph, sizeof(at->ph));
+	memcpy(at->ph_set, ep->prev.ph_set, sizeof(at->ph_set));
 	memcpy(at->ph_cp, ep->prev.ph_cp, sizeof(at->ph_cp));
 	return at;
 }

@@ -69,6 +69,12 @@ struct ep_snap {
 	uint64_t ph[PH_NSHOWN];		/* the ranks' main threads' phase time
 					 * before ts (phases_main_before) */
 	/*
+	 * Their wall time per phase as settled at the tick, the spans ph_cp's
+	 * rows hold: a step pending then is in neither (the last tick folds
+	 * it in both). An interpolated snapshot's is its ph.
+	 */
+	uint64_t ph_set[PH_NSHOWN];
+	/*
 	 * Their critical path per phase and category: settled rows at a
 	 * tick (a pending step counts where it settles), interpolated at a
 	 * boundary; the last tick folds a step pending as the table does.

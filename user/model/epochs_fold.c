@@ -179,6 +179,10 @@ void ep_snap_remap(struct epochs *ep, struct ep_snap *s, const struct job *job,
 			tot_identity(d, &job->procs[f->to[i]]);
 		add_times(d->own, d->main_cp, d->main_own, o->own, o->main_cp, o->main_own);
 	}
+	/* The phases are the loop threads', not the processes': they stay. */
+	memcpy(out.ph, s->ph, sizeof(out.ph));
+	memcpy(out.ph_set, s->ph_set, sizeof(out.ph_set));
+	memcpy(out.ph_cp, s->ph_cp, sizeof(out.ph_cp));
 	ep_snap_release(ep, s);
 	*s = out;
 	s->n = f->nnew;
