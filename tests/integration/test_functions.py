@@ -286,3 +286,82 @@ def test_html_section(tmp_path):
     c = Check()
     c.feed(section + "</section>")
     assert not c.open
+
+
+TORCH_SECTIONS = os.path.join(ROOT, "tests", "workloads", "torch_sections.py")
+SECTIONS = ("get_batch", "ema_update", "sample_images", "compute_metrics", "save_metrics")
+
+
+def sections_text(text):
+    """{callee: seconds} of the phase table's named rows ("in NAME (file:line): ..."),
+    summed over the phases they are under: ms per step times the steps."""
+    steps = int(re.search(r"(\d+) training steps", text)[1])
+    got = {}
+    for m in re.finditer(r"^ {16} *[\d.]+% +([\d.]+) +in (\S+) \(torch_sections\.py:\d+\): ",
+                         text, re.M):
+        got[m[2]] = got.get(m[2], 0.0) + float(m[1]) * steps / 1e3
+    return got
+
+
+def sections_html(page):
+    """{callee: seconds} of the HTML phase table's section rows, as sections_text."""
+    steps = int(re.search(r"(\d+) training steps", page)[1])
+    got = {}
+    for m in re.finditer(r'<tr class="section"><td class="l"[^>]*>in (\S+) '
+                         r'\(torch_sections\.py:\d+\)</td><td>[\d.]+</td><td>([\d.]+)</td>',
+                         page):
+        got[m[1]] = got.get(m[1], 0.0) + float(m[2]) * steps / 1e3
+    return got
+
+
+def sections_json(path):
+    """{callee: seconds} of the JSON phase rows' sections, and the rows."""
+    rows = json.load(open(path))["phases"]["list"]
+    got = {}
+    for row in rows:
+        for s in row.get("sections", []):
+            if s["kind"] == "call":
+                got[s["name"]] = got.get(s["name"], 0.0) + s["wall_s"]
+    return got, rows
+
+
+@pytest.mark.parametrize("torch26,fmt", [
+    pytest.param(False, "text", id="torch1.13-text"),
+    pytest.param(True, "json", id="torch2.6-json"),
+    pytest.param(False, "html", id="torch1.13-html"),
+])
+def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
+    """A loop with no DataLoader whose work PyTorch does not bracket
+    (tests/workloads/torch_sections.py: the batch made on the training
+    thread, an EMA, sampling, metrics, their np.save): the phase table names
+    each by the loop's callee, under the phases it fell in, and each
+    callee's time over them is within 3 points of the loop's time of what
+    the job timed itself. On-CPU time is sampled at HZ: some 10,000 samples
+    over the loop, a section of 15% is 0.4 points off at one sigma."""
+    from conftest import SYSTEM_PYTHON, TORCH26_PYTHON
+
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    out = {"text": [], "json": ["--format", "json", "-o", str(tmp_path / "report.json")],
+           "html": ["-o", str(tmp_path / "report.html")]}[fmt]
+    r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "-i", "0", *out, "--", *job,
+                      TORCH_SECTIONS, "--truth", "truth.json"], timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    if fmt == "json":
+        got, rows = sections_json(tmp_path / "report.json")
+        # Without --functions there is no "sections" key; with it, every row has one.
+        assert all("sections" in row for row in rows)
+    elif fmt == "html":
+        got = sections_html((tmp_path / "report.html").read_text())
+    else:
+        got = sections_text(r.stdout)
+        assert "(in NAME: the loop's own call" in r.stdout
+    want = truth["sections"]
+    bound = 0.03 * truth["loop_s"]
+    print("named:", {k: round(v, 3) for k, v in got.items()}, "the job:",
+          {k: round(v, 3) for k, v in want.items()}, f"loop {truth['loop_s']:.2f} s")
+    for name in SECTIONS:
+        assert abs(got.get(name, 0.0) - want[name]) <= bound, \
+            f"{name}: {got.get(name, 0.0):.3f} s named, {want[name]:.3f} s by the job " \
+            f"(bound {bound:.3f} s); all: {got} vs {want}"
+

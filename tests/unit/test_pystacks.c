@@ -4,10 +4,14 @@
  * span of a thread's phase events goes to the phase the phase table gives
  * that span, once it is over and its step has said; a lost event is
  * counted from the low byte BPF sends; functions, stacks and rows are
- * kept once each, however many.
+ * kept once each, however many. The named sections (pysections.c): a
+ * phase's time by the loop's callee, the loop's frame found from its
+ * training stacks.
  */
 #include <check.h>
 #include <stdio.h>
+#include <string.h>
+#include "pysections.h"
 #include "pystacks.h"
 
 #define MS 1000000ull
@@ -170,6 +174,90 @@ START_TEST(kept_once_each)
 }
 END_TEST
 
+/* A stack of the loop thread's, outermost first as written, kept innermost first. */
+static int stack_of(struct pystacks *m, uint64_t hash, const char **names, int n)
+{
+	int fn[8];
+
+	for (int i = 0; i < n; i++)
+		fn[n - 1 - i] = pystacks_func(m, names[i], "train.py", 10 + i);
+	return pystacks_add(m, 7, hash, fn, n, 0);
+}
+
+static const struct py_section *section(const struct py_sections *ps, const struct pystacks *m,
+					 const char *name)
+{
+	for (int i = 0; i < ps->n; i++)
+		if (name ? ps->s[i].fn >= 0 && !strcmp(m->fn[ps->s[i].fn].name, name) :
+			   ps->s[i].fn == PY_SEC_NOFRAME)
+			return &ps->s[i];
+	return NULL;
+}
+
+START_TEST(sections_are_the_loops_callees)
+{
+	const char *fwd[] = { "<module>", "main", "train", "Module.__call__", "Linear.forward" };
+	const char *bwd[] = { "<module>", "main", "train", "Tensor.backward" };
+	const char *opt[] = { "<module>", "main", "train", "SGD.step" };
+	const char *ema[] = { "<module>", "main", "train", "ema_update", "lerp" };
+	const char *own[] = { "<module>", "main", "train" };
+	const char *val[] = { "<module>", "main", "evaluate", "Module.__call__" };
+	const char *imp[] = { "<module>", "import_torch" };
+	struct py_sections ps[PH_NSHOWN];
+	const struct py_section *x;
+	struct pystacks m;
+	int sf, sb, so, se, sw, sv, si, s0;
+
+	pystacks_init(&m, 10 * MS);
+	pystacks_set_role(&m, 7, TB_ROLE_TRAINER, 7);
+	sf = stack_of(&m, 1, fwd, 5);
+	sb = stack_of(&m, 2, bwd, 4);
+	so = stack_of(&m, 3, opt, 4);
+	se = stack_of(&m, 4, ema, 5);
+	sw = stack_of(&m, 5, own, 3);
+	sv = stack_of(&m, 6, val, 4);
+	si = stack_of(&m, 7, imp, 2);
+	s0 = pystacks_add(&m, 7, 8, NULL, 0, 0);
+	pystacks_add_time(&m, sf, 7, PH_FORWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 600, 60);
+	pystacks_add_time(&m, sb, 7, PH_BACKWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 300, 30);
+	pystacks_add_time(&m, so, 7, PH_OPTIMIZER, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 100, 10);
+	/* Outside PyTorch's brackets: the EMA (a wait and CPU), the loop's own lines. */
+	pystacks_add_time(&m, se, 7, PH_OTHER, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 200, 20);
+	pystacks_add_time(&m, se, 7, PH_OTHER, TB_IO, TB_IO, TB_PYH_WAIT, 100, 1);
+	pystacks_add_time(&m, sw, 7, PH_OTHER, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 30, 3);
+	pystacks_add_time(&m, s0, 7, PH_OTHER, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 20, 2);
+	/* Beside the loop, from its caller: evaluate(); setup: no loop phase. */
+	pystacks_add_time(&m, sv, 7, PH_VALIDATION, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 50, 5);
+	pystacks_add_time(&m, si, 7, PH_SETUP, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 400, 40);
+	/* A worker's stacks are no loop's. */
+	pystacks_set_role(&m, 9, TB_ROLE_WORKER, 0);
+	pystacks_add_time(&m, pystacks_add(&m, 9, 9, (int[]){ 0 }, 1, 0), 9, PH_OTHER, TB_CPU,
+			  TB_CPU, TB_PYH_SAMPLE, 999, 1);
+	ck_assert_int_eq(pysections_make(&m, ps), 0);
+
+	ck_assert_uint_eq(ps[PH_OTHER].read, 350);
+	ck_assert_int_eq(ps[PH_OTHER].n, 3);
+	x = section(&ps[PH_OTHER], &m, "ema_update");	/* largest first */
+	ck_assert_ptr_eq(x, &ps[PH_OTHER].s[0]);
+	ck_assert_uint_eq(x->ns, 300);
+	ck_assert_uint_eq(x->cat[TB_CPU], 200);
+	ck_assert_uint_eq(x->cat[TB_IO], 100);
+	ck_assert_int_eq(ps[PH_OTHER].s[1].fn, PY_SEC_LOOP);
+	ck_assert_uint_eq(ps[PH_OTHER].s[1].ns, 30);
+	ck_assert_uint_eq(section(&ps[PH_OTHER], &m, NULL)->ns, 20);
+	/* Forward: the model's call, one level below the loop. */
+	ck_assert_int_eq(ps[PH_FORWARD].n, 1);
+	ck_assert_str_eq(m.fn[ps[PH_FORWARD].s[0].fn].name, "Module.__call__");
+	/* Validation, from main beside train(): evaluate. */
+	ck_assert_int_eq(ps[PH_VALIDATION].n, 1);
+	ck_assert_str_eq(m.fn[ps[PH_VALIDATION].s[0].fn].name, "evaluate");
+	/* Setup and teardown have none: no loop ran then. */
+	ck_assert_int_eq(ps[PH_SETUP].n, 0);
+	pysections_free(ps);
+	pystacks_free(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pystacks");
@@ -181,6 +269,7 @@ int main(void)
 	tcase_add_test(tc, validation_spans);
 	tcase_add_test(tc, lost_events_are_counted);
 	tcase_add_test(tc, kept_once_each);
+	tcase_add_test(tc, sections_are_the_loops_callees);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -11,6 +11,7 @@
 #include "gpu_util.h"
 #include "html.h"
 #include "phases.h"
+#include "pysections.h"
 #include "sections.h"
 
 #define BAR_W 800.0		/* a whole-run bar */
@@ -94,15 +95,30 @@ static void phase_row(FILE *f, int p, const uint64_t row[TB_NCAT], const struct 
 	fprintf(f, "<td class=\"l\">%s</td></tr>\n", made);
 }
 
-static void phase_table(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const struct ph_sum *s,
-			double wall)
+/* The table, with each phase's named sections under it where the stacks were read. */
+static void phase_table(FILE *f, const struct session *ses, uint64_t rows[PH_NSHOWN][TB_NCAT],
+			const struct ph_sum *s, double wall)
 {
+	struct py_sections secs[PH_NSHOWN];
+	bool named = ses_py(ses) && !pysections_make(ses_py(ses), secs);
+
 	fputs("<table><tr><th class=\"l\">phase</th><th>share %</th><th>ms/step</th>"
 	      "<th>min</th><th>max</th><th>std</th><th class=\"l\">made of (critical path)</th>"
 	      "</tr>\n", f);
-	for (int k = 0; k < PH_NSHOWN; k++)
-		phase_row(f, ph_order[k], rows[ph_order[k]], s, wall);
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		int p = ph_order[k];
+
+		phase_row(f, p, rows[p], s, wall);
+		if (named)
+			report_sections_html(f, ses_py(ses), &secs[p], p, s->wall_ms[p], wall,
+					     s->steps.steps);
+	}
 	fputs("</table>\n", f);
+	if (named) {
+		fputs("<p class=\"note\">Under a phase, in NAME: the loop's own call its time was "
+		      "in, from the Python stacks read (--functions).</p>\n", f);
+		pysections_free(secs);
+	}
 }
 
 /* Each phase a row as long as its share, split by what it was made of. */
@@ -175,7 +191,7 @@ void html_chart_phases(FILE *f, const struct session *ses)
 	ph_legend(f);
 	phase_rows_svg(f, rows, &s, wall);
 	html_cat_legend(f);
-	phase_table(f, rows, &s, wall);
+	phase_table(f, ses, rows, &s, wall);
 	fputs("</section>\n", f);
 }
 

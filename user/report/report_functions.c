@@ -148,7 +148,7 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-static void fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
+void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
 {
 	if (fn < 0)
 		snprintf(buf, len, "(no Python frame)");
@@ -223,7 +223,7 @@ static void fn_line(FILE *f, const struct pystacks *m, const struct fn_table *tb
 	char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
 	uint64_t tot = sum(tb->t[i].total);
 
-	fn_label(label, sizeof(label), m, tb->t[i].fn);
+	report_fn_label(label, sizeof(label), m, tb->t[i].fn);
 	report_made_of(made, sizeof(made), tb->t[i].total, 3);
 	fprintf(f, "%s%-*.*s %7.2f s %5.1f%% %7.2f s  %s\n", indent, width, width, label,
 		tot / 1e9, 100.0 * tot / tb->wall, tb->t[i].self / 1e9, made);
@@ -482,7 +482,7 @@ static void fn_row_html(FILE *f, const struct pystacks *m, const struct fn_table
 	char label[PY_NAME_LEN + PY_FILE_LEN + 16], made[128];
 	uint64_t tot = sum(tb->t[i].total);
 
-	fn_label(label, sizeof(label), m, tb->t[i].fn);
+	report_fn_label(label, sizeof(label), m, tb->t[i].fn);
 	report_made_of(made, sizeof(made), tb->t[i].total, 3);
 	fprintf(f, "<tr><td class=\"l\"%s>", indent ? " style=\"padding-left:1.5em\"" : "");
 	html_esc(f, label);

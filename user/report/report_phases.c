@@ -8,6 +8,7 @@
 #include "epochs.h"
 #include "gpu.h"
 #include "phases.h"
+#include "pysections.h"
 #include "sections.h"
 
 static const char *source(const struct phases *ph)
@@ -133,7 +134,8 @@ static void text_startup(FILE *f, const uint64_t cp[TB_NCAT], const struct ph_su
 }
 
 static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t startup[TB_NCAT],
-		      const struct ph_sum *sum)
+		      const struct ph_sum *sum, const struct pystacks *m,
+		      const struct py_sections *secs)
 {
 	const struct ph_stat *st = &sum->steps;
 	double wall = wall_total(sum);
@@ -158,6 +160,8 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 		fputc('\n', f);
 		if (p == PH_DATA)
 			text_startup(f, startup, sum, wall);
+		if (secs)
+			report_sections_text(f, m, &secs[p], p, sum->wall_ms[p], wall, st->steps);
 	}
 }
 
@@ -301,6 +305,8 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 	const struct job *job = &ses->job;
 	const struct phases *ph = ses_phases(ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT], startup[TB_NCAT];
+	struct py_sections secs[PH_NSHOWN];
+	bool secs_ok;
 	struct ph_sum sum;
 	const char *src = source(ph);
 	int n = phases_job(ph, job, rows, &sum);
@@ -327,10 +333,16 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 		fprintf(f, "  (no DataLoader fetch%s: data is the wait for input before each "
 			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
-	text_rows(f, rows, startup, &sum);
+	secs_ok = ses_py(ses) && !pysections_make(ses_py(ses), secs);
+	text_rows(f, rows, startup, &sum, ses_py(ses), secs_ok ? secs : NULL);
 	fprintf(f, "  (share: of the trainer threads' lives, setup before the first phase and "
 		"teardown after the last;\n   ms/step: per %s, validation and epoch ends "
 		"spread over them; min/max/std: within %ss)\n", unit, unit);
+	if (secs_ok) {
+		fprintf(f, "  (in NAME: the loop's own call the phase's time was in, from the Python "
+			"stacks read, --functions)\n");
+		pysections_free(secs);
+	}
 	if (n > 1)
 		rank_rows(f, ses);
 	epoch_rows(f, ses, n);
@@ -345,7 +357,8 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 	fputc('\n', f);
 }
 
-static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph_sum *sum)
+static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph_sum *sum,
+		     const struct pystacks *m, const struct py_sections *secs)
 {
 	const struct ph_stat *st = &sum->steps;
 	double wall = wall_total(sum);
@@ -373,6 +386,8 @@ static void json_row(struct jw *w, int p, uint64_t row[TB_NCAT], const struct ph
 		jw_null_field(w, "step_std_ms");
 	}
 	report_json_times(w, "critical_path_s", ns);
+	if (secs)
+		report_sections_json(w, m, &secs[p], p, sum->wall_ms[p], wall, st->steps);
 	jw_end_object(w);
 }
 
@@ -402,6 +417,8 @@ void report_phases_json(struct jw *w, const struct session *ses, const struct ru
 	const struct job *job = &ses->job;
 	const struct phases *ph = ses_phases(ses);
 	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct py_sections secs[PH_NSHOWN];
+	bool secs_ok;
 	struct ph_sum sum;
 	int n = phases_job(ph, job, rows, &sum);
 	const char *src = source(ph);
@@ -421,8 +438,12 @@ void report_phases_json(struct jw *w, const struct session *ses, const struct ru
 	jw_name(w, "list");
 	jw_array(w);
 	/* No libtorch: no rows of zeros that look like a measurement. */
+	secs_ok = ses_py(ses) && !pysections_make(ses_py(ses), secs);
 	for (int k = 0; k < PH_NSHOWN && strcmp(src, "none"); k++)
-		json_row(w, ph_order[k], rows[ph_order[k]], &sum);
+		json_row(w, ph_order[k], rows[ph_order[k]], &sum, ses_py(ses),
+			 secs_ok ? secs : NULL);
+	if (secs_ok)
+		pysections_free(secs);
 	jw_end_array(w);
 	json_startup(w, ses, &sum);
 	jw_end_object(w);

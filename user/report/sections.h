@@ -100,6 +100,22 @@ void report_functions_text(FILE *f, const struct session *ses);
 void report_functions_json(struct jw *w, const struct session *ses);
 /* The same, as the HTML report's section. */
 void report_functions_html(FILE *f, const struct session *ses);
+/* "name (file.py:line)": a function of the stacks read. */
+struct pystacks;
+void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn);
+
+/*
+ * The phase table's named sections under a phase (report_sections.c): its
+ * time by the loop's callee, of the table's table_ms, per step; nothing
+ * (text) or [] (JSON) where the phase is not split.
+ */
+struct py_sections;
+void report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			  int phase, double phase_ms, double table_ms, int steps);
+void report_sections_json(struct jw *w, const struct pystacks *m, const struct py_sections *ps,
+			  int phase, double phase_ms, double table_ms, int steps);
+void report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			  int phase, double phase_ms, double table_ms, int steps);
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
