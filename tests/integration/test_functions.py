@@ -365,3 +365,43 @@ def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
             f"{name}: {got.get(name, 0.0):.3f} s named, {want[name]:.3f} s by the job " \
             f"(bound {bound:.3f} s); all: {got} vs {want}"
 
+
+def test_recorded_stacks_report_as_live(tmp_path):
+    """record --functions keeps the stacks (schema 12): `trainbpf report` of
+    the file prints the live report's bytes, its functions section and named
+    sections included, and report --folded writes the stacks, their weights
+    adding up to the time read. Without them, --folded is a one-line error."""
+    from conftest import SYSTEM_PYTHON
+
+    db, live = tmp_path / "run.db", tmp_path / "live.txt"
+    r = subprocess.run([TRAINBPF, "record", "--functions", "--stack-hz", str(HZ), "-o", str(db),
+                        "--report", str(live), "--", SYSTEM_PYTHON, TORCH_SECTIONS,
+                        "--truth", str(tmp_path / "truth.json"), "--steps", "60"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    stacks = tmp_path / "stacks.folded"
+    rep = subprocess.run([TRAINBPF, "report", str(db), "--folded", str(stacks)],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout == live.read_text()
+    assert "in ema_update (torch_sections.py:" in rep.stdout
+    read = float(re.search(r"the training loops' threads: [\d.]+ s traced, ([\d.]+) s",
+                           rep.stdout)[1])
+    total = 0
+    for line in stacks.read_text().splitlines():
+        frames, weight = line.rsplit(" ", 1)
+        assert frames.startswith("trainer "), line
+        total += int(weight)
+    assert abs(total / 1e9 - read) <= 0.05 + 0.01 * read, (total, read)
+    # A report of one epoch is not the run's stacks; a file without them has none.
+    bad = subprocess.run([TRAINBPF, "report", str(db), "--epoch", "1", "--folded",
+                          str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    plain = tmp_path / "plain.db"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(plain), "--", "/bin/true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    bad = subprocess.run([TRAINBPF, "report", str(plain), "--folded", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "has no Python stacks" in bad.stderr, bad.stderr
+    assert bad.stderr.count("\n") == 1

@@ -337,6 +337,8 @@ static const struct argp_option record_opts[] = {
 	{ "epochs", OPT_EPOCHS, "auto|marker|passes|regex|workers|interval:SEC", 0, "Where epochs start (see trainbpf --help)" },
 	{ "epoch-regex", OPT_EPOCH_REGEX, "RE", 0, "Epoch lines: a POSIX extended regex, case-insensitive" },
 	{ "stall-after", OPT_STALL_AFTER, "SEC", 0, "A job is stalled when no rank makes progress for max(SEC, 10 x its median step); default 30. The recording keeps the stall the run ended in" },
+	{ "functions", OPT_FUNCTIONS, NULL, 0, "Read the Python stacks of the job's threads (see trainbpf --help); the recording keeps them: trainbpf report prints the functions, report --folded the stacks" },
+	{ "stack-hz", OPT_STACK_HZ, "HZ", 0, "--functions: on-CPU samples a second of each CPU (default " STR(TB_PY_DEFAULT_HZ) ")" },
 	OPT_ENTRY_VERBOSE,
 	{},
 };

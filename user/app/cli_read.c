@@ -11,7 +11,7 @@
 #include "report.h"
 #include "safe_open.h"
 
-enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER, OPT_DETAIL };
+enum { OPT_FORMAT = 0x100, OPT_EPOCH, OPT_PID, OPT_FAIL_SLOWER, OPT_DETAIL, OPT_FOLDED };
 
 static const struct argp_option report_opts[] = {
 	{ "format", OPT_FORMAT, "text|json|csv|html", 0, "Report format (default text; html when -o ends in .html)" },
@@ -19,6 +19,7 @@ static const struct argp_option report_opts[] = {
 	{ "epoch", OPT_EPOCH, "N", 0, "Only epoch N's window (its label, as the report prints it)" },
 	{ "pid", OPT_PID, "PID", 0, "Only this process and its threads" },
 	{ "output", 'o', "FILE", 0, "Write to FILE (default stdout)" },
+	{ "folded", OPT_FOLDED, "FILE", 0, "Also write the Python stacks of a recording made with --functions, folded (flamegraph.pl, speedscope), ns as weights" },
 	{},
 };
 
@@ -76,6 +77,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_DETAIL:
 		env->detail = true;
 		break;
+	case OPT_FOLDED:
+		env->folded = arg;
+		break;
 	case OPT_FAIL_SLOWER:
 		env->fail_if_slower = parse_pct(arg, state);
 		break;
@@ -101,9 +105,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
  * The output, emptied now that there is something to write, and never one
  * of the recordings read (by device and inode: any name of it); NULL: said.
  */
-static FILE *open_out(const struct read_env *env)
+static FILE *open_out_at(const struct read_env *env, const char *path)
 {
-	const char *path = env->output;
 	FILE *f = out_open(path);
 
 	for (int i = 0; f && f != stdout && i < env->ninputs; i++)
@@ -118,6 +121,11 @@ static FILE *open_out(const struct read_env *env)
 		return NULL;
 	}
 	return f;
+}
+
+static FILE *open_out(const struct read_env *env)
+{
+	return open_out_at(env, env->output);
 }
 
 static int close_out(FILE *f, const char *path)
@@ -191,19 +199,45 @@ cleanup:
 	return rc;
 }
 
+/* report --folded: the recording's Python stacks, as the live --folded writes them. */
+static int write_folded(const struct read_env *env, const struct recording *r)
+{
+	FILE *f = open_out_at(env, env->folded);
+
+	if (!f)
+		return 1;
+	if (report_functions_folded(f, &r->ses)) {
+		out_close(f, env->folded);
+		return 1;
+	}
+	return close_out(f, env->folded);
+}
+
 static int run_report(const struct read_env *env)
 {
 	struct recording r;
 	struct run_counters c;
 	FILE *out;
+	int rc;
 	struct rec_filter flt = env->filter;
 
+	if (env->folded && (env->ninputs > 1 || flt.epoch_set || flt.pid)) {
+		fprintf(stderr, "trainbpf report: --folded writes one recording's stacks, the whole "
+			"run's: not with several files, --epoch or --pid\n");
+		return 2;
+	}
 	if (env->ninputs > 1)
 		return run_merged(env);
 
 	flt.fold = true;	/* the report shows what the live one would */
 	if (load(&r, env->inputs[0], &flt))
 		return 1;
+	if (env->folded && !ses_py(&r.ses)) {
+		fprintf(stderr, "trainbpf report: %s has no Python stacks (record with "
+			"--functions)\n", r.path);
+		rec_close(&r);
+		return 1;
+	}
 	out = open_out(env);
 	if (!out) {
 		rec_close(&r);
@@ -211,8 +245,11 @@ static int run_report(const struct read_env *env)
 	}
 	rec_counters(&r, &c);
 	report_write(out, env->format, &r.ses, &c, r.end_ns);
+	rc = close_out(out, env->output);
+	if (!rc && env->folded)
+		rc = write_folded(env, &r);
 	rec_close(&r);
-	return close_out(out, env->output);
+	return rc;
 }
 
 /* A name ending in .gz: the trace is written gzip'ed (Perfetto opens it so). */

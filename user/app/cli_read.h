@@ -24,6 +24,7 @@ struct read_env {
 	bool format_set;	/* --format given: else -o's name may choose (report_format_for) */
 	struct rec_filter filter;
 	bool detail;		/* report --detail: the text with every section */
+	const char *folded;	/* report --folded FILE: the recorded Python stacks */
 	double fail_if_slower;	/* diff: exit 3 when B's steps/s is this % below A's; < 0: never */
 };
 

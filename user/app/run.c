@@ -701,6 +701,8 @@ static int final_record(struct run *r)
 
 	gpu_probes_read(&r->gp);
 	phases_finish(&r->ses.phases, &r->ses.gpu);
+	if (r->ses.py_on)
+		pyreader_finish(&r->pr, now);
 	tracer_counters(&r->tr, &bpf);
 	warn_losses(bpf);
 	if (r->env->output)

@@ -149,6 +149,7 @@ static int flush(struct recorder *r, const struct session *ses,
 	record_gpu_flush(r, ses);
 	record_counters(r, job, bpf);
 	record_stall(r, ses);
+	record_pystacks(r, ses);
 	if (last) {
 		record_final(r, ses, now);
 		record_gpu_final(r, ses, now);

@@ -87,7 +87,7 @@ enum rec_stmt {
 	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
 	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_GPU_LIB, RS_SYNC, RS_GEN,
 	RS_EPOCH_PROC, RS_GPU_PROC, RS_COMM, RS_PHASE_TIME, RS_PHASE_STEP, RS_PHASE_EVENT,
-	RS_STALL, RS_N,
+	RS_STALL, RS_PY_FUNC, RS_PY_STACK, RS_PY_TIME, RS_PY_NOTE, RS_PY_ROLE, RS_N,
 };
 
 /* Schema 4's GPU tables (record_gpu.c): their statements and what was written. */
@@ -132,6 +132,8 @@ struct recorder {
 	uint64_t states_rows, states_dropped;	/* record_states.c */
 	bool job_id_written;	/* meta job: the training job, for merged reports */
 	struct rec_gpu gpu;	/* record_gpu.c */
+	int py_nfn, py_nst;	/* record_py.c: functions and stacks written */
+	bool py_meta_done;
 };
 
 /*
@@ -201,6 +203,12 @@ int record_counters(struct recorder *r, const struct job *job,
 int record_final(struct recorder *r, const struct session *ses, uint64_t now);
 /* The stalled job as the live report shows it now (schema 10), at every flush. */
 int record_stall(struct recorder *r, const struct session *ses);
+/*
+ * --functions (schema 12): the functions and stacks named since the last
+ * flush, appended; the time per stack, the interpreters' notes and the
+ * processes' roles, rewritten (record_py.c). Nothing without --functions.
+ */
+int record_pystacks(struct recorder *r, const struct session *ses);
 
 /*
  * record_gpu.c, schema 4: its tables (at create), each flush's readings,

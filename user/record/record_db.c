@@ -102,7 +102,16 @@ static const char schema[] =
 "  rank INTEGER, phase INTEGER, wait INTEGER, wait_ns INTEGER, cat INTEGER,"
 "  cat_ns INTEGER, api INTEGER, in_api INTEGER, worker INTEGER,"
 "  worker_state INTEGER, worker_wait INTEGER, worker_ns INTEGER, behind INTEGER,"
-"  behind_comm TEXT, object TEXT, api_bytes INTEGER);";
+"  behind_comm TEXT, object TEXT, api_bytes INTEGER);"
+"CREATE TABLE py_funcs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, file TEXT NOT NULL,"
+"  line INTEGER NOT NULL);"
+"CREATE TABLE py_stacks (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, hash INTEGER NOT NULL,"
+"  cut INTEGER NOT NULL, frames TEXT NOT NULL);"
+"CREATE TABLE py_time (stack INTEGER NOT NULL, tid INTEGER NOT NULL, phase TEXT NOT NULL,"
+"  cat TEXT NOT NULL, own TEXT NOT NULL, how INTEGER NOT NULL, ns INTEGER NOT NULL,"
+"  n INTEGER NOT NULL);"
+"CREATE TABLE py_notes (pid INTEGER NOT NULL, read INTEGER NOT NULL, note TEXT NOT NULL);"
+"CREATE TABLE py_roles (pid INTEGER NOT NULL, role INTEGER NOT NULL, loop_tid INTEGER);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -135,6 +144,11 @@ static const char *const stmt_sql[RS_N] = {
 		"?,?,?,?,?,?,?)",
 	[RS_PHASE_EVENT] = "INSERT INTO phase_events VALUES (?,?,?,?,?)",
 	[RS_STALL] = "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[RS_PY_FUNC] = "INSERT INTO py_funcs VALUES (?,?,?,?)",
+	[RS_PY_STACK] = "INSERT INTO py_stacks VALUES (?,?,?,?,?)",
+	[RS_PY_TIME] = "INSERT INTO py_time VALUES (?,?,?,?,?,?,?,?)",
+	[RS_PY_NOTE] = "INSERT INTO py_notes VALUES (?,?,?)",
+	[RS_PY_ROLE] = "INSERT INTO py_roles VALUES (?,?,?)",
 };
 
 /* A write error stops the recording; the line says what is left. */

@@ -32,7 +32,10 @@
  * 10 added the stall (table stall). 11 the NCCL data calls per
  * communicator (nccl_comms.calls, bytes, color) and a stalled rank's lag
  * on one (stall.behind, behind_comm); an older file's are 0.
+ * 12 added the Python stacks of --functions (py_funcs, py_stacks,
+ * py_time, py_notes, py_roles; meta py_*); an older file, or one recorded
+ * without --functions, has none: its reports have no functions section.
  */
-#define REC_SCHEMA_VERSION 11
+#define REC_SCHEMA_VERSION 12
 
 #endif

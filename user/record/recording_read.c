@@ -1661,7 +1661,8 @@ int rec_load(struct recording *r, const struct rec_filter *flt, char *err, size_
 	    fold(r, flt) ||
 	    load_gpu(r, flt, err, errlen) || load_diagnosis(r, flt, err, errlen) ||
 	    load_phases(r, flt, err, errlen) || load_counters(r, err, errlen) ||
-	    rec_load_gpu_util(r, flt, err, errlen) || load_stall(r, err, errlen))
+	    rec_load_gpu_util(r, flt, err, errlen) || load_stall(r, err, errlen) ||
+	    rec_load_py(r, flt, err, errlen))
 		return -1;
 	r->ses.job.window_start_ns = r->start_ns;
 	r->ses.stall_on = r->ses.stall.njobs > 0;

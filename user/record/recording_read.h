@@ -93,6 +93,12 @@ int rec_query(struct recording *r, const char *sql,
 int rec_load_gpu_util(struct recording *r, const struct rec_filter *flt,
 		      char *err, size_t errlen);
 
+/*
+ * recording_read_py.c: schema 12's Python stacks into r->ses.py (py_on)
+ * when the run was recorded with --functions and no filter cuts it.
+ */
+int rec_load_py(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen);
+
 /* The counters of report_text/report_json. */
 void rec_counters(const struct recording *r, struct run_counters *out);
 
