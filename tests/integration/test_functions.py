@@ -393,6 +393,19 @@ def test_recorded_stacks_report_as_live(tmp_path):
         assert frames.startswith("trainer "), line
         total += int(weight)
     assert abs(total / 1e9 - read) <= 0.05 + 0.01 * read, (total, read)
+    # The CSV's section rows: the same callees and times, against the job's timers.
+    csv = subprocess.run([TRAINBPF, "report", str(db), "--format", "csv"],
+                         capture_output=True, text=True, timeout=120)
+    assert csv.returncode == 0, csv.stderr
+    got = {}
+    for row in __import__("csv").DictReader(csv.stdout.splitlines()):
+        if row["kind"] == "section" and "(torch_sections.py:" in row["comm"]:
+            name = row["comm"].split(" (")[0]
+            got[name] = got.get(name, 0.0) + float(row["time_s"])
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    for name in SECTIONS:
+        assert abs(got.get(name, 0.0) - truth["sections"][name]) <= 0.03 * truth["loop_s"], \
+            (name, got, truth["sections"])
     # A report of one epoch is not the run's stacks; a file without them has none.
     bad = subprocess.run([TRAINBPF, "report", str(db), "--epoch", "1", "--folded",
                           str(tmp_path / "x")], capture_output=True, text=True, timeout=60)

@@ -3,9 +3,12 @@
  * --format csv: one row per process (its threads summed), then one per
  * thread, seconds per category: what a spreadsheet or pandas wants. Then,
  * for each thread that ran training phases, one row per phase: its
- * critical path while in the phase (the phase table's "made of").
+ * critical path while in the phase (the phase table's "made of"). With
+ * --functions, one row per named section under a phase (the loop's own
+ * call in comm, as the phase table names it).
  */
 #include "phases.h"
+#include "pysections.h"
 #include "report.h"
 #include "sections.h"
 
@@ -64,6 +67,46 @@ static void phase_rows(FILE *f, const struct session *ses, const struct proc_rec
 	}
 }
 
+struct csv_sec {
+	FILE *f;
+	const char *phase;
+	bool gpu;
+};
+
+static void section_row(void *arg, const char *label, double ms, const uint64_t cat[TB_NCAT])
+{
+	const struct csv_sec *x = arg;
+
+	fputs("section,,,", x->f);
+	csv_str(x->f, label);
+	fprintf(x->f, ",%s", role_name(TB_ROLE_TRAINER));
+	csv_times(x->f, (uint64_t)(ms * 1e6), cat, x->phase, x->gpu);
+}
+
+/* The trainers' phases' named sections (--functions), as the phase table has them. */
+static void section_rows(FILE *f, const struct session *ses, bool gpu)
+{
+	struct py_sections secs[PH_NSHOWN];
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum sum;
+	double table = 0;
+
+	if (!ses_py(ses) || !ses_phases(ses))
+		return;
+	phases_job(ses_phases(ses), &ses->job, rows, &sum);
+	for (int p = 0; p < PH_NSHOWN; p++)
+		table += sum.wall_ms[p];
+	if (!sum.steps.steps || table <= 0 || pysections_make(ses_py(ses), secs))
+		return;
+	for (int k = 0; k < PH_NSHOWN; k++) {
+		struct csv_sec x = { f, ph_names[ph_order[k]], gpu };
+
+		report_sections_each(ses_py(ses), &secs[ph_order[k]], ph_order[k],
+				     sum.wall_ms[ph_order[k]], table, section_row, &x);
+	}
+	pysections_free(secs);
+}
+
 void report_csv(FILE *f, const struct session *ses)
 {
 	const struct job *job = &ses->job;
@@ -110,6 +153,7 @@ void report_csv(FILE *f, const struct session *ses)
 	for (int i = 0; ses_phases(ses) && i < job->nprocs; i++)
 		for (int j = 0; j < job->procs[i].nthreads; j++)
 			phase_rows(f, ses, &job->procs[i], &job->procs[i].threads[j]);
+	section_rows(f, ses, gpu);
 	/* The whole window: its last reading is the report's (UINT64_MAX: all of them). */
 	report_gpu_util_csv_rows(f, ses, UINT64_MAX, csv_str);
 }

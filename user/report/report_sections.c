@@ -191,3 +191,26 @@ void report_sections_html(FILE *f, const struct pystacks *m, const struct py_sec
 
 	sec_each(&o, ps, phase, phase_ms);
 }
+
+/* The rows of a writer outside this file (CSV): label, wall ms, critical path. */
+struct sec_fn_out {
+	struct sec_out o;
+	report_section_row_fn fn;
+	void *arg;
+};
+
+static void fn_row(const struct sec_out *o, const char *label, double ms,
+		   const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
+{
+	const struct sec_fn_out *x = (const struct sec_fn_out *)o;
+
+	x->fn(x->arg, label, ms, cat);
+}
+
+void report_sections_each(const struct pystacks *m, const struct py_sections *ps, int phase,
+			  double phase_ms, double table_ms, report_section_row_fn fn, void *arg)
+{
+	struct sec_fn_out x = { { fn_row, m, NULL, table_ms, 0 }, fn, arg };
+
+	sec_each(&x.o, ps, phase, phase_ms);
+}

@@ -116,6 +116,11 @@ void report_sections_json(struct jw *w, const struct pystacks *m, const struct p
 			  int phase, double phase_ms, double table_ms, int steps);
 void report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
 			  int phase, double phase_ms, double table_ms, int steps);
+/* The same rows through fn: the section's label, wall ms and critical path. */
+typedef void (*report_section_row_fn)(void *arg, const char *label, double ms,
+				      const uint64_t cat[TB_NCAT]);
+void report_sections_each(const struct pystacks *m, const struct py_sections *ps, int phase,
+			  double phase_ms, double table_ms, report_section_row_fn fn, void *arg);
 
 /* The diagnosis: a section, "  slowest: gpu_wait; ..." under an epoch block, JSON. */
 void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
