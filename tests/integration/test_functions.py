@@ -418,3 +418,34 @@ def test_recorded_stacks_report_as_live(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "has no Python stacks" in bad.stderr, bad.stderr
     assert bad.stderr.count("\n") == 1
+
+
+def test_diff_names_the_function_that_got_slower(tmp_path):
+    """Two recordings with --functions, B's EMA three times as large:
+    `trainbpf diff` lists ema_update first, its ms per step in A and B each
+    within 3 points of the loop's step time of the job's own timer."""
+    from conftest import SYSTEM_PYTHON
+
+    runs = {}
+    for name, tensors in (("a", 8), ("b", 24)):
+        db = tmp_path / f"{name}.db"
+        r = subprocess.run([TRAINBPF, "record", "--functions", "--stack-hz", str(HZ), "-o",
+                            str(db), "--", SYSTEM_PYTHON, TORCH_SECTIONS, "--truth",
+                            str(tmp_path / f"{name}.json"), "--steps", "60", "--ema-tensors",
+                            str(tensors)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[name] = (db, json.loads((tmp_path / f"{name}.json").read_text()))
+    d = subprocess.run([TRAINBPF, "diff", str(runs["a"][0]), str(runs["b"][0])],
+                       capture_output=True, text=True, timeout=120)
+    assert d.returncode == 0, d.stderr
+    block = d.stdout[d.stdout.index("Python functions ("):]
+    block = block[:block.index("\n\n")]
+    rows = re.findall(r"^  (\S+) \(torch_sections\.py:\d+\) +([\d.]+) +([\d.]+) +([+-][\d.]+)$",
+                      block, re.M)
+    assert rows and rows[0][0] == "ema_update", block
+    _, a, b, _ = rows[0]
+    for key, got in (("a", float(a)), ("b", float(b))):
+        truth = runs[key][1]
+        want = truth["sections"]["ema_update"] * 1e3 / truth["steps"]
+        bound = 0.03 * truth["loop_s"] * 1e3 / truth["steps"]
+        assert abs(got - want) <= bound, (key, got, want, bound, block)

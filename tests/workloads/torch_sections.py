@@ -1,6 +1,6 @@
 """A training loop that does work PyTorch does not bracket, timing its own sections.
 
-    torch_sections.py --truth FILE [--steps N] [--ready FILE]
+    torch_sections.py --truth FILE [--steps N] [--ema-tensors N]
 
 The loop (train(), called from main()) has no DataLoader. Each step:
   get_batch()        the batch made and augmented on the training thread
@@ -115,15 +115,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--truth", required=True)
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--ready", help="touch this file when the model is built")
+    p.add_argument("--ema-tensors", type=int, default=8,
+                   help="the EMA's shadow tensors (384 x 384 each): its cost")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, CLASSES))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    shadow = [torch.rand(384, 384) for _ in range(8)]
-    if args.ready:
-        open(args.ready, "w").close()
+    shadow = [torch.rand(384, 384) for _ in range(args.ema_tensors)]
     with tempfile.TemporaryDirectory() as d:
         totals, loop_s = train(model, opt, shadow, args.steps, d)
     truth = {"pid": os.getpid(), "tid": threading.get_native_id(), "torch": torch.__version__,

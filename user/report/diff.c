@@ -5,7 +5,10 @@
  * of different lengths compare by the part of the time each category took.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include "phases.h"
+#include "pystacks.h"
 #include "report.h"
 #include "sections.h"
 
@@ -124,6 +127,133 @@ static void phases_table(FILE *f, const struct recording *a, const struct record
 		fprintf(f, " %+8.1f%%", rel_pct(ma, mb));
 	fprintf(f, "\n%s\n", !ha || !hb ? "  (one run has no phases: no libtorch, or recorded "
 		"by an older trainbpf)\n" : "");
+}
+
+/* --functions in both runs: the loop's functions whose ms per step moved most. */
+#define DIFF_FUNCS 10
+
+struct fn_move {
+	const char *name, *file;
+	int line;
+	double a, b;		/* ms per training step */
+	bool everywhere;	/* the loop or its callers in either run */
+};
+
+static int by_move(const void *x, const void *y)
+{
+	double dx = ((const struct fn_move *)x)->b - ((const struct fn_move *)x)->a;
+	double dy = ((const struct fn_move *)y)->b - ((const struct fn_move *)y)->a;
+
+	return fabs(dx) < fabs(dy) ? 1 : fabs(dx) > fabs(dy) ? -1 : 0;
+}
+
+static int run_training_steps(const struct recording *r)
+{
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct ph_sum s;
+
+	if (!ses_phases(&r->ses))
+		return 0;
+	phases_job(ses_phases(&r->ses), &r->ses.job, rows, &s);
+	return s.steps.steps;
+}
+
+static int by_name(const void *x, const void *y)
+{
+	const struct fn_move *a = x, *b = y;
+	int c = strcmp(a->name, b->name);
+
+	return c ? c : strcmp(a->file, b->file);
+}
+
+/* Adjacent rows of one function (sorted by name and file) into one. */
+static int merge_same(struct fn_move *m, int n)
+{
+	int out = 0;
+
+	for (int k = 0; k < n; k++) {
+		if (out && !by_name(&m[out - 1], &m[k])) {
+			m[out - 1].a += m[k].a;
+			m[out - 1].b += m[k].b;
+			m[out - 1].everywhere |= m[k].everywhere;
+		} else {
+			m[out++] = m[k];
+		}
+	}
+	return out;
+}
+
+/*
+ * A's and B's functions matched by name and file (a line that moved is
+ * the same function edited), those on every stack in either run (the loop
+ * and its callers: the step's own change) left out, the largest change
+ * first; n, or -1. The names point into the recordings' models.
+ */
+static int fn_moves(const struct recording *a, const struct recording *b, struct fn_move **out)
+{
+	struct fn_loop_total *ta = NULL, *tb = NULL;
+	int na = report_fn_loop_totals(&a->ses, &ta), nb = report_fn_loop_totals(&b->ses, &tb);
+	int sa = run_training_steps(a), sb = run_training_steps(b), n = 0, kept = 0;
+	struct fn_move *m = na >= 0 && nb >= 0 ? calloc(na + nb + 1, sizeof(*m)) : NULL;
+
+	for (int i = 0; m && sa && sb && i < na + nb; i++) {
+		const struct fn_loop_total *x = i < na ? &ta[i] : &tb[i - na];
+
+		if (!x->ns)
+			continue;
+		m[n] = (struct fn_move){ x->name, x->file, x->line, .everywhere = x->everywhere };
+		if (i < na)
+			m[n++].a = x->ns / 1e6 / sa;
+		else
+			m[n++].b = x->ns / 1e6 / sb;
+	}
+	if (m) {
+		qsort(m, n, sizeof(*m), by_name);
+		n = merge_same(m, n);
+	}
+	for (int k = 0; k < n; k++)
+		if (!m[k].everywhere)
+			m[kept++] = m[k];
+	if (m)
+		qsort(m, kept, sizeof(*m), by_move);
+	free(ta);
+	free(tb);
+	*out = m;
+	return m ? kept : -1;
+}
+
+static void functions_table(FILE *f, const struct recording *a, const struct recording *b)
+{
+	bool pa = ses_py(&a->ses), pb = ses_py(&b->ses);
+	struct fn_move *m = NULL;
+	int n;
+
+	if (!pa && !pb)
+		return;
+	fprintf(f, "Python functions (the training loops', ms per training step; "
+		"the largest changes)\n");
+	if (!pa || !pb) {
+		fprintf(f, "  (only %s was recorded with --functions)\n\n", pa ? "A" : "B");
+		return;
+	}
+	n = fn_moves(a, b, &m);
+	fprintf(f, "  %-52s %8s %8s %8s\n", "function", "A", "B", "B-A");
+	for (int i = 0; i < n && i < DIFF_FUNCS; i++) {
+		char label[PY_NAME_LEN + PY_FILE_LEN + 16];
+		const char *base = strrchr(m[i].file, '/');
+
+		snprintf(label, sizeof(label), "%s (%s:%d)", m[i].name, base ? base + 1 : m[i].file,
+			 m[i].line);
+		fprintf(f, "  %-52.52s %8.2f %8.2f %+8.2f\n", label, m[i].a, m[i].b,
+			m[i].b - m[i].a);
+	}
+	if (n < 0)
+		fprintf(f, "  (out of memory)\n");
+	else if (!n)
+		fprintf(f, "  (none to compare: no training step, or no function off the loop's "
+			"own stack, in one run)\n");
+	fputc('\n', f);
+	free(m);
 }
 
 static const struct ep_stream *stream(const struct recording *r)
@@ -367,6 +497,7 @@ void diff_text(FILE *f, const struct recording *a, const struct recording *b)
 	steps_line(f, a, b);
 	diff_gpu(f, a, b);
 	phases_table(f, a, b);
+	functions_table(f, a, b);
 	epochs_table(f, a, b);
 	diagnosis(f, a, b);
 }

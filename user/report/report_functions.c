@@ -141,6 +141,44 @@ static uint64_t tally(const struct session *ses, enum fn_group g, int phase,
 	return read;
 }
 
+int report_fn_loop_totals(const struct session *ses, struct fn_loop_total **out)
+{
+	const struct pystacks *m = ses_py(ses);
+	struct fn_time *t = m ? malloc((m->nfn + 1) * sizeof(*t)) : NULL;
+	struct fn_loop_total *o = m ? calloc(m->nfn ? m->nfn : 1, sizeof(*o)) : NULL;
+	uint64_t *train = m ? calloc(m->nfn ? m->nfn : 1, sizeof(*train)) : NULL;
+	uint64_t read = 0;
+
+	*out = NULL;
+	if (!t || !o || !train) {
+		free(t);
+		free(o);
+		free(train);
+		return -1;
+	}
+	for (int f = 0; f < m->nfn; f++)
+		o[f] = (struct fn_loop_total){ m->fn[f].name, m->fn[f].file, m->fn[f].line, 0, false };
+	for (int p = 0; p < PH_NLOOP; p++) {
+		bool training = p == PH_DATA || p == PH_FORWARD || p == PH_BACKWARD ||
+				p == PH_OPTIMIZER;
+		uint64_t r = tally(ses, FG_LOOP, p, t);
+
+		read += training ? r : 0;
+		for (int i = 0; i < m->nfn; i++) {
+			o[t[i].fn >= 0 ? t[i].fn : 0].ns += t[i].fn >= 0 ? sum(t[i].total) : 0;
+			if (training && t[i].fn >= 0)
+				train[t[i].fn] += sum(t[i].total);
+		}
+	}
+	/* As the named sections' chain: on all of the training stacks, 0.5% left. */
+	for (int f = 0; f < m->nfn; f++)
+		o[f].everywhere = read && train[f] >= read - read / 200;
+	free(t);
+	free(train);
+	*out = o;
+	return m->nfn;
+}
+
 static const char *base_name(const char *path)
 {
 	const char *b = strrchr(path, '/');

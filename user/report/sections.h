@@ -100,6 +100,19 @@ void report_functions_text(FILE *f, const struct session *ses);
 void report_functions_json(struct jw *w, const struct session *ses);
 /* The same, as the HTML report's section. */
 void report_functions_html(FILE *f, const struct session *ses);
+/*
+ * The training loops' time per function over the loop's phases (setup and
+ * teardown left out), indexed as pystacks.fn; everywhere: on (nearly) all
+ * of those stacks (the loop and its callers). The count, or -1 (none, or
+ * out of memory); *out freed by the caller.
+ */
+struct fn_loop_total {
+	const char *name, *file;
+	int line;
+	uint64_t ns;
+	bool everywhere;
+};
+int report_fn_loop_totals(const struct session *ses, struct fn_loop_total **out);
 /* "name (file.py:line)": a function of the stacks read. */
 struct pystacks;
 void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn);
