@@ -449,3 +449,12 @@ def test_diff_names_the_function_that_got_slower(tmp_path):
         want = truth["sections"]["ema_update"] * 1e3 / truth["steps"]
         bound = 0.03 * truth["loop_s"] * 1e3 / truth["steps"]
         assert abs(got - want) <= bound, (key, got, want, bound, block)
+    # The page has the same rows, first ema_update with the same figures.
+    page = tmp_path / "diff.html"
+    h = subprocess.run([TRAINBPF, "diff", str(runs["a"][0]), str(runs["b"][0]), "-o", str(page)],
+                       capture_output=True, text=True, timeout=120)
+    assert h.returncode == 0, h.stderr
+    section = page.read_text().split('<section id="functions">')[1].split("</section>")[0]
+    first = re.search(r"<tr><td class=\"l\">(\S+) \(torch_sections\.py:\d+\)</td>"
+                      r"<td>([\d.]+)</td><td>([\d.]+)</td>", section)
+    assert first and first.groups() == (rows[0][0], a, b), section

@@ -129,16 +129,6 @@ static void phases_table(FILE *f, const struct recording *a, const struct record
 		"by an older trainbpf)\n" : "");
 }
 
-/* --functions in both runs: the loop's functions whose ms per step moved most. */
-#define DIFF_FUNCS 10
-
-struct fn_move {
-	const char *name, *file;
-	int line;
-	double a, b;		/* ms per training step */
-	bool everywhere;	/* the loop or its callers in either run */
-};
-
 static int by_move(const void *x, const void *y)
 {
 	double dx = ((const struct fn_move *)x)->b - ((const struct fn_move *)x)->a;
@@ -189,7 +179,7 @@ static int merge_same(struct fn_move *m, int n)
  * and its callers: the step's own change) left out, the largest change
  * first; n, or -1. The names point into the recordings' models.
  */
-static int fn_moves(const struct recording *a, const struct recording *b, struct fn_move **out)
+int diff_fn_moves(const struct recording *a, const struct recording *b, struct fn_move **out)
 {
 	struct fn_loop_total *ta = NULL, *tb = NULL;
 	int na = report_fn_loop_totals(&a->ses, &ta), nb = report_fn_loop_totals(&b->ses, &tb);
@@ -236,7 +226,7 @@ static void functions_table(FILE *f, const struct recording *a, const struct rec
 		fprintf(f, "  (only %s was recorded with --functions)\n\n", pa ? "A" : "B");
 		return;
 	}
-	n = fn_moves(a, b, &m);
+	n = diff_fn_moves(a, b, &m);
 	fprintf(f, "  %-52s %8s %8s %8s\n", "function", "A", "B", "B-A");
 	for (int i = 0; i < n && i < DIFF_FUNCS; i++) {
 		char label[PY_NAME_LEN + PY_FILE_LEN + 16];

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "diagnosis.h"
 #include "html.h"
+#include "pystacks.h"
 #include "report.h"
 
 #define BAR_W 800.0	/* px of a run's bar: 100% */
@@ -133,6 +134,34 @@ static void phases(FILE *f, const struct recording *a, const struct recording *b
 		"trainbpf.</p>");
 }
 
+/* The loop's functions whose ms per step moved most, when both runs have stacks. */
+static void functions(FILE *f, const struct recording *a, const struct recording *b)
+{
+	struct fn_move *m = NULL;
+	int n;
+
+	if (!ses_py(&a->ses) || !ses_py(&b->ses))
+		return;
+	n = diff_fn_moves(a, b, &m);
+	fputs("<section id=\"functions\"><h2>Python functions (the training loops', ms per "
+	      "training step)</h2><table><tr><th class=\"l\">function</th><th>A</th><th>B</th>"
+	      "<th>B-A</th></tr>\n", f);
+	for (int i = 0; i < n && i < DIFF_FUNCS; i++) {
+		const char *base = strrchr(m[i].file, '/');
+		char label[PY_NAME_LEN + PY_FILE_LEN + 16];
+
+		snprintf(label, sizeof(label), "%s (%s:%d)", m[i].name, base ? base + 1 : m[i].file,
+			 m[i].line);
+		fputs("<tr><td class=\"l\">", f);
+		html_esc(f, label);
+		fprintf(f, "</td><td>%.2f</td><td>%.2f</td><td>%+.2f</td></tr>\n", m[i].a, m[i].b,
+			m[i].b - m[i].a);
+	}
+	fputs("</table><p class=\"note\">The largest changes first, matched by name and file; "
+	      "the loop and its callers left out.</p></section>\n", f);
+	free(m);
+}
+
 static void finding_row(FILE *f, enum dg_id id, const struct dg_finding *fa,
 			const struct dg_finding *fb)
 {
@@ -173,6 +202,7 @@ void diff_html(FILE *f, const struct recording *a, const struct recording *b)
 	runs(f, a, b);
 	headline(f, a, b);
 	phases(f, a, b);
+	functions(f, a, b);
 	findings(f, a, b);
 	html_page_close(f);
 }

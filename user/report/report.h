@@ -57,6 +57,20 @@ double diff_steps_per_s(const struct recording *r);
 void diff_headline_shares(const struct recording *r, double pct[TB_NCAT]);
 /* The phases' shares (% of their wall time) and ms per step; false if the run has none. */
 bool diff_phase_shares(const struct recording *r, double pct[PH_NSHOWN], double *ms);
+/*
+ * --functions in both runs: the training loops' functions matched by name
+ * and file, ms per training step in A and B, the largest change first,
+ * the loop and its callers left out; n (of *out, freed by the caller), or
+ * -1 out of memory. DIFF_FUNCS of them are shown.
+ */
+#define DIFF_FUNCS 10
+struct fn_move {
+	const char *name, *file;	/* in the recordings' models */
+	int line;
+	double a, b;			/* ms per training step */
+	bool everywhere;		/* the loop or its callers in either run */
+};
+int diff_fn_moves(const struct recording *a, const struct recording *b, struct fn_move **out);
 /* The first run-level finding of r with id, or NULL. */
 const struct dg_finding *diff_finding(const struct recording *r, enum dg_id id);
 /* "appeared", "gone", "better", "worse" or "same": a finding from A to B. */
