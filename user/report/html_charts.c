@@ -100,7 +100,8 @@ static void phase_table(FILE *f, const struct session *ses, uint64_t rows[PH_NSH
 			const struct ph_sum *s, double wall)
 {
 	struct py_sections secs[PH_NSHOWN];
-	bool named = ses_py(ses) && !pysections_make(ses_py(ses), secs);
+	bool secs_ok = ses_py(ses) && !pysections_make(ses_py(ses), secs);
+	int named = 0;
 
 	fputs("<table><tr><th class=\"l\">phase</th><th>share %</th><th>ms/step</th>"
 	      "<th>min</th><th>max</th><th>std</th><th class=\"l\">made of (critical path)</th>"
@@ -109,16 +110,16 @@ static void phase_table(FILE *f, const struct session *ses, uint64_t rows[PH_NSH
 		int p = ph_order[k];
 
 		phase_row(f, p, rows[p], s, wall);
-		if (named)
-			report_sections_html(f, ses_py(ses), &secs[p], p, s->wall_ms[p], wall,
-					     s->steps.steps);
+		if (secs_ok)
+			named += report_sections_html(f, ses_py(ses), &secs[p], p, s->wall_ms[p],
+						      wall, s->steps.steps);
 	}
 	fputs("</table>\n", f);
-	if (named) {
+	if (named)
 		fputs("<p class=\"note\">Under a phase, in NAME: the loop's own call its time was "
 		      "in, from the Python stacks read (--functions).</p>\n", f);
+	if (secs_ok)
 		pysections_free(secs);
-	}
 }
 
 /* Each phase a row as long as its share, split by what it was made of. */

@@ -133,12 +133,14 @@ static void text_startup(FILE *f, const uint64_t cp[TB_NCAT], const struct ph_su
 	fputc('\n', f);
 }
 
-static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t startup[TB_NCAT],
-		      const struct ph_sum *sum, const struct pystacks *m,
-		      const struct py_sections *secs)
+/* The rows; how many named sections were under them (--functions). */
+static int text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t startup[TB_NCAT],
+		     const struct ph_sum *sum, const struct pystacks *m,
+		     const struct py_sections *secs)
 {
 	const struct ph_stat *st = &sum->steps;
 	double wall = wall_total(sum);
+	int named = 0;
 
 	fprintf(f, "  %-13s %6s %8s %7s %7s %7s  %s\n", "PHASE", "SHARE", "MS/STEP", "MIN",
 		"MAX", "STD", "MADE OF (critical path)");
@@ -161,8 +163,10 @@ static void text_rows(FILE *f, uint64_t rows[PH_NSHOWN][TB_NCAT], const uint64_t
 		if (p == PH_DATA)
 			text_startup(f, startup, sum, wall);
 		if (secs)
-			report_sections_text(f, m, &secs[p], p, sum->wall_ms[p], wall, st->steps);
+			named += report_sections_text(f, m, &secs[p], p, sum->wall_ms[p], wall,
+						      st->steps);
 	}
+	return named;
 }
 
 /* The head of a table of ms per step in each phase, a row per `by`. */
@@ -309,7 +313,7 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 	bool secs_ok;
 	struct ph_sum sum;
 	const char *src = source(ph);
-	int n = phases_job(ph, job, rows, &sum);
+	int n = phases_job(ph, job, rows, &sum), named;
 	const char *unit = sum.micro == sum.steps.steps ? "training step" : "optimizer step";
 
 	phases_job_startup(ph, job, startup);
@@ -334,15 +338,15 @@ void report_phases_text(FILE *f, const struct session *ses, const struct run_cou
 			"forward, forward the rest up to the backward; the first step's in other)\n",
 			sum.step_source == PH_STEPS_MIXED ? " on some threads" : "");
 	secs_ok = ses_py(ses) && !pysections_make(ses_py(ses), secs);
-	text_rows(f, rows, startup, &sum, ses_py(ses), secs_ok ? secs : NULL);
+	named = text_rows(f, rows, startup, &sum, ses_py(ses), secs_ok ? secs : NULL);
 	fprintf(f, "  (share: of the trainer threads' lives, setup before the first phase and "
 		"teardown after the last;\n   ms/step: per %s, validation and epoch ends "
 		"spread over them; min/max/std: within %ss)\n", unit, unit);
-	if (secs_ok) {
+	if (named)
 		fprintf(f, "  (in NAME: the loop's own call the phase's time was in, from the Python "
 			"stacks read, --functions)\n");
+	if (secs_ok)
 		pysections_free(secs);
-	}
 	if (n > 1)
 		rank_rows(f, ses);
 	epoch_rows(f, ses, n);

@@ -91,16 +91,17 @@ struct sec_out {
 	int steps;
 };
 
-/* Each row shown under phase (none where it is not split), through o->row. */
-static void sec_each(const struct sec_out *o, const struct py_sections *ps, int phase,
-		     double phase_ms)
+/* Each row shown under phase (none where it is not split), through o->row; how many. */
+static int sec_each(const struct sec_out *o, const struct py_sections *ps, int phase,
+		    double phase_ms)
 {
 	char label[PY_NAME_LEN + PY_FILE_LEN + 16];
 	uint64_t cat[TB_NCAT];
 	struct sec_view v;
+	int n = 0;
 
 	if (!sec_pick(ps, phase, phase_ms, o->table_ms, &v))
-		return;
+		return 0;
 	for (int i = 0; i <= v.n; i++) {
 		const struct py_section *s = i < v.n ? v.s[i] : &v.rest;
 		int rest = i < v.n ? 0 : v.nrest;
@@ -110,7 +111,9 @@ static void sec_each(const struct sec_out *o, const struct py_sections *ps, int 
 		sec_label(label, sizeof(label), o->m, s, rest);
 		scaled(cat, s, v.ms_per_ns);
 		o->row(o, label, s->ns * v.ms_per_ns, cat, s, rest);
+		n++;
 	}
+	return n;
 }
 
 static void text_row(const struct sec_out *o, const char *label, double ms,
@@ -124,12 +127,12 @@ static void text_row(const struct sec_out *o, const char *label, double ms,
 		*made ? made : "-");
 }
 
-void report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
-			  int phase, double phase_ms, double table_ms, int steps)
+int report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			 int phase, double phase_ms, double table_ms, int steps)
 {
 	struct sec_out o = { text_row, m, f, table_ms, steps };
 
-	sec_each(&o, ps, phase, phase_ms);
+	return sec_each(&o, ps, phase, phase_ms);
 }
 
 static void json_row(const struct sec_out *o, const char *label, double ms,
@@ -184,12 +187,12 @@ static void html_row(const struct sec_out *o, const char *label, double ms,
 	fputs("</td></tr>\n", o->to);
 }
 
-void report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
-			  int phase, double phase_ms, double table_ms, int steps)
+int report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			 int phase, double phase_ms, double table_ms, int steps)
 {
 	struct sec_out o = { html_row, m, f, table_ms, steps };
 
-	sec_each(&o, ps, phase, phase_ms);
+	return sec_each(&o, ps, phase, phase_ms);
 }
 
 /* The rows of a writer outside this file (CSV): label, wall ms, critical path. */

@@ -120,15 +120,15 @@ void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn);
 /*
  * The phase table's named sections under a phase (report_sections.c): its
  * time by the loop's callee, of the table's table_ms, per step; nothing
- * (text) or [] (JSON) where the phase is not split.
+ * (text, HTML: 0 rows) or [] (JSON) where the phase is not split.
  */
 struct py_sections;
-void report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
-			  int phase, double phase_ms, double table_ms, int steps);
+int report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			 int phase, double phase_ms, double table_ms, int steps);
 void report_sections_json(struct jw *w, const struct pystacks *m, const struct py_sections *ps,
 			  int phase, double phase_ms, double table_ms, int steps);
-void report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
-			  int phase, double phase_ms, double table_ms, int steps);
+int report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
+			 int phase, double phase_ms, double table_ms, int steps);
 /* The same rows through fn: the section's label, wall ms and critical path. */
 typedef void (*report_section_row_fn)(void *arg, const char *label, double ms,
 				      const uint64_t cat[TB_NCAT]);
