@@ -76,6 +76,17 @@ static void spin_ns(int64_t ns)
 		;
 }
 
+/* The loop's end: its wall time and schedstat deltas, once. */
+static void loop_done(struct loop *l, int64_t now)
+{
+	if (l->end)
+		return;
+	l->end = now;
+	read_schedstat(gettid_(), &l->cpu_ns, &l->rq_ns);
+	l->cpu_ns -= l->cpu0;
+	l->rq_ns -= l->rq0;
+}
+
 static bool loop_next(struct loop *l)
 {
 	int64_t now = mono_ns();
@@ -92,10 +103,7 @@ static bool loop_next(struct loop *l)
 		l->next_epoch += opt.epoch_s * NS_PER_S;
 	}
 	if (now - l->start >= opt.duration_s * NS_PER_S) {
-		l->end = now;
-		read_schedstat(gettid_(), &l->cpu_ns, &l->rq_ns);
-		l->cpu_ns -= l->cpu0;
-		l->rq_ns -= l->rq0;
+		loop_done(l, now);
 		return false;
 	}
 	l->steps++;
@@ -311,8 +319,14 @@ static void run_rank(struct loop *l, int64_t compute, int64_t sleep)
 		if (sleep)
 			sleep_ns(sleep);	/* a GPU's share of the step */
 		t = mono_ns();
-		if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1)
-			break;	/* the other rank finished first */
+		if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1) {
+			/*
+			 * The other rank finished first (it started its clock
+			 * earlier): this loop ends here, its last wait no step's.
+			 */
+			loop_done(l, mono_ns());
+			break;
+		}
 		l->wait_ns += mono_ns() - t;
 	}
 	close(fd);
