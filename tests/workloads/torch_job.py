@@ -287,6 +287,9 @@ def parse_args(argv):
                    "(kind pause, then resume), and 1 s in, the loop thread's own view of "
                    "itself (kind frames: sys._current_frames, its wchan)")
     p.add_argument("--pause-rank", type=int, default=1)
+    p.add_argument("--hold-file", metavar="PATH",
+                   help="before epoch 2, wait until PATH exists (untimed, as between epochs): "
+                   "a test attaches during epoch 1 and lets the rest run once it is traced")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--quick-exit", action="store_true",
                    help="--launch single: os._exit right after writing the truth, so "
@@ -743,6 +746,10 @@ def run_rank(rank, args, parts):
     pauses = {int(st): (float(sec), how) for st, sec, how in
               (p.split(":", 2) for p in args.pause)}
     for e in range(1, args.epochs + 1):
+        if e == 2 and args.hold_file:
+            while not os.path.exists(args.hold_file):
+                time.sleep(0.02)
+            t = time.perf_counter()     # untimed, as drop_cache below
         e0 = t
         before = len(clock.intervals)
         if sampler is not None:
