@@ -41,11 +41,8 @@ static bool q_row(struct q *q)
 
 static int q_close(struct recording *r, struct q *q, char *err, size_t errlen)
 {
-	int rc = 0;
+	int rc = rec_stmt_done(r, q->st, q->rc == SQLITE_OK ? SQLITE_DONE : q->rc, err, errlen);
 
-	if (q->rc != SQLITE_DONE && q->rc != SQLITE_OK)
-		rc = ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
-	sqlite3_finalize(q->st);
 	q->st = NULL;
 	return rc;
 }
@@ -65,20 +62,14 @@ static bool col_null(struct q *q, int i)
 	return sqlite3_column_type(q->st, i) == SQLITE_NULL;
 }
 
-/* A text column, "" for NULL (every column may be NULL in a hostile file). */
 static const char *col_str(struct q *q, int i)
 {
-	const unsigned char *s = sqlite3_column_text(q->st, i);
-
-	return s ? (const char *)s : "";
+	return rec_col_str(q->st, i);
 }
 
-/* Times are unsigned in the structures: a negative one is bad data, 0. */
 static uint64_t col_ns(struct q *q, int i)
 {
-	int64_t v = col_i64(q, i);
-
-	return v > 0 ? (uint64_t)v : 0;
+	return rec_col_ns(q->st, i);
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -567,14 +558,6 @@ static enum ep_step_src step_source_from(const char *s)
 	return EP_STEPS_NONE;
 }
 
-static int find_name(const char *s, const char *const *names, int n)
-{
-	for (int i = 0; s && i < n; i++)
-		if (!strcmp(s, names[i]))
-			return i;
-	return -1;
-}
-
 /* An epoch's ph_critical_path (JSON, record_events.c) into e->ph_cp, by SQLite's json_each. */
 static void read_made_of(struct recording *r, struct epoch *e, const char *json)
 {
@@ -585,8 +568,8 @@ static void read_made_of(struct recording *r, struct epoch *e, const char *json)
 		goto cleanup;
 	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		int p = find_name((const char *)sqlite3_column_text(st, 0), ph_names, PH_NLOOP);
-		int c = find_name((const char *)sqlite3_column_text(st, 1), tb_cat_names, TB_NCAT);
+		int p = rec_name_index((const char *)sqlite3_column_text(st, 0), ph_names, PH_NLOOP);
+		int c = rec_name_index((const char *)sqlite3_column_text(st, 1), tb_cat_names, TB_NCAT);
 
 		if (p >= 0 && c >= 0 && sqlite3_column_int64(st, 2) > 0)
 			e->ph_cp[p][c] = (uint64_t)sqlite3_column_int64(st, 2);
@@ -1267,14 +1250,6 @@ static int load_stall(struct recording *r, char *err, size_t errlen)
 
 /* ---- training phases ---- */
 
-static int phase_index(const char *name, const char *const *names, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(name, names[i]))
-			return i;
-	return -1;
-}
-
 /* Each thread's critical-path time per BPF phase, onto its thread_rec. */
 static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 			    char *err, size_t errlen)
@@ -1297,8 +1272,8 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 	while (q_row(&q)) {
 		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
 		const struct tref *t = thread_at(ix, nix, tid, col_ns(&q, 2));
-		int ph = phase_index(col_str(&q, 3), tb_phase_names, TB_NPHASE);
-		int end = phase_index(col_str(&q, 3), ph_names + PH_NLOOP, 2);
+		int ph = rec_name_index(col_str(&q, 3), tb_phase_names, TB_NPHASE);
+		int end = rec_name_index(col_str(&q, 3), ph_names + PH_NLOOP, 2);
 
 		if ((flt->pid && pid != flt->pid) || !t || (ph < 0 && end < 0) ||
 		    r->ses.job.procs[t->proc].pid != pid)
@@ -1325,7 +1300,7 @@ static int load_phase_times(struct recording *r, const struct rec_filter *flt,
 /* One phase_steps row: the thread's step counts, and one shown phase's times. */
 static void phase_step_row(struct ph_thread *t, struct q *q)
 {
-	int p = phase_index(col_str(q, 7), ph_names, PH_NSHOWN);
+	int p = rec_name_index(col_str(q, 7), ph_names, PH_NSHOWN);
 
 	t->steps.steps = (int)col_i64(q, 2);
 	t->steps.step_ms = col_double(q, 3);
@@ -1398,7 +1373,7 @@ static int load_phase_osteps(struct recording *r, const struct rec_filter *flt,
 		return -1;
 	while (q_row(&q)) {
 		pid_t tid = (pid_t)col_i64(&q, 0), pid = (pid_t)col_i64(&q, 1);
-		int p = phase_index(col_str(&q, 2), ph_names, PH_NSHOWN);
+		int p = rec_name_index(col_str(&q, 2), ph_names, PH_NSHOWN);
 		struct ph_thread *t;
 
 		if ((flt->pid && pid != flt->pid) || !(t = phases_add_thread(&r->ses.phases, pid, tid)))

@@ -87,6 +87,20 @@ int rec_query(struct recording *r, const char *sql,
 	      char *err, size_t errlen);
 
 /*
+ * The pieces every reader of a table shares (recording_read.c). A
+ * statement's end: finalized, and -1 with a line in err unless its last
+ * step was SQLITE_DONE (a corrupt page half-way through a table).
+ */
+int rec_stmt_done(struct recording *r, struct sqlite3_stmt *st, int rc,
+		  char *err, size_t errlen);
+/* A text column, "" for NULL: every column may be NULL in a hostile file. */
+const char *rec_col_str(struct sqlite3_stmt *st, int i);
+/* Times are unsigned in the structures: a negative one is bad data, 0. */
+uint64_t rec_col_ns(struct sqlite3_stmt *st, int i);
+/* The index of s (NULL: none) among names[0..n), or -1: a name this build does not know. */
+int rec_name_index(const char *s, const char *const *names, int n);
+
+/*
  * recording_read_gpu.c: schema 4's GPU tables into r->ses.gu; an older
  * file leaves it GU_NOT_TRIED. After the epochs are picked.
  */

@@ -14,14 +14,6 @@
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
-static int finish(struct recording *r, sqlite3_stmt *st, int rc, char *err, size_t errlen)
-{
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
-	return 0;
-}
-
 /* A meta value into buf ("" if absent); -1 on a read error. */
 static int meta(struct recording *r, const char *key, char *buf, size_t len,
 		char *err, size_t errlen)
@@ -40,21 +32,7 @@ static int meta(struct recording *r, const char *key, char *buf, size_t len,
 		snprintf(buf, len, "%s", v ? (const char *)v : "");
 		rc = SQLITE_DONE;
 	}
-	return finish(r, st, rc, err, errlen);
-}
-
-static const char *col_str(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return s ? (const char *)s : "";
-}
-
-static uint64_t col_u64(sqlite3_stmt *st, int i)
-{
-	int64_t v = sqlite3_column_int64(st, i);
-
-	return v > 0 ? (uint64_t)v : 0;
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 static int load_devices(struct recording *r, char *err, size_t errlen)
@@ -70,16 +48,16 @@ static int load_devices(struct recording *r, char *err, size_t errlen)
 
 		if (sqlite3_column_int(st, 0) != r->ses.gu.ndev)
 			continue;	/* the devices are numbered from 0 in order */
-		d = gu_add_dev(&r->ses.gu, sqlite3_column_int(st, 1), col_str(st, 2), col_str(st, 3),
-			       col_u64(st, 4));
+		d = gu_add_dev(&r->ses.gu, sqlite3_column_int(st, 1), rec_col_str(st, 2), rec_col_str(st, 3),
+			       rec_col_ns(st, 4));
 		if (d < 0)
 			continue;
 		r->ses.gu.dev[d].has = (unsigned int)sqlite3_column_int(st, 5);
 		r->ses.gu.dev[d].proc_util = sqlite3_column_int(st, 6) != 0;
 		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-			gu_dev_lost(&r->ses.gu, d, col_u64(st, 7), col_str(st, 8));
+			gu_dev_lost(&r->ses.gu, d, rec_col_ns(st, 7), rec_col_str(st, 8));
 	}
-	return finish(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 /* Columns 2.. of a gpu_windows row (dev, pid, folded, the sums) into a one-row window. */
@@ -87,13 +65,13 @@ static void row_window(sqlite3_stmt *st, int c, struct gu_win *w, struct gu_win_
 		       struct gu_win_proc *wp)
 {
 	struct gu_agg a = {
-		.samples = col_u64(st, c + 3), .span_ns = col_u64(st, c + 4),
-		.util_ns = col_u64(st, c + 5), .util_pct_ns = sqlite3_column_double(st, c + 6),
-		.energy_ns = col_u64(st, c + 7), .energy_mj = sqlite3_column_double(st, c + 8),
-		.power_ns = col_u64(st, c + 9), .power_mw_ns = sqlite3_column_double(st, c + 10),
-		.clock_ns = col_u64(st, c + 11), .clock_mhz_ns = sqlite3_column_double(st, c + 12),
-		.thr_power_ns = col_u64(st, c + 13), .thr_thermal_ns = col_u64(st, c + 14),
-		.mem_peak = col_u64(st, c + 15), .job_ns = col_u64(st, c + 16),
+		.samples = rec_col_ns(st, c + 3), .span_ns = rec_col_ns(st, c + 4),
+		.util_ns = rec_col_ns(st, c + 5), .util_pct_ns = sqlite3_column_double(st, c + 6),
+		.energy_ns = rec_col_ns(st, c + 7), .energy_mj = sqlite3_column_double(st, c + 8),
+		.power_ns = rec_col_ns(st, c + 9), .power_mw_ns = sqlite3_column_double(st, c + 10),
+		.clock_ns = rec_col_ns(st, c + 11), .clock_mhz_ns = sqlite3_column_double(st, c + 12),
+		.thr_power_ns = rec_col_ns(st, c + 13), .thr_thermal_ns = rec_col_ns(st, c + 14),
+		.mem_peak = rec_col_ns(st, c + 15), .job_ns = rec_col_ns(st, c + 16),
 	};
 	int dev = sqlite3_column_int(st, c);
 
@@ -151,7 +129,7 @@ static int load_run(struct recording *r, const struct rec_filter *flt, char *err
 		row_window(st, 0, &row, &wd, &wp);
 		join(&r->ses.gu.saved_run, &row);
 	}
-	return finish(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 /* The kept epoch that holds [a, b] (merged epochs hold several), or NULL. */
@@ -181,15 +159,15 @@ static int load_epochs(struct recording *r, const struct rec_filter *flt,
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	sqlite3_bind_text(st, 1, epochs_source_name(s), -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t b = sqlite3_column_type(st, 1) == SQLITE_NULL ? r->end_ns : col_u64(st, 1);
-		struct epoch *e = epoch_over(&r->ses.ep.src[s], col_u64(st, 0), b);
+		uint64_t b = sqlite3_column_type(st, 1) == SQLITE_NULL ? r->end_ns : rec_col_ns(st, 1);
+		struct epoch *e = epoch_over(&r->ses.ep.src[s], rec_col_ns(st, 0), b);
 
 		if (!e || !wanted(r, flt, st, 2))
 			continue;
 		row_window(st, 2, &row, &wd, &wp);
 		join(&e->gpu, &row);
 	}
-	return finish(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 /* A cut recording: the run summed again from its readings. */
@@ -205,10 +183,10 @@ static int rebuild_run(struct recording *r, const struct rec_filter *flt,
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct gu_sample x = {
-			.ts = col_u64(st, 0), .util = (uint8_t)sqlite3_column_int(st, 3),
-			.mem = col_u64(st, 4), .power_mw = (uint32_t)col_u64(st, 5),
-			.energy_mj = col_u64(st, 6), .clock_mhz = (uint32_t)col_u64(st, 7),
-			.throttle = col_u64(st, 8), .has = (uint8_t)sqlite3_column_int(st, 9),
+			.ts = rec_col_ns(st, 0), .util = (uint8_t)sqlite3_column_int(st, 3),
+			.mem = rec_col_ns(st, 4), .power_mw = (uint32_t)rec_col_ns(st, 5),
+			.energy_mj = rec_col_ns(st, 6), .clock_mhz = (uint32_t)rec_col_ns(st, 7),
+			.throttle = rec_col_ns(st, 8), .has = (uint8_t)sqlite3_column_int(st, 9),
 		};
 		int dev = sqlite3_column_int(st, 1);
 		pid_t pid = sqlite3_column_int(st, 2);
@@ -221,7 +199,7 @@ static int rebuild_run(struct recording *r, const struct rec_filter *flt,
 	if (!(r->ses.gu.saved_run = calloc(1, sizeof(*r->ses.gu.saved_run))))
 		abort();
 	gu_close(&r->ses.gu, h, r->end_ns, r->ses.gu.saved_run);
-	return finish(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 static int load_active(struct recording *r, const struct rec_filter *flt,

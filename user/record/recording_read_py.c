@@ -16,29 +16,6 @@
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
-static int step_done(struct recording *r, sqlite3_stmt *st, int rc, char *err, size_t errlen)
-{
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
-	return 0;
-}
-
-static const char *col_str(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return s ? (const char *)s : "";
-}
-
-static int name_index(const char *s, const char *const *names, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(s, names[i]))
-			return i;
-	return -1;
-}
-
 /* The meta values py_*; false if the file has no py_period_ns (no stacks). */
 static int load_meta(struct recording *r, bool *any, char *err, size_t errlen)
 {
@@ -51,8 +28,8 @@ static int load_meta(struct recording *r, bool *any, char *err, size_t errlen)
 			       "ESCAPE '\\'", -1, &st, NULL))
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *k = col_str(st, 0);
-		uint64_t v = strtoull(col_str(st, 1), NULL, 10);
+		const char *k = rec_col_str(st, 0);
+		uint64_t v = strtoull(rec_col_str(st, 1), NULL, 10);
 
 		if (!strcmp(k, "py_period_ns")) {
 			m->period_ns = v;
@@ -67,7 +44,7 @@ static int load_meta(struct recording *r, bool *any, char *err, size_t errlen)
 			m->rows_dropped = v;
 		}
 	}
-	return step_done(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 static int load_funcs(struct recording *r, char *err, size_t errlen)
@@ -83,14 +60,14 @@ static int load_funcs(struct recording *r, char *err, size_t errlen)
 		int64_t id = sqlite3_column_int64(st, 0);
 
 		/* Kept once each by the writer: the same id back, or the file is not its. */
-		if (pystacks_func(m, col_str(st, 1), col_str(st, 2),
+		if (pystacks_func(m, rec_col_str(st, 1), rec_col_str(st, 2),
 				  (int)sqlite3_column_int64(st, 3)) != id) {
 			sqlite3_finalize(st);
 			return ERR("%s: py_funcs: function %lld is not the %dth kept", r->path,
 				   (long long)id, m->nfn);
 		}
 	}
-	return step_done(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 /* "12,7,3" into fn (innermost first); the depth, or -1 if it is not a list of known ids. */
@@ -123,7 +100,7 @@ static int load_stacks(struct recording *r, char *err, size_t errlen)
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(st, 0);
-		int depth = parse_frames(col_str(st, 4), m->nfn, fn);
+		int depth = parse_frames(rec_col_str(st, 4), m->nfn, fn);
 
 		if (depth < 0 || pystacks_add(m, (pid_t)sqlite3_column_int64(st, 1),
 					      (uint64_t)sqlite3_column_int64(st, 2), fn, depth,
@@ -133,7 +110,7 @@ static int load_stacks(struct recording *r, char *err, size_t errlen)
 				   r->path, (long long)id);
 		}
 	}
-	return step_done(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 static int load_times(struct recording *r, char *err, size_t errlen)
@@ -147,9 +124,9 @@ static int load_times(struct recording *r, char *err, size_t errlen)
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t stack = sqlite3_column_int64(st, 0), how = sqlite3_column_int64(st, 5);
-		int ph = name_index(col_str(st, 2), ph_names, PH_NSHOWN);
-		int cat = name_index(col_str(st, 3), tb_cat_names, TB_NCAT);
-		int own = name_index(col_str(st, 4), tb_cat_names, TB_NCAT);
+		int ph = rec_name_index(rec_col_str(st, 2), ph_names, PH_NSHOWN);
+		int cat = rec_name_index(rec_col_str(st, 3), tb_cat_names, TB_NCAT);
+		int own = rec_name_index(rec_col_str(st, 4), tb_cat_names, TB_NCAT);
 		int64_t ns = sqlite3_column_int64(st, 6), n = sqlite3_column_int64(st, 7);
 
 		if (stack < 0 || stack >= m->nst || ph < 0 || cat < 0 || own < 0 ||
@@ -161,7 +138,7 @@ static int load_times(struct recording *r, char *err, size_t errlen)
 		pystacks_add_time(m, (int)stack, (pid_t)sqlite3_column_int64(st, 1), ph, cat, own,
 				  (int)how, (uint64_t)ns, (uint64_t)n);
 	}
-	return step_done(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 static int load_notes_roles(struct recording *r, char *err, size_t errlen)
@@ -175,8 +152,8 @@ static int load_notes_roles(struct recording *r, char *err, size_t errlen)
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		pystacks_note(m, (pid_t)sqlite3_column_int64(st, 0),
-			      sqlite3_column_int64(st, 1) != 0, col_str(st, 2));
-	if (step_done(r, st, rc, err, errlen))
+			      sqlite3_column_int64(st, 1) != 0, rec_col_str(st, 2));
+	if (rec_stmt_done(r, st, rc, err, errlen))
 		return -1;
 	if (sqlite3_prepare_v2(r->db, "SELECT pid, role, loop_tid FROM py_roles ORDER BY rowid",
 			       -1, &st, NULL))
@@ -192,7 +169,7 @@ static int load_notes_roles(struct recording *r, char *err, size_t errlen)
 		pystacks_set_role(m, (pid_t)sqlite3_column_int64(st, 0), (int)role,
 				  (pid_t)sqlite3_column_int64(st, 2));
 	}
-	return step_done(r, st, rc, err, errlen);
+	return rec_stmt_done(r, st, rc, err, errlen);
 }
 
 int rec_load_py(struct recording *r, const struct rec_filter *flt, char *err, size_t errlen)
