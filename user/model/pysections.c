@@ -20,12 +20,6 @@ static bool loop_row(const struct pystacks *m, const struct py_row *row)
 	return r && r->role == TB_ROLE_TRAINER && r->loop_tid == row->tid;
 }
 
-static bool training(int phase)
-{
-	return phase == PH_DATA || phase == PH_FORWARD || phase == PH_BACKWARD ||
-	       phase == PH_OPTIMIZER;
-}
-
 static struct loop_th *thread_of(struct loop_th **th, int *n, int *cap, pid_t tid, int nfn)
 {
 	struct loop_th *t;
@@ -57,8 +51,7 @@ static void add_incl(struct loop_th *t, const struct py_stack *st, uint64_t ns)
 
 /*
  * Each loop thread's chain: the functions on (nearly) all of its training
- * stacks, 0.5% left for the samples of its first and last instants (as
- * the functions table leaves out those on every stack). A thread with no
+ * stacks (pysections_everywhere). A thread with no
  * training time: of its loop phases.
  */
 static int chains(const struct pystacks *m, struct loop_th **th, int *n, int *cap,
@@ -72,15 +65,15 @@ static int chains(const struct pystacks *m, struct loop_th **th, int *n, int *ca
 			continue;
 		if (!(t = thread_of(th, n, cap, row->tid, m->nfn)))
 			return -1;
-		if (any_training && !training(row->phase))
+		if (any_training && !pysections_training(row->phase))
 			continue;
 		t->train += row->ns;
 		add_incl(t, &m->st[row->stack], row->ns);
 	}
 	for (int i = 0; i < *n; i++)
 		for (int f = 0; f < m->nfn; f++)
-			(*th)[i].chain[f] = (*th)[i].train &&
-					    (*th)[i].incl[f] >= (*th)[i].train - (*th)[i].train / 200;
+			(*th)[i].chain[f] = pysections_everywhere((*th)[i].incl[f],
+								  (*th)[i].train);
 	return 0;
 }
 
@@ -126,7 +119,7 @@ static int by_time(const void *a, const void *b)
 static bool has_training(const struct pystacks *m)
 {
 	for (int r = 0; r < m->nrows; r++)
-		if (m->rows[r].ns && training(m->rows[r].phase) && loop_row(m, &m->rows[r]))
+		if (m->rows[r].ns && pysections_training(m->rows[r].phase) && loop_row(m, &m->rows[r]))
 			return true;
 	return false;
 }

@@ -8,6 +8,7 @@
 #ifndef TB_PYSECTIONS_H
 #define TB_PYSECTIONS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "phase_spans.h"
 #include "pystacks.h"
@@ -16,6 +17,23 @@
 #define PY_SEC_LOOP (-1)	/* the loop's own lines: no call below its frame */
 #define PY_SEC_OUT (-2)		/* a stack without the loop's frame or its callers */
 #define PY_SEC_NOFRAME (-3)	/* no Python frame: the interpreter starting or ending */
+
+/* The phases of a training step: where the loop's frame is looked for. */
+static inline bool pysections_training(int phase)
+{
+	return phase == PH_DATA || phase == PH_FORWARD || phase == PH_BACKWARD ||
+	       phase == PH_OPTIMIZER;
+}
+
+/*
+ * On (nearly) all of a loop's training time: 0.5% left for the samples of
+ * its first and last instants. The loop's chain, and the functions the
+ * functions table and diff leave out as being on every stack.
+ */
+static inline bool pysections_everywhere(uint64_t on, uint64_t train)
+{
+	return train && on >= train - train / 200;
+}
 
 struct py_section {
 	int fn;			/* the callee (pystacks.fn), or PY_SEC_* */

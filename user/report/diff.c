@@ -230,10 +230,8 @@ static void functions_table(FILE *f, const struct recording *a, const struct rec
 	fprintf(f, "  %-52s %8s %8s %8s\n", "function", "A", "B", "B-A");
 	for (int i = 0; i < n && i < DIFF_FUNCS; i++) {
 		char label[PY_NAME_LEN + PY_FILE_LEN + 16];
-		const char *base = strrchr(m[i].file, '/');
 
-		snprintf(label, sizeof(label), "%s (%s:%d)", m[i].name, base ? base + 1 : m[i].file,
-			 m[i].line);
+		report_fn_label_of(label, sizeof(label), m[i].name, m[i].file, m[i].line);
 		fprintf(f, "  %-52.52s %8.2f %8.2f %+8.2f\n", label, m[i].a, m[i].b,
 			m[i].b - m[i].a);
 	}

@@ -12,6 +12,7 @@
 #include "html.h"
 #include "pystacks.h"
 #include "report.h"
+#include "sections.h"
 
 #define BAR_W 800.0	/* px of a run's bar: 100% */
 #define LEAD 30.0	/* px before it: "A", "B" */
@@ -147,11 +148,9 @@ static void functions(FILE *f, const struct recording *a, const struct recording
 	      "training step)</h2><table><tr><th class=\"l\">function</th><th>A</th><th>B</th>"
 	      "<th>B-A</th></tr>\n", f);
 	for (int i = 0; i < n && i < DIFF_FUNCS; i++) {
-		const char *base = strrchr(m[i].file, '/');
 		char label[PY_NAME_LEN + PY_FILE_LEN + 16];
 
-		snprintf(label, sizeof(label), "%s (%s:%d)", m[i].name, base ? base + 1 : m[i].file,
-			 m[i].line);
+		report_fn_label_of(label, sizeof(label), m[i].name, m[i].file, m[i].line);
 		fputs("<tr><td class=\"l\">", f);
 		html_esc(f, label);
 		fprintf(f, "</td><td>%.2f</td><td>%.2f</td><td>%+.2f</td></tr>\n", m[i].a, m[i].b,

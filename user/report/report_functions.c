@@ -12,6 +12,7 @@
 #include "categories.h"
 #include "html.h"
 #include "json_writer.h"
+#include "pysections.h"
 #include "report.h"
 #include "sections.h"
 #include "session.h"
@@ -159,8 +160,7 @@ int report_fn_loop_totals(const struct session *ses, struct fn_loop_total **out)
 	for (int f = 0; f < m->nfn; f++)
 		o[f] = (struct fn_loop_total){ m->fn[f].name, m->fn[f].file, m->fn[f].line, 0, false };
 	for (int p = 0; p < PH_NLOOP; p++) {
-		bool training = p == PH_DATA || p == PH_FORWARD || p == PH_BACKWARD ||
-				p == PH_OPTIMIZER;
+		bool training = pysections_training(p);
 		uint64_t r = tally(ses, FG_LOOP, p, t);
 
 		read += training ? r : 0;
@@ -170,9 +170,9 @@ int report_fn_loop_totals(const struct session *ses, struct fn_loop_total **out)
 				train[t[i].fn] += sum(t[i].total);
 		}
 	}
-	/* As the named sections' chain: on all of the training stacks, 0.5% left. */
+	/* As the named sections' chain. */
 	for (int f = 0; f < m->nfn; f++)
-		o[f].everywhere = read && train[f] >= read - read / 200;
+		o[f].everywhere = pysections_everywhere(train[f], read);
 	free(t);
 	free(train);
 	*out = o;
@@ -186,13 +186,17 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
+void report_fn_label_of(char *buf, size_t len, const char *name, const char *file, int line)
+{
+	snprintf(buf, len, "%s (%s:%d)", name, base_name(file), line);
+}
+
 void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
 {
 	if (fn < 0)
 		snprintf(buf, len, "(no Python frame)");
 	else
-		snprintf(buf, len, "%s (%s:%d)", m->fn[fn].name, base_name(m->fn[fn].file),
-			 m->fn[fn].line);
+		report_fn_label_of(buf, len, m->fn[fn].name, m->fn[fn].file, m->fn[fn].line);
 }
 
 /*
@@ -252,7 +256,7 @@ static bool fn_shown(const struct fn_table *tb, int i)
 
 	if (!tot || (tb->g == FG_WORKERS && !tb->t[i].self))
 		return false;
-	return !(tot >= tb->read - tb->read / 200 && 2 * tb->t[i].self < tb->read);
+	return !(pysections_everywhere(tot, tb->read) && 2 * tb->t[i].self < tb->read);
 }
 
 static void fn_line(FILE *f, const struct pystacks *m, const struct fn_table *tb, int i,

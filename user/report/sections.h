@@ -113,9 +113,10 @@ struct fn_loop_total {
 	bool everywhere;
 };
 int report_fn_loop_totals(const struct session *ses, struct fn_loop_total **out);
-/* "name (file.py:line)": a function of the stacks read. */
+/* "name (file.py:line)": a function of the stacks read, its file without its directory. */
 struct pystacks;
 void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn);
+void report_fn_label_of(char *buf, size_t len, const char *name, const char *file, int line);
 
 /*
  * The phase table's named sections under a phase (report_sections.c): its
