@@ -71,7 +71,7 @@ static __always_inline __u64 head_u64(const struct py_scratch *sc, __u32 off)
 /* The walk's state, scalars only: bpf_loop's callback gets it by pointer. */
 struct py_walk {
 	__u64 frame, h;
-	__u32 d, cut;
+	__u32 d;
 	__u16 back, code;
 	__s16 owner, cstack;
 	__u32 failed;
@@ -85,7 +85,7 @@ static long py_frame(__u64 i, void *ctx)
 {
 	struct py_walk *w = ctx;
 	struct py_scratch *sc;
-	__u32 zero = 0;
+	__u32 zero = 0, slot;
 	__u64 code;
 
 	sc = bpf_map_lookup_elem(&py_scratch, &zero);
@@ -100,11 +100,10 @@ static long py_frame(__u64 i, void *ctx)
 	/* A C call's shim frame (3.12+) is no Python code. */
 	if (w->owner >= 0 && sc->head[w->owner & 127] == w->cstack)
 		return 0;
-	if (w->d >= TB_PY_DEPTH) {
-		w->cut++;
-		return 0;
-	}
-	sc->st.code[w->d & (TB_PY_DEPTH - 1)] = code;
+	/* Past the innermost frames, a ring of the outermost (pystack.h). */
+	slot = w->d < TB_PY_INNER ? w->d : TB_PY_INNER + (w->d - TB_PY_INNER) % TB_PY_OUTER;
+	barrier_var(slot);	/* the verifier cannot bound a modulo: the mask stays */
+	sc->st.code[slot & (TB_PY_DEPTH - 1)] = code;
 	w->d++;
 	w->h = (w->h ^ code) * 0x100000001b3ull;
 	return 0;
@@ -127,11 +126,11 @@ static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
 	if (l->cframe_frame >= 0 && w.frame &&
 	    bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(w.frame + l->cframe_frame)))
 		return 0;
-	bpf_loop(TB_PY_DEPTH + 32, py_frame, &w, 0);
+	bpf_loop(TB_PY_WALK, py_frame, &w, 0);
 	if (w.failed)
 		__sync_fetch_and_add(&py_counters.read_failed, 1);
-	sc->st.depth = w.d;
-	sc->st.cut = w.cut + (w.frame ? 1 : 0);
+	sc->st.depth = w.d < TB_PY_DEPTH ? w.d : TB_PY_DEPTH;
+	sc->st.cut = (w.d - sc->st.depth) | (w.frame ? TB_PY_CUT_OUTER : 0);
 	if (!w.d)
 		return TB_PY_EMPTY;
 	w.h ^= w.d;

@@ -17,11 +17,19 @@
 #endif
 
 /*
- * Frames read per stack, innermost first. A training loop's Python stack
- * is 10-30 frames deep (the script, the loop, nn.Module's call, forward,
- * a layer); deeper ones lose their outermost frames, said by depth.
+ * Frames kept per stack. A training loop's Python stack is 10-30 frames
+ * deep (the script, the loop, nn.Module's call, forward, a layer); a
+ * deeper one (recursion, a framework's nested loops) keeps its innermost
+ * TB_PY_INNER frames, where its time is spent, and its outermost
+ * TB_PY_OUTER, where the loop and its callee are (the named sections):
+ * the frames between are counted in cut. The walk follows TB_PY_WALK
+ * frames at most: past that the outermost are not reached (TB_PY_CUT_OUTER).
  */
 #define TB_PY_DEPTH 64
+#define TB_PY_INNER 40
+#define TB_PY_OUTER (TB_PY_DEPTH - TB_PY_INNER)
+#define TB_PY_WALK 512
+#define TB_PY_CUT_OUTER (1u << 31)	/* in cut: the outermost frames were not reached */
 /* Bytes of a frame's head read at once: every field the layouts use. */
 #define TB_PY_FRAME_HEAD 72
 
@@ -54,10 +62,17 @@ struct tb_py_stack_key {
 	__u64 hash;
 };
 
+/*
+ * code[0..TB_PY_INNER) the innermost frames, innermost first; past them,
+ * once more than TB_PY_DEPTH were walked, a ring: frame k (from the
+ * innermost, 0) at TB_PY_INNER + (k - TB_PY_INNER) % TB_PY_OUTER, so that
+ * the last TB_PY_OUTER walked are there. User space puts them in order
+ * (pyreader.c).
+ */
 struct tb_py_stack {
 	__u32 depth;		/* frames in code[] */
-	__u32 cut;		/* frames beyond TB_PY_DEPTH, not read */
-	__u64 code[TB_PY_DEPTH];	/* innermost first */
+	__u32 cut;		/* frames walked and not kept; | TB_PY_CUT_OUTER */
+	__u64 code[TB_PY_DEPTH];
 };
 
 /* How the time of an entry was taken. */

@@ -107,6 +107,41 @@ def test_stacks_and_times_match_the_interpreter(interp, tmp_path):
     assert fn_seconds(rows, pid, "side_task") > 0.5 * (wall - 1.0) - 0.4
 
 
+@pytest.mark.parametrize("deep", [70, 600], ids=["middle-cut", "past-the-walk"])
+def test_a_deep_stack_keeps_its_outermost_frames(deep, tmp_path):
+    """A stack deeper than the reader keeps (nap called through `deep`
+    frames of recursion): its innermost TB_PY_INNER (40) frames and its
+    outermost 24, where the loop and its callee are, the count of those
+    between said in their place; the time is still nap's, and its
+    callers' (Loop.step, main). Past the walk's 512 frames the outermost
+    are not reached: said at the root instead."""
+    py = pyenv(12) or "/usr/bin/python3.11"
+    out = tmp_path / "folded.txt"
+    r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "--folded", str(out), "-i", "0",
+                      "--", py, PY_FUNCS, "truth.json", "3", "--settle", "1.5",
+                      "--deep", str(deep)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    truth = json.load(open(tmp_path / "truth.json"))
+    want = [tuple(f) for f in truth["stacks"]["nap"]]
+    assert len(want) > deep, len(want)
+    naps = [fr for p, fr, _, _ in folded(out) if p == truth["pid"] and fr and fr[-1][0] == "nap"]
+    assert naps, "no stack of nap was read"
+    if deep < 512:
+        kept = want[:24] + [(f"({len(want) - 64} frames not read)", 0, "")] + want[-40:]
+    else:
+        # The last 24 frames walked, not the outermost: the walk stopped 512 in.
+        kept = [("(outer frames not read)", 0, "")] + want[-512:-488] + \
+            [("(448 frames not read)", 0, "")] + want[-40:]
+    assert kept in naps, f"read {naps[0][:26]}..., wanted {kept[:26]}..."
+    rows = folded(out)
+    wall = truth["wall"]
+    got = fn_seconds(rows, truth["pid"], "nap")
+    assert abs(got - truth["secs"]["nap"]) <= 0.03 * wall, (got, truth["secs"])
+    if deep < 512:
+        step = "Loop.step" if truth["version"][1] >= 11 else "step"
+        assert fn_seconds(rows, truth["pid"], step) >= sum(truth["secs"].values()) - 0.03 * wall
+
+
 def test_attached_mid_function(tmp_path):
     """-p on a job already in its loop: its stacks read from the attach on."""
     py = pyenv(12) or "/usr/bin/python3.11"

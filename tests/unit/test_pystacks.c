@@ -11,6 +11,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
+#include "pyreader.h"
 #include "pysections.h"
 #include "pystacks.h"
 
@@ -258,6 +259,103 @@ START_TEST(sections_are_the_loops_callees)
 }
 END_TEST
 
+/* BPF's slot for the f-th frame walked (bpf/pystack.bpf.h), to check the reader's order. */
+static unsigned int bpf_slot(unsigned int f)
+{
+	return f < TB_PY_INNER ? f : TB_PY_INNER + (f - TB_PY_INNER) % TB_PY_OUTER;
+}
+
+START_TEST(deep_stacks_are_put_in_order)
+{
+	/* Frames walked: shallow, exactly full, one over, deep, and a walk cut short. */
+	const unsigned int walks[] = { 10, TB_PY_DEPTH, TB_PY_DEPTH + 1, 100, TB_PY_WALK };
+
+	for (unsigned int w = 0; w < sizeof(walks) / sizeof(walks[0]); w++) {
+		uint64_t code[TB_PY_DEPTH] = { 0 };
+		unsigned int n = walks[w], depth = n < TB_PY_DEPTH ? n : TB_PY_DEPTH;
+		uint32_t cut = (n - depth) | (n == TB_PY_WALK ? TB_PY_CUT_OUTER : 0);
+
+		for (unsigned int f = 0; f < n; f++)
+			code[bpf_slot(f)] = 1000 + f;
+		for (unsigned int i = 0; i < depth; i++) {
+			/* Innermost first: the innermost 40, then the last 24 walked. */
+			uint64_t want = 1000 + (i < TB_PY_INNER ? i : n - depth + i);
+
+			ck_assert_uint_eq(code[pyreader_slot(i, depth, cut)], want);
+		}
+	}
+}
+END_TEST
+
+/* A stack of names outermost first, cut frames not kept past the innermost TB_PY_INNER. */
+static int deep_stack_of(struct pystacks *m, uint64_t hash, const char **names, int n,
+			 uint32_t cut)
+{
+	int fn[TB_PY_DEPTH];
+
+	/* By name alone: a function at another depth is the same function. */
+	for (int i = 0; i < n; i++)
+		fn[n - 1 - i] = pystacks_func(m, names[i], "train.py", 1);
+	return pystacks_add(m, 7, hash, fn, n, cut);
+}
+
+START_TEST(deep_stacks_keep_the_loops_callee)
+{
+	const char *fwd[TB_PY_DEPTH], *bwd[] = { "<module>", "main", "train", "Tensor.backward" };
+	const char *deeper[TB_PY_DEPTH], *lost[TB_PY_DEPTH];
+	char names[TB_PY_DEPTH][16];
+	struct py_sections ps[PH_NSHOWN];
+	struct pystacks m;
+	int sf, sb, sd, sl;
+
+	/* fwd: the loop 3 deep, then 60 frames of layers (10 of them not kept), then Linear. */
+	fwd[0] = "<module>";
+	fwd[1] = "main";
+	fwd[2] = "train";
+	fwd[3] = "Module.__call__";
+	for (int i = 4; i < TB_PY_DEPTH - 1; i++) {
+		snprintf(names[i], sizeof(names[i]), "block%d", i);
+		fwd[i] = names[i];
+	}
+	fwd[TB_PY_DEPTH - 1] = "Linear.forward";
+	/*
+	 * deeper: the loop right above the frames not kept (fn[TB_PY_INNER]),
+	 * its callee among them; lost: the outermost not reached at all.
+	 */
+	for (int i = 0; i < TB_PY_DEPTH; i++) {
+		deeper[i] = i < 2 ? fwd[i] : i < TB_PY_OUTER - 1 ? "wrapper" :
+			    i == TB_PY_OUTER - 1 ? "train" : fwd[i];
+		lost[i] = i < TB_PY_DEPTH - 1 ? "block5" : "Linear.forward";
+	}
+
+	pystacks_init(&m, 10 * MS);
+	pystacks_set_role(&m, 7, TB_ROLE_TRAINER, 7);
+	sf = deep_stack_of(&m, 1, fwd, TB_PY_DEPTH, 10);
+	sb = deep_stack_of(&m, 2, bwd, 4, 0);
+	pystacks_add_time(&m, sf, 7, PH_FORWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 600, 60);
+	pystacks_add_time(&m, sb, 7, PH_BACKWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 400, 40);
+	ck_assert_int_eq(pysections_make(&m, ps), 0);
+	/* The loop and its callee are in the outermost frames kept: named. */
+	ck_assert_int_eq(ps[PH_FORWARD].n, 1);
+	ck_assert_str_eq(m.fn[ps[PH_FORWARD].s[0].fn].name, "Module.__call__");
+	pysections_free(ps);
+
+	/* The loop right above the frames not kept, or not reached: said, not guessed. */
+	sd = deep_stack_of(&m, 3, deeper, TB_PY_DEPTH, 10);
+	sl = deep_stack_of(&m, 4, lost, TB_PY_DEPTH, 500 | TB_PY_CUT_OUTER);
+	pystacks_add_time(&m, sd, 7, PH_FORWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 1, 1);
+	pystacks_add_time(&m, sl, 7, PH_OTHER, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 30, 3);
+	ck_assert_int_eq(pysections_make(&m, ps), 0);
+	ck_assert_int_eq(ps[PH_FORWARD].n, 2);
+	ck_assert_int_eq(ps[PH_FORWARD].s[1].fn, PY_SEC_CUT);
+	ck_assert_uint_eq(ps[PH_FORWARD].s[1].ns, 1);
+	ck_assert_int_eq(ps[PH_OTHER].n, 1);
+	ck_assert_int_eq(ps[PH_OTHER].s[0].fn, PY_SEC_CUT);
+	pysections_free(ps);
+	pystacks_free(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pystacks");
@@ -270,6 +368,8 @@ int main(void)
 	tcase_add_test(tc, lost_events_are_counted);
 	tcase_add_test(tc, kept_once_each);
 	tcase_add_test(tc, sections_are_the_loops_callees);
+	tcase_add_test(tc, deep_stacks_are_put_in_order);
+	tcase_add_test(tc, deep_stacks_keep_the_loops_callee);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

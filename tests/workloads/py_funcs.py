@@ -1,6 +1,6 @@
 """A plain Python job that times its own functions, for --functions.
 
-    python py_funcs.py TRUTH SECONDS [--thread-at S] [--ready FILE] [--settle S]
+    python py_funcs.py TRUTH SECONDS [--thread-at S] [--ready FILE] [--settle S] [--deep N]
 
 Its loop calls Loop.step(), which spends its time in three functions of
 its own: spin (on a CPU), nap (asleep) and wait_pipe (blocked reading a
@@ -8,6 +8,8 @@ pipe another thread writes after a delay). Each is timed in-process with
 perf_counter, after --settle seconds asleep in settle() (a tracer that
 launched it has found its interpreter by then). From --thread-at seconds on (mid-run: the reader must find
 a thread born after it looked), a second thread runs side_task, asleep.
+With --deep N, step() calls nap N frames deeper (descend): a stack deeper
+than the reader keeps.
 
 TRUTH (JSON, written at the end): the seconds each function took on the
 loop's thread, the loop thread's wall time, and the stacks the
@@ -67,6 +69,13 @@ def wait_pipe(truth, sec):
     os.close(w)
 
 
+def descend(n, fn, *args):
+    """n frames deeper, then fn(*args)."""
+    if n <= 0:
+        return fn(*args)
+    return descend(n - 1, fn, *args)
+
+
 def settle(sec):
     time.sleep(sec)
 
@@ -77,12 +86,16 @@ def side_task(truth, stop):
 
 
 class Loop:
-    def __init__(self, truth):
+    def __init__(self, truth, deep):
         self.truth = truth
+        self.deep = deep
 
     def step(self):
         spin(self.truth, 0.03)
-        nap(self.truth, 0.03)
+        if self.deep:
+            descend(self.deep, nap, self.truth, 0.03)
+        else:
+            nap(self.truth, 0.03)
         wait_pipe(self.truth, 0.02)
 
 
@@ -112,8 +125,9 @@ def main():
             f.write(str(os.getpid()))
     if "--settle" in sys.argv:
         settle(float(sys.argv[sys.argv.index("--settle") + 1]))
+    deep = int(sys.argv[sys.argv.index("--deep") + 1]) if "--deep" in sys.argv else 0
     truth = Truth()
-    loop = Loop(truth)
+    loop = Loop(truth, deep)
     stop = threading.Event()
     side = threading.Thread(target=side_task, args=(truth, stop), name="side")
     t0 = time.perf_counter()

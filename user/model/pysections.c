@@ -82,10 +82,15 @@ static int section_of(const struct loop_th *t, const struct py_stack *st)
 {
 	if (!st->depth)
 		return PY_SEC_NOFRAME;
-	for (int k = 0; k < st->depth; k++)
-		if (t->chain[st->fn[k]])
-			return k ? st->fn[k - 1] : PY_SEC_LOOP;
-	return PY_SEC_OUT;
+	for (int k = 0; k < st->depth; k++) {
+		if (!t->chain[st->fn[k]])
+			continue;
+		/* Right above the frames a deep stack did not keep: its callee is among them. */
+		if (k == TB_PY_INNER && py_stack_cut(st))
+			return PY_SEC_CUT;
+		return k ? st->fn[k - 1] : PY_SEC_LOOP;
+	}
+	return py_stack_outer_lost(st) ? PY_SEC_CUT : PY_SEC_OUT;
 }
 
 static int add_to(struct py_sections *ps, int *cap, int fn, const struct py_row *row)

@@ -17,6 +17,7 @@
 #define PY_SEC_LOOP (-1)	/* the loop's own lines: no call below its frame */
 #define PY_SEC_OUT (-2)		/* a stack without the loop's frame or its callers */
 #define PY_SEC_NOFRAME (-3)	/* no Python frame: the interpreter starting or ending */
+#define PY_SEC_CUT (-4)		/* in the frames a deeper stack did not keep (pystacks.h) */
 
 /* The phases of a training step: where the loop's frame is looked for. */
 static inline bool pysections_training(int phase)

@@ -159,7 +159,7 @@ int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash)
 }
 
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,
-		 int cut)
+		 uint32_t cut)
 {
 	int *copy = malloc((depth ? depth : 1) * sizeof(*copy));
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "phase_spans.h"
+#include "pystack.h"
 #include "trainbpf.h"
 
 #define PY_NAME_LEN 96
@@ -28,9 +29,26 @@ struct py_stack {
 	pid_t tgid;
 	uint64_t hash;		/* BPF's (tb_py_stack_key) */
 	int depth;
-	int cut;		/* outer frames not read (deeper than TB_PY_DEPTH) */
+	/*
+	 * Frames not kept: BPF's (include/pystack.h), those between
+	 * fn[TB_PY_INNER - 1] and fn[TB_PY_INNER], | TB_PY_CUT_OUTER when
+	 * the outermost were not reached (fn ends short of them).
+	 */
+	uint32_t cut;
 	int *fn;		/* depth function indexes, innermost first */
 };
+
+/* Frames not kept between the innermost and the outermost. */
+static inline uint32_t py_stack_cut(const struct py_stack *st)
+{
+	return st->cut & ~TB_PY_CUT_OUTER;
+}
+
+/* Whether the outermost frames were not reached: fn[depth - 1] is not the first call. */
+static inline bool py_stack_outer_lost(const struct py_stack *st)
+{
+	return st->cut & TB_PY_CUT_OUTER;
+}
 
 struct py_row {
 	int stack;		/* index into stacks */
@@ -113,7 +131,7 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
 int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash);
 /* Adds a stack of depth functions (innermost first); its index, -1 out of memory. */
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,
-		 int cut);
+		 uint32_t cut);
 /* Adds time to a row (phase: enum ph_shown); the row is made if new. */
 int pystacks_add_time(struct pystacks *m, int stack, pid_t tid, int phase, int cat, int own,
 		      int how, uint64_t ns, uint64_t n);

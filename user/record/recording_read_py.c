@@ -104,7 +104,7 @@ static int load_stacks(struct recording *r, char *err, size_t errlen)
 
 		if (depth < 0 || pystacks_add(m, (pid_t)sqlite3_column_int64(st, 1),
 					      (uint64_t)sqlite3_column_int64(st, 2), fn, depth,
-					      (int)sqlite3_column_int64(st, 3)) != id) {
+					      (uint32_t)sqlite3_column_int64(st, 3)) != id) {
 			sqlite3_finalize(st);
 			return ERR("%s: py_stacks: stack %lld is not a list of its functions",
 				   r->path, (long long)id);

@@ -507,11 +507,13 @@ int report_functions_folded(FILE *f, const struct session *ses)
 		if (!row->ns)
 			continue;
 		fprintf(f, "%s %d", p ? role_name(p->role) : "process", st->tgid);
-		if (st->cut)
+		if (py_stack_outer_lost(st))
 			fputs(";(outer frames not read)", f);
 		for (int k = st->depth - 1; k >= 0; k--) {
 			fputc(';', f);
 			folded_frame(f, &m->fn[st->fn[k]]);
+			if (k == TB_PY_INNER && py_stack_cut(st))
+				fprintf(f, ";(%u frames not read)", py_stack_cut(st));
 		}
 		fprintf(f, ";[%s] %llu\n", tb_cat_names[row->cat], (unsigned long long)row->ns);
 	}

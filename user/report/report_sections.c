@@ -71,6 +71,8 @@ static void sec_label(char *buf, size_t len, const struct pystacks *m, const str
 		snprintf(buf, len, "outside the loop's frame");
 	else if (s->fn == PY_SEC_NOFRAME)
 		snprintf(buf, len, "no Python frame");
+	else if (s->fn == PY_SEC_CUT)
+		snprintf(buf, len, "a call in frames not read (a stack over %d deep)", TB_PY_DEPTH);
 	else
 		report_fn_label(buf, len, m, s->fn);
 }
@@ -139,8 +141,8 @@ static void json_row(const struct sec_out *o, const char *label, double ms,
 		     const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
 	static const char *const kinds[] = { "call", "loop_lines", "outside_loop", "no_frame",
-					     "rest" };
-	int kind = rest ? 4 : s->fn >= 0 ? 0 : -s->fn;
+					     "frames_cut", "rest" };
+	int kind = rest ? 5 : s->fn >= 0 ? 0 : -s->fn;
 	struct jw *w = o->to;
 	int64_t ns[TB_NCAT];
 
