@@ -401,6 +401,39 @@ def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
             f"(bound {bound:.3f} s); all: {got} vs {want}"
 
 
+TORCH_COMPILE = os.path.join(ROOT, "tests", "workloads", "torch_compile.py")
+
+
+@pytest.mark.parametrize("loader", [False, True], ids=["no-loader", "loader"])
+def test_torch_compile_is_named(loader, tmp_path):
+    """A torch.compile'd model (torch 2.6, aot_eager: Dynamo and AOTAutograd)
+    compiles in its first forward: that is the loop's setup without a
+    DataLoader (the first step's data and forward come before any bracket),
+    the first training step's forward with one. Either way the phase table
+    names it, "torch.compile compiling" (JSON kind compile), within 3
+    points of the loop's time of Dynamo's own clock (compile_inner); and
+    nowhere else: the import of Dynamo's modules in torch.compile(model)
+    is no compiling."""
+    from conftest import TORCH26_PYTHON
+
+    out = tmp_path / "report.json"
+    r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "-i", "0", "--format", "json",
+                      "-o", str(out), "--", *TORCH26_PYTHON, TORCH_COMPILE, "--truth",
+                      "truth.json", *(["--loader"] if loader else [])], timeout=600,
+                     cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    rows = json.loads(out.read_text())["phases"]["list"]
+    named = {row["phase"]: s for row in rows for s in row["sections"] if s["kind"] == "compile"}
+    want = "forward" if loader else "setup"
+    assert list(named) == [want], {p: s["wall_s"] for p, s in named.items()}
+    got, bound = named[want]["wall_s"], 0.03 * truth["loop_s"]
+    print(f"compile named {got:.3f} s, Dynamo's {truth['compile_s']:.3f} s, "
+          f"first step {truth['first_step_s']:.3f} s, loop {truth['loop_s']:.2f} s")
+    assert abs(got - truth["compile_s"]) <= bound, (got, truth["compile_s"], bound)
+    assert named[want]["ms_per_step"] is None if not loader else named[want]["ms_per_step"] > 0
+
+
 def test_recorded_stacks_report_as_live(tmp_path):
     """record --functions keeps the stacks (schema 12): `trainbpf report` of
     the file prints the live report's bytes, its functions section and named

@@ -252,8 +252,69 @@ START_TEST(sections_are_the_loops_callees)
 	/* Validation, from main beside train(): evaluate. */
 	ck_assert_int_eq(ps[PH_VALIDATION].n, 1);
 	ck_assert_str_eq(m.fn[ps[PH_VALIDATION].s[0].fn].name, "evaluate");
-	/* Setup and teardown have none: no loop ran then. */
-	ck_assert_int_eq(ps[PH_SETUP].n, 0);
+	/* Setup ran no loop: all of it outside the loop's frame; teardown has none. */
+	ck_assert_int_eq(ps[PH_SETUP].n, 1);
+	ck_assert_int_eq(ps[PH_SETUP].s[0].fn, PY_SEC_OUT);
+	ck_assert_int_eq(ps[PH_TEARDOWN].n, 0);
+	pysections_free(ps);
+	pystacks_free(&m);
+}
+END_TEST
+
+/* A stack of names outermost first, their files given. */
+static int stack_in(struct pystacks *m, uint64_t hash, const char **names, const char **files,
+		    int n)
+{
+	int fn[8];
+
+	for (int i = 0; i < n; i++)
+		fn[n - 1 - i] = pystacks_func(m, names[i], files[i], 1);
+	return pystacks_add(m, 7, hash, fn, n, 0);
+}
+
+START_TEST(torch_compile_is_its_own_section)
+{
+	const char *conv = "/usr/lib/python3/dist-packages/torch/_dynamo/convert_frame.py";
+	const char *fx = "/venv/lib/python3.12/site-packages/torch/_inductor/compile_fx.py";
+	const char *cf[] = { "<module>", "train", "Module._call_impl",
+			     "ConvertFrame.__call__", "_compile" };
+	const char *cf_files[] = { "train.py", "train.py", "module.py", conv, conv };
+	const char *bw[] = { "<module>", "train", "Tensor.backward", "compile_fx_inner" };
+	const char *bw_files[] = { "train.py", "train.py", "_tensor.py", fx };
+	const char *run[] = { "<module>", "train", "Module._call_impl" };
+	const char *run_files[] = { "train.py", "train.py", "module.py" };
+	/* torch.compile(model) imports Dynamo: the module's body is no compiling. */
+	const char *imp[] = { "<module>", "compile", "<module>" };
+	const char *imp_files[] = { "train.py", "__init__.py", conv };
+	struct py_sections ps[PH_NSHOWN];
+	struct pystacks m;
+	int sc, sb, sr, si;
+
+	pystacks_init(&m, 10 * MS);
+	pystacks_set_role(&m, 7, TB_ROLE_TRAINER, 7);
+	sc = stack_in(&m, 1, cf, cf_files, 5);
+	sb = stack_in(&m, 2, bw, bw_files, 4);
+	sr = stack_in(&m, 3, run, run_files, 3);
+	si = stack_in(&m, 4, imp, imp_files, 3);
+	pystacks_add_time(&m, sc, 7, PH_FORWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 300, 30);
+	pystacks_add_time(&m, sc, 7, PH_SETUP, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 70, 7);
+	pystacks_add_time(&m, sb, 7, PH_BACKWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 40, 4);
+	pystacks_add_time(&m, sr, 7, PH_FORWARD, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 500, 50);
+	pystacks_add_time(&m, si, 7, PH_SETUP, TB_CPU, TB_CPU, TB_PYH_SAMPLE, 900, 90);
+	ck_assert(m.fn[m.st[sc].fn[0]].compiler && !m.fn[m.st[si].fn[0]].compiler);
+	ck_assert_int_eq(pysections_make(&m, ps), 0);
+	ck_assert_int_eq(ps[PH_FORWARD].n, 2);
+	ck_assert_str_eq(m.fn[ps[PH_FORWARD].s[0].fn].name, "Module._call_impl");
+	ck_assert_int_eq(ps[PH_FORWARD].s[1].fn, PY_SEC_COMPILE);
+	ck_assert_uint_eq(ps[PH_FORWARD].s[1].ns, 300);
+	/* Inductor's backward graph, compiled at the first backward. */
+	ck_assert_int_eq(ps[PH_BACKWARD].s[0].fn, PY_SEC_COMPILE);
+	/* Setup: compiling, and the rest (the import) outside the loop. */
+	ck_assert_int_eq(ps[PH_SETUP].n, 2);
+	ck_assert_int_eq(ps[PH_SETUP].s[0].fn, PY_SEC_OUT);
+	ck_assert_uint_eq(ps[PH_SETUP].s[0].ns, 900);
+	ck_assert_int_eq(ps[PH_SETUP].s[1].fn, PY_SEC_COMPILE);
+	ck_assert_uint_eq(ps[PH_SETUP].s[1].ns, 70);
 	pysections_free(ps);
 	pystacks_free(&m);
 }
@@ -370,6 +431,7 @@ int main(void)
 	tcase_add_test(tc, sections_are_the_loops_callees);
 	tcase_add_test(tc, deep_stacks_are_put_in_order);
 	tcase_add_test(tc, deep_stacks_keep_the_loops_callee);
+	tcase_add_test(tc, torch_compile_is_its_own_section);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -77,11 +77,26 @@ static int chains(const struct pystacks *m, struct loop_th **th, int *n, int *ca
 	return 0;
 }
 
+/*
+ * torch.compile compiling: no part of the call it runs under (the model's,
+ * in the first step's forward; the loop's setup without a DataLoader).
+ */
+static bool compiling(const struct pystacks *m, const struct py_stack *st)
+{
+	for (int k = 0; k < st->depth; k++)
+		if (m->fn[st->fn[k]].compiler)
+			return true;
+	return false;
+}
+
 /* The stack's section for its thread's chain. */
-static int section_of(const struct loop_th *t, const struct py_stack *st)
+static int section_of(const struct pystacks *m, const struct loop_th *t,
+		      const struct py_stack *st)
 {
 	if (!st->depth)
 		return PY_SEC_NOFRAME;
+	if (compiling(m, st))
+		return PY_SEC_COMPILE;
 	for (int k = 0; k < st->depth; k++) {
 		if (!t->chain[st->fn[k]])
 			continue;
@@ -136,15 +151,21 @@ static int fill(const struct pystacks *m, struct loop_th *th, int n,
 
 	for (int r = 0; r < m->nrows; r++) {
 		const struct py_row *row = &m->rows[r];
+		const struct py_stack *st = &m->st[row->stack];
+		bool setup = row->phase == PH_SETUP;
 		const struct loop_th *t = NULL;
+		int sec;
 
-		if (!row->ns || row->phase >= PH_NLOOP || !loop_row(m, row))
+		if (!row->ns || (row->phase >= PH_NLOOP && !setup) || !loop_row(m, row))
 			continue;
 		for (int i = 0; i < n && !t; i++)
 			if (th[i].tid == row->tid)
 				t = &th[i];
-		if (t && add_to(&out[row->phase], &cap[row->phase],
-				section_of(t, &m->st[row->stack]), row))
+		if (!t)
+			continue;
+		/* Setup ran no loop: only what torch.compile took of it is told apart. */
+		sec = !setup ? section_of(m, t, st) : compiling(m, st) ? PY_SEC_COMPILE : PY_SEC_OUT;
+		if (add_to(&out[row->phase], &cap[row->phase], sec, row))
 			return -1;
 	}
 	for (int p = 0; p < PH_NSHOWN; p++)

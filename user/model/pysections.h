@@ -18,6 +18,7 @@
 #define PY_SEC_OUT (-2)		/* a stack without the loop's frame or its callers */
 #define PY_SEC_NOFRAME (-3)	/* no Python frame: the interpreter starting or ending */
 #define PY_SEC_CUT (-4)		/* in the frames a deeper stack did not keep (pystacks.h) */
+#define PY_SEC_COMPILE (-5)	/* torch.compile compiling, under whichever call */
 
 /* The phases of a training step: where the loop's frame is looked for. */
 static inline bool pysections_training(int phase)
@@ -57,7 +58,8 @@ struct py_sections {
  * its chain, the loop and its callers. A stack's section is the function
  * right below the innermost chain function on it: below the loop's frame
  * its callee, below a caller of the loop the work beside it (evaluate()
- * from main). 0, or -1 out of memory (out empty).
+ * from main). Setup's time (of the loop threads) is torch.compile's or
+ * outside the loop's frame. 0, or -1 out of memory (out empty).
  */
 int pysections_make(const struct pystacks *m, struct py_sections out[PH_NSHOWN]);
 void pysections_free(struct py_sections out[PH_NSHOWN]);

@@ -116,6 +116,27 @@ static bool fn_match(const struct pystacks *m, int pos, const void *want)
 	return a->line == b->line && !strcmp(a->name, b->name) && !strcmp(a->file, b->file);
 }
 
+/*
+ * torch.compile compiling: Dynamo's frame conversion (a frame traced and
+ * compiled: the first call, a recompile) and Inductor's compile_fx (the
+ * graphs, the backward's at its first call). Neither is on a stack while
+ * compiled code runs: a guard hit is checked in C.
+ */
+static bool compiler_file(const char *file)
+{
+	static const char *const files[] = { "/torch/_dynamo/convert_frame.py",
+					     "/torch/_inductor/compile_fx.py" };
+	size_t n = strlen(file);
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t k = strlen(files[i]);
+
+		if (n >= k && !strcmp(file + n - k, files[i]))
+			return true;
+	}
+	return false;
+}
+
 int pystacks_func(struct pystacks *m, const char *name, const char *file, int line)
 {
 	struct py_func f = { .line = line };
@@ -130,6 +151,8 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
 		return pos;
 	if (GROW(m->fn, m->nfn, m->capfn) || idx_put(&m->fnidx, key, m->nfn))
 		return -1;
+	/* Their modules' bodies run at import, in torch.compile(model): no compiling. */
+	f.compiler = compiler_file(f.file) && strcmp(f.name, "<module>");
 	m->fn[m->nfn] = f;
 	return m->nfn++;
 }

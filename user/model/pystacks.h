@@ -23,6 +23,7 @@ struct py_func {
 	char name[PY_NAME_LEN];	/* co_qualname (3.11+), else co_name */
 	char file[PY_FILE_LEN];	/* co_filename */
 	int line;		/* co_firstlineno */
+	bool compiler;		/* torch.compile's compiler at work (pystacks_func) */
 };
 
 struct py_stack {

@@ -7,8 +7,10 @@
  * row; what each was made of is its own rows' critical path, scaled alike.
  * Shown under other (PyTorch brackets none of it) and under any phase that
  * two callees of 5% and up share (forward without a DataLoader: the batch
- * prepared on the training thread, then the model).
+ * prepared on the training thread, then the model); under setup, only
+ * torch.compile's compiling (the first step's forward, without a DataLoader).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "categories.h"
@@ -36,15 +38,35 @@ static bool split(const struct py_sections *ps, int phase)
 	       (ps->n > 1 && ps->s[1].ns >= SEC_SPLIT * ps->read);
 }
 
+/* Setup: torch.compile's part alone (a loop without a DataLoader compiles in it). */
+static bool setup_pick(const struct py_sections *ps, struct sec_view *v, double table_ms)
+{
+	for (int i = 0; i < ps->n; i++)
+		if (ps->s[i].fn == PY_SEC_COMPILE && ps->s[i].ns * v->ms_per_ns >= SEC_MIN * table_ms)
+			v->s[v->n++] = &ps->s[i];
+	return v->n > 0;
+}
+
 /* Whether phase's sections are shown (phase_ms of table_ms), and which. */
 static bool sec_pick(const struct py_sections *ps, int phase, double phase_ms, double table_ms,
 		     struct sec_view *v)
 {
 	*v = (struct sec_view){ .rest = { .fn = PY_SEC_OUT } };
-	if (!ps || phase >= PH_NLOOP || !ps->read || phase_ms < 0.01 * table_ms ||
-	    !split(ps, phase))
+	if (!ps || !ps->read || phase_ms < 0.01 * table_ms)
 		return false;
 	v->ms_per_ns = phase_ms / ps->read;
+	/*
+	 * Setup's stacks are read from the tick the reader found the
+	 * interpreter, not from the thread's start: its part of setup's read
+	 * time is no part of setup's wall time. Its own time is (a thread's
+	 * categories sum to its time).
+	 */
+	if (phase == PH_SETUP) {
+		v->ms_per_ns = 1e-6;
+		return setup_pick(ps, v, table_ms);
+	}
+	if (phase >= PH_NLOOP || !split(ps, phase))
+		return false;
 	for (int i = 0; i < ps->n; i++) {
 		const struct py_section *s = &ps->s[i];
 
@@ -71,6 +93,8 @@ static void sec_label(char *buf, size_t len, const struct pystacks *m, const str
 		snprintf(buf, len, "outside the loop's frame");
 	else if (s->fn == PY_SEC_NOFRAME)
 		snprintf(buf, len, "no Python frame");
+	else if (s->fn == PY_SEC_COMPILE)
+		snprintf(buf, len, "torch.compile compiling");
 	else if (s->fn == PY_SEC_CUT)
 		snprintf(buf, len, "a call in frames not read (a stack over %d deep)", TB_PY_DEPTH);
 	else
@@ -85,7 +109,7 @@ static void scaled(uint64_t out[TB_NCAT], const struct py_section *s, double ms_
 
 /* A row as each writer prints it: rest > 0 for the rest folded, of that many calls. */
 struct sec_out {
-	void (*row)(const struct sec_out *o, const char *label, double ms,
+	void (*row)(const struct sec_out *o, const char *label, double ms, double per_step,
 		    const uint64_t cat[TB_NCAT], const struct py_section *s, int rest);
 	const struct pystacks *m;
 	void *to;		/* the FILE or the JSON writer */
@@ -100,10 +124,13 @@ static int sec_each(const struct sec_out *o, const struct py_sections *ps, int p
 	char label[PY_NAME_LEN + PY_FILE_LEN + 16];
 	uint64_t cat[TB_NCAT];
 	struct sec_view v;
+	double per_ns;
 	int n = 0;
 
 	if (!sec_pick(ps, phase, phase_ms, o->table_ms, &v))
 		return 0;
+	/* Setup is no step's: its row has none per step (NAN), nor its sections. */
+	per_ns = phase == PH_SETUP ? NAN : o->steps ? v.ms_per_ns / o->steps : 0.0;
 	for (int i = 0; i <= v.n; i++) {
 		const struct py_section *s = i < v.n ? v.s[i] : &v.rest;
 		int rest = i < v.n ? 0 : v.nrest;
@@ -112,21 +139,30 @@ static int sec_each(const struct sec_out *o, const struct py_sections *ps, int p
 			break;
 		sec_label(label, sizeof(label), o->m, s, rest);
 		scaled(cat, s, v.ms_per_ns);
-		o->row(o, label, s->ns * v.ms_per_ns, cat, s, rest);
+		o->row(o, label, s->ns * v.ms_per_ns, s->ns * per_ns, cat, s, rest);
 		n++;
 	}
 	return n;
 }
 
-static void text_row(const struct sec_out *o, const char *label, double ms,
+/* ms per step, or "-" (setup's). */
+static void per_step_text(char *buf, size_t len, double per_step)
+{
+	if (isnan(per_step))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f", per_step);
+}
+
+static void text_row(const struct sec_out *o, const char *label, double ms, double per_step,
 		     const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
-	char made[128];
+	char made[128], step[32];
 
 	report_made_of(made, sizeof(made), cat, 3);
-	fprintf(o->to, "  %-13s %5.1f%% %8.1f %7s %7s %7s  in %s: %s\n", "",
-		100.0 * ms / o->table_ms, o->steps ? ms / o->steps : 0.0, "", "", "", label,
-		*made ? made : "-");
+	per_step_text(step, sizeof(step), per_step);
+	fprintf(o->to, "  %-13s %5.1f%% %8s %7s %7s %7s  in %s: %s\n", "",
+		100.0 * ms / o->table_ms, step, "", "", "", label, *made ? made : "-");
 }
 
 int report_sections_text(FILE *f, const struct pystacks *m, const struct py_sections *ps,
@@ -137,12 +173,12 @@ int report_sections_text(FILE *f, const struct pystacks *m, const struct py_sect
 	return sec_each(&o, ps, phase, phase_ms);
 }
 
-static void json_row(const struct sec_out *o, const char *label, double ms,
+static void json_row(const struct sec_out *o, const char *label, double ms, double per_step,
 		     const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
 	static const char *const kinds[] = { "call", "loop_lines", "outside_loop", "no_frame",
-					     "frames_cut", "rest" };
-	int kind = rest ? 5 : s->fn >= 0 ? 0 : -s->fn;
+					     "frames_cut", "compile", "rest" };
+	int kind = rest ? 6 : s->fn >= 0 ? 0 : -s->fn;
 	struct jw *w = o->to;
 	int64_t ns[TB_NCAT];
 
@@ -159,7 +195,10 @@ static void json_row(const struct sec_out *o, const char *label, double ms,
 		jw_int_field(w, "calls", rest);
 	jw_float_field(w, "wall_s", ms / 1e3, 6);
 	jw_float_field(w, "share", ms / o->table_ms, 4);
-	jw_float_field(w, "ms_per_step", o->steps ? ms / o->steps : 0.0, 4);
+	if (isnan(per_step))
+		jw_null_field(w, "ms_per_step");	/* setup's, as its row's */
+	else
+		jw_float_field(w, "ms_per_step", per_step, 4);
 	report_json_times(w, "critical_path_s", ns);
 	jw_end_object(w);
 }
@@ -175,16 +214,17 @@ void report_sections_json(struct jw *w, const struct pystacks *m, const struct p
 	jw_end_array(w);
 }
 
-static void html_row(const struct sec_out *o, const char *label, double ms,
+static void html_row(const struct sec_out *o, const char *label, double ms, double per_step,
 		     const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
-	char made[128];
+	char made[128], step[32];
 
 	report_made_of(made, sizeof(made), cat, 3);
+	per_step_text(step, sizeof(step), per_step);
 	fputs("<tr class=\"section\"><td class=\"l\" style=\"padding-left:1.5em\">in ", o->to);
 	html_esc(o->to, label);
-	fprintf(o->to, "</td><td>%.1f</td><td>%.1f</td><td></td><td></td><td></td>"
-		"<td class=\"l\">", 100.0 * ms / o->table_ms, o->steps ? ms / o->steps : 0.0);
+	fprintf(o->to, "</td><td>%.1f</td><td>%s</td><td></td><td></td><td></td>"
+		"<td class=\"l\">", 100.0 * ms / o->table_ms, step);
 	html_esc(o->to, *made ? made : "-");
 	fputs("</td></tr>\n", o->to);
 }
@@ -204,7 +244,7 @@ struct sec_fn_out {
 	void *arg;
 };
 
-static void fn_row(const struct sec_out *o, const char *label, double ms,
+static void fn_row(const struct sec_out *o, const char *label, double ms, double per_step,
 		   const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
 	const struct sec_fn_out *x = (const struct sec_fn_out *)o;
