@@ -51,8 +51,8 @@ static void add_incl(struct loop_th *t, const struct py_stack *st, uint64_t ns)
 
 /*
  * Each loop thread's chain: the functions on (nearly) all of its training
- * stacks (pysections_everywhere). A thread with no
- * training time: of its loop phases.
+ * stacks (pysections_everywhere). A thread with no training time: of its
+ * loop phases.
  */
 static int chains(const struct pystacks *m, struct loop_th **th, int *n, int *cap,
 		  bool any_training)
@@ -138,9 +138,12 @@ static int by_time(const void *a, const void *b)
 
 static bool has_training(const struct pystacks *m)
 {
-	for (int r = 0; r < m->nrows; r++)
-		if (m->rows[r].ns && pysections_training(m->rows[r].phase) && loop_row(m, &m->rows[r]))
+	for (int r = 0; r < m->nrows; r++) {
+		const struct py_row *row = &m->rows[r];
+
+		if (row->ns && pysections_training(row->phase) && loop_row(m, row))
 			return true;
+	}
 	return false;
 }
 

@@ -69,7 +69,7 @@ static const char *col_str(struct q *q, int i)
 
 static uint64_t col_ns(struct q *q, int i)
 {
-	return rec_col_ns(q->st, i);
+	return rec_col_u64(q->st, i);
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -569,7 +569,8 @@ static void read_made_of(struct recording *r, struct epoch *e, const char *json)
 	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int p = rec_name_index((const char *)sqlite3_column_text(st, 0), ph_names, PH_NLOOP);
-		int c = rec_name_index((const char *)sqlite3_column_text(st, 1), tb_cat_names, TB_NCAT);
+		int c = rec_name_index((const char *)sqlite3_column_text(st, 1), tb_cat_names,
+				       TB_NCAT);
 
 		if (p >= 0 && c >= 0 && sqlite3_column_int64(st, 2) > 0)
 			e->ph_cp[p][c] = (uint64_t)sqlite3_column_int64(st, 2);

@@ -95,8 +95,8 @@ int rec_stmt_done(struct recording *r, struct sqlite3_stmt *st, int rc,
 		  char *err, size_t errlen);
 /* A text column, "" for NULL: every column may be NULL in a hostile file. */
 const char *rec_col_str(struct sqlite3_stmt *st, int i);
-/* Times are unsigned in the structures: a negative one is bad data, 0. */
-uint64_t rec_col_ns(struct sqlite3_stmt *st, int i);
+/* Times and counts are unsigned in the structures: a negative one is bad data, 0. */
+uint64_t rec_col_u64(struct sqlite3_stmt *st, int i);
 /* The index of s (NULL: none) among names[0..n), or -1: a name this build does not know. */
 int rec_name_index(const char *s, const char *const *names, int n);
 

@@ -48,14 +48,14 @@ static int load_devices(struct recording *r, char *err, size_t errlen)
 
 		if (sqlite3_column_int(st, 0) != r->ses.gu.ndev)
 			continue;	/* the devices are numbered from 0 in order */
-		d = gu_add_dev(&r->ses.gu, sqlite3_column_int(st, 1), rec_col_str(st, 2), rec_col_str(st, 3),
-			       rec_col_ns(st, 4));
+		d = gu_add_dev(&r->ses.gu, sqlite3_column_int(st, 1), rec_col_str(st, 2),
+			       rec_col_str(st, 3), rec_col_u64(st, 4));
 		if (d < 0)
 			continue;
 		r->ses.gu.dev[d].has = (unsigned int)sqlite3_column_int(st, 5);
 		r->ses.gu.dev[d].proc_util = sqlite3_column_int(st, 6) != 0;
 		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-			gu_dev_lost(&r->ses.gu, d, rec_col_ns(st, 7), rec_col_str(st, 8));
+			gu_dev_lost(&r->ses.gu, d, rec_col_u64(st, 7), rec_col_str(st, 8));
 	}
 	return rec_stmt_done(r, st, rc, err, errlen);
 }
@@ -65,13 +65,14 @@ static void row_window(sqlite3_stmt *st, int c, struct gu_win *w, struct gu_win_
 		       struct gu_win_proc *wp)
 {
 	struct gu_agg a = {
-		.samples = rec_col_ns(st, c + 3), .span_ns = rec_col_ns(st, c + 4),
-		.util_ns = rec_col_ns(st, c + 5), .util_pct_ns = sqlite3_column_double(st, c + 6),
-		.energy_ns = rec_col_ns(st, c + 7), .energy_mj = sqlite3_column_double(st, c + 8),
-		.power_ns = rec_col_ns(st, c + 9), .power_mw_ns = sqlite3_column_double(st, c + 10),
-		.clock_ns = rec_col_ns(st, c + 11), .clock_mhz_ns = sqlite3_column_double(st, c + 12),
-		.thr_power_ns = rec_col_ns(st, c + 13), .thr_thermal_ns = rec_col_ns(st, c + 14),
-		.mem_peak = rec_col_ns(st, c + 15), .job_ns = rec_col_ns(st, c + 16),
+		.samples = rec_col_u64(st, c + 3), .span_ns = rec_col_u64(st, c + 4),
+		.util_ns = rec_col_u64(st, c + 5), .util_pct_ns = sqlite3_column_double(st, c + 6),
+		.energy_ns = rec_col_u64(st, c + 7), .energy_mj = sqlite3_column_double(st, c + 8),
+		.power_ns = rec_col_u64(st, c + 9), .power_mw_ns = sqlite3_column_double(st, c + 10),
+		.clock_ns = rec_col_u64(st, c + 11),
+		.clock_mhz_ns = sqlite3_column_double(st, c + 12),
+		.thr_power_ns = rec_col_u64(st, c + 13), .thr_thermal_ns = rec_col_u64(st, c + 14),
+		.mem_peak = rec_col_u64(st, c + 15), .job_ns = rec_col_u64(st, c + 16),
 	};
 	int dev = sqlite3_column_int(st, c);
 
@@ -159,8 +160,9 @@ static int load_epochs(struct recording *r, const struct rec_filter *flt,
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	sqlite3_bind_text(st, 1, epochs_source_name(s), -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t b = sqlite3_column_type(st, 1) == SQLITE_NULL ? r->end_ns : rec_col_ns(st, 1);
-		struct epoch *e = epoch_over(&r->ses.ep.src[s], rec_col_ns(st, 0), b);
+		uint64_t b = sqlite3_column_type(st, 1) == SQLITE_NULL ? r->end_ns :
+			     rec_col_u64(st, 1);
+		struct epoch *e = epoch_over(&r->ses.ep.src[s], rec_col_u64(st, 0), b);
 
 		if (!e || !wanted(r, flt, st, 2))
 			continue;
@@ -183,10 +185,10 @@ static int rebuild_run(struct recording *r, const struct rec_filter *flt,
 		return ERR("%s: %s", r->path, sqlite3_errmsg(r->db));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct gu_sample x = {
-			.ts = rec_col_ns(st, 0), .util = (uint8_t)sqlite3_column_int(st, 3),
-			.mem = rec_col_ns(st, 4), .power_mw = (uint32_t)rec_col_ns(st, 5),
-			.energy_mj = rec_col_ns(st, 6), .clock_mhz = (uint32_t)rec_col_ns(st, 7),
-			.throttle = rec_col_ns(st, 8), .has = (uint8_t)sqlite3_column_int(st, 9),
+			.ts = rec_col_u64(st, 0), .util = (uint8_t)sqlite3_column_int(st, 3),
+			.mem = rec_col_u64(st, 4), .power_mw = (uint32_t)rec_col_u64(st, 5),
+			.energy_mj = rec_col_u64(st, 6), .clock_mhz = (uint32_t)rec_col_u64(st, 7),
+			.throttle = rec_col_u64(st, 8), .has = (uint8_t)sqlite3_column_int(st, 9),
 		};
 		int dev = sqlite3_column_int(st, 1);
 		pid_t pid = sqlite3_column_int(st, 2);

@@ -26,7 +26,7 @@ const char *rec_col_str(struct sqlite3_stmt *st, int i)
 	return s ? (const char *)s : "";
 }
 
-uint64_t rec_col_ns(struct sqlite3_stmt *st, int i)
+uint64_t rec_col_u64(struct sqlite3_stmt *st, int i)
 {
 	int64_t v = sqlite3_column_int64(st, i);
 

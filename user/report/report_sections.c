@@ -41,9 +41,12 @@ static bool split(const struct py_sections *ps, int phase)
 /* Setup: torch.compile's part alone (a loop without a DataLoader compiles in it). */
 static bool setup_pick(const struct py_sections *ps, struct sec_view *v, double table_ms)
 {
-	for (int i = 0; i < ps->n; i++)
-		if (ps->s[i].fn == PY_SEC_COMPILE && ps->s[i].ns * v->ms_per_ns >= SEC_MIN * table_ms)
-			v->s[v->n++] = &ps->s[i];
+	for (int i = 0; i < ps->n; i++) {
+		const struct py_section *s = &ps->s[i];
+
+		if (s->fn == PY_SEC_COMPILE && s->ns * v->ms_per_ns >= SEC_MIN * table_ms)
+			v->s[v->n++] = s;
+	}
 	return v->n > 0;
 }
 
