@@ -101,7 +101,7 @@ static long py_frame(__u64 i, void *ctx)
 	if (w->owner >= 0 && sc->head[w->owner & 127] == w->cstack)
 		return 0;
 	/* Past the innermost frames, a ring of the outermost (pystack.h). */
-	slot = w->d < TB_PY_INNER ? w->d : TB_PY_INNER + (w->d - TB_PY_INNER) % TB_PY_OUTER;
+	slot = tb_py_slot(w->d);
 	barrier_var(slot);	/* the verifier cannot bound a modulo: the mask stays */
 	sc->st.code[slot & (TB_PY_DEPTH - 1)] = code;
 	w->d++;

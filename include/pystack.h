@@ -75,6 +75,12 @@ struct tb_py_stack {
 	__u64 code[TB_PY_DEPTH];
 };
 
+/* Where the f-th frame walked (0: the innermost) goes in code[]. */
+static inline __u32 tb_py_slot(__u32 f)
+{
+	return f < TB_PY_INNER ? f : TB_PY_INNER + (f - TB_PY_INNER) % TB_PY_OUTER;
+}
+
 /* How the time of an entry was taken. */
 enum tb_py_how {
 	TB_PYH_WAIT,		/* off the CPU: whole intervals, read at the switch-out */

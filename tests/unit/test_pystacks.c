@@ -320,12 +320,6 @@ START_TEST(torch_compile_is_its_own_section)
 }
 END_TEST
 
-/* BPF's slot for the f-th frame walked (bpf/pystack.bpf.h), to check the reader's order. */
-static unsigned int bpf_slot(unsigned int f)
-{
-	return f < TB_PY_INNER ? f : TB_PY_INNER + (f - TB_PY_INNER) % TB_PY_OUTER;
-}
-
 START_TEST(deep_stacks_are_put_in_order)
 {
 	/* Frames walked: shallow, exactly full, one over, deep, and a walk cut short. */
@@ -337,12 +331,12 @@ START_TEST(deep_stacks_are_put_in_order)
 		uint32_t cut = (n - depth) | (n == TB_PY_WALK ? TB_PY_CUT_OUTER : 0);
 
 		for (unsigned int f = 0; f < n; f++)
-			code[bpf_slot(f)] = 1000 + f;
+			code[tb_py_slot(f)] = 1000 + f;	/* as BPF stores them */
 		for (unsigned int i = 0; i < depth; i++) {
 			/* Innermost first: the innermost 40, then the last 24 walked. */
 			uint64_t want = 1000 + (i < TB_PY_INNER ? i : n - depth + i);
 
-			ck_assert_uint_eq(code[pyreader_slot(i, depth, cut)], want);
+			ck_assert_uint_eq(code[pyreader_slot(i, cut)], want);
 		}
 	}
 }

@@ -378,17 +378,12 @@ static struct py_proc *proc_of(struct pyreader *pr, pid_t pid)
 
 /*
  * Where the i-th frame kept (innermost first) is in BPF's code[]: past
- * the innermost, a ring holds the last TB_PY_OUTER frames walked, the
- * oldest of them where the next would have gone (include/pystack.h).
+ * the innermost, the kept are the last frames walked, the i-th of them
+ * frame (cut + i) from the innermost (include/pystack.h).
  */
-unsigned int pyreader_slot(unsigned int i, unsigned int depth, uint32_t cut)
+unsigned int pyreader_slot(unsigned int i, uint32_t cut)
 {
-	unsigned int walked = depth + (cut & ~TB_PY_CUT_OUTER);
-
-	if (i < TB_PY_INNER || walked <= TB_PY_DEPTH)
-		return i;
-	/* The i-th kept is frame walked - depth + i from the innermost. */
-	return TB_PY_INNER + (walked - depth + i - TB_PY_INNER) % TB_PY_OUTER;
+	return i < TB_PY_INNER ? i : tb_py_slot(i + (cut & ~TB_PY_CUT_OUTER));
 }
 
 /* A stack BPF read, named: its index in the model, -1 if it cannot be. */
@@ -408,7 +403,7 @@ static int name_stack(struct pyreader *pr, pid_t tgid, uint64_t hash)
 	    st.depth > TB_PY_DEPTH)
 		return -1;
 	for (unsigned int i = 0; i < st.depth; i++)
-		if ((fn[i] = code_fn(pr->m, pp, st.code[pyreader_slot(i, st.depth, st.cut)])) < 0)
+		if ((fn[i] = code_fn(pr->m, pp, st.code[pyreader_slot(i, st.cut)])) < 0)
 			return -1;	/* out of memory: its time is counted as not named */
 	return pystacks_add(pr->m, tgid, hash, fn, (int)st.depth, st.cut);
 }

@@ -56,6 +56,6 @@ void pyreader_tick(struct pyreader *pr, const struct job *job);
 void pyreader_finish(struct pyreader *pr, uint64_t end);
 void pyreader_close(struct pyreader *pr);
 /* Where the i-th frame kept (innermost first) of a stack BPF read is in its code[]. */
-unsigned int pyreader_slot(unsigned int i, unsigned int depth, uint32_t cut);
+unsigned int pyreader_slot(unsigned int i, uint32_t cut);
 
 #endif
