@@ -329,7 +329,8 @@ END_TEST
  * No DataLoader (a queue): from a backward's end the next step's input and
  * forward are pending; a wait for input (TB_RS_FED) makes what is pending
  * so far data, the next backward the rest forward. At the end, what met no
- * backward is other, not a step's data and forward.
+ * backward is the teardown, not a step's data and forward: the loop's end
+ * and the interpreter's exit (its waits send "fed" events too).
  */
 START_TEST(queue_fed_steps)
 {
@@ -356,7 +357,8 @@ START_TEST(queue_fed_steps)
 	ph_spans_end(&s, AT(20), collect, &g);
 	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 4);
 	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3);
-	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 4);	/* 16-20: the teardown */
+	ck_assert_uint_eq(phase_ms(&g, PH_OTHER), 0);
+	ck_assert_uint_eq(phase_ms(&g, PH_TEARDOWN), 4);	/* 16-20: met no backward */
 	tiles(&g, 0, 20);
 }
 END_TEST
@@ -699,6 +701,67 @@ START_TEST(setup_and_teardown_sum_to_life)
 	ck_assert_double_eq_tol(wall, thread_lifetime(t, AT(30)) / 1e6, 1e-9);
 	ck_assert_uint_eq(ph_order[0], PH_SETUP);
 	ck_assert_uint_eq(ph_order[PH_NSHOWN - 1], PH_TEARDOWN);
+	phases_free(&p);
+	job_free(&job);
+}
+END_TEST
+
+/*
+ * A loop with no DataLoader, its last step as BPF sends it (life 0-30 ms):
+ * setup 0-10 (cpu 10), backward 10-14 (cpu 4), optimizer 14-15 (cpu 1),
+ * then pending: the loop's end 15-20 (cpu 5) and the interpreter's exit,
+ * whose waits (20-22 idle, 25-28 idle) each sent a "fed" event with its
+ * cpu between (22-25 cpu 3, 28-30 cpu 2). All of 15-30 met no backward:
+ * teardown, rows and wall alike, none of it other, and the rows still sum
+ * to the life.
+ */
+START_TEST(unfetched_exit_is_teardown)
+{
+	struct tb_phase_event e[] = {
+		ev(10, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(14, TB_PH_PEND_FWD, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(14, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(15, TB_PH_PEND_FWD, TB_BC_OPTIM, TB_RS_NONE),
+		ev(22, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_FED),
+		ev(28, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_FED),
+	};
+	struct phases p = { 0 };
+	struct job job = { 0 };
+	uint64_t rows[PH_NSHOWN][TB_NCAT];
+	struct proc_rec *pr = job_add_proc(&job, 7, 1, "python3", AT(0));
+	struct thread_rec *t;
+	struct ph_sum sum;
+	double wall = 0;
+
+	ck_assert_ptr_nonnull(pr);
+	pr->role = TB_ROLE_TRAINER;
+	t = job_add_thread(pr, 7, "python3", AT(0));
+	ck_assert_ptr_nonnull(t);
+	t->end_ns = AT(30);
+	e[0].row[TB_CPU] = 10 * MS;	/* the first event: OTHER's row, the setup */
+	t->ph[TB_PH_OTHER][TB_CPU] = 10 * MS;
+	t->ph[TB_PH_BACKWARD][TB_CPU] = 4 * MS;
+	t->ph[TB_PH_OPTIMIZER][TB_CPU] = 1 * MS;
+	/* BPF's rows at the end: each fed event moved PEND_FWD's into PEND_DATA. */
+	t->ph[TB_PH_PEND_DATA][TB_CPU] = 8 * MS;
+	t->ph[TB_PH_PEND_DATA][TB_IDLE] = 5 * MS;
+	t->ph[TB_PH_PEND_FWD][TB_CPU] = 2 * MS;
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		phases_on_event(&p, &e[i]);
+	phases_settle_tail(&p, &job);
+	t = &job_proc(&job, 7)->threads[0];
+	ck_assert_uint_eq(t->ends[1][TB_CPU], 10 * MS);
+	ck_assert_uint_eq(t->ends[1][TB_IDLE], 5 * MS);
+	ck_assert_int_eq(phases_job(&p, &job, rows, &sum), 1);
+	ck_assert_uint_eq(sum_cats(rows[PH_TEARDOWN]), 15 * MS);
+	ck_assert_uint_eq(sum_cats(rows[PH_OTHER]), 0);
+	ck_assert_uint_eq(sum_cats(rows[PH_DATA]) + sum_cats(rows[PH_FORWARD]), 0);
+	for (int ph = 0; ph < PH_NSHOWN; ph++) {
+		ck_assert_double_eq_tol(sum.wall_ms[ph], sum_cats(rows[ph]) / 1e6, 1e-9);
+		wall += sum.wall_ms[ph];
+	}
+	ck_assert_double_eq_tol(sum.wall_ms[PH_TEARDOWN], 15.0, 1e-9);
+	ck_assert_double_eq_tol(wall, thread_lifetime(t, AT(30)) / 1e6, 1e-9);
 	phases_free(&p);
 	job_free(&job);
 }
@@ -1119,6 +1182,7 @@ int main(void)
 	tcase_add_test(tc, setup_and_teardown_sum_to_life);
 	tcase_add_test(tc, attached_has_no_setup);
 	tcase_add_test(tc, teardown_after_a_last_collective);
+	tcase_add_test(tc, unfetched_exit_is_teardown);
 	tcase_add_test(tc, last_step_closed_at_the_end);
 	tcase_add_test(tc, startup_follows_its_step);
 	tcase_add_test(tc, startup_undone_in_setup);

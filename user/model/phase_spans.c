@@ -183,19 +183,21 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 	s->since = e->ts > s->since ? e->ts : s->since;
 }
 
-void ph_spans_unfetched_end(struct ph_spans *s)
+void ph_spans_unfetched_end(struct ph_spans *s, ph_span_fn fn, void *arg)
 {
 	if (!s->fetcher)
-		relabel(s, -1, TB_PH_PEND_LONE);
+		settle_all(s, -1, PH_TEARDOWN, fn, arg);
 }
 
 void ph_spans_end(struct ph_spans *s, uint64_t end, ph_span_fn fn, void *arg)
 {
 	int open = s->in_val && ph_is_pending(s->phase) ? PH_VALIDATION : ph_shown_of(s->phase);
 
-	if ((!s->fetcher && ph_is_pending(s->phase)) || s->phase == TB_PH_PEND_START)
-		open = PH_OTHER;	/* a start-up no fetch ended: the teardown's */
-	ph_spans_unfetched_end(s);
+	if (s->phase == TB_PH_PEND_START)
+		open = PH_OTHER;	/* a start-up no fetch ended */
+	else if (!s->fetcher && ph_is_pending(s->phase))
+		open = PH_TEARDOWN;
+	ph_spans_unfetched_end(s, fn, arg);
 
 	if (s->since && end > s->since)
 		emit(s->since, end, open, s->phase == TB_PH_PEND_SHELD, fn, arg);

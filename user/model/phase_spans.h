@@ -77,11 +77,11 @@ bool ph_is_pending(unsigned int tb_phase);
 void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_fn fn,
 		    void *arg);
 /*
- * The end of a thread that never fetched (batches from a queue): what is
- * pending came after its last backward and met none, the job's teardown
- * or the loop's end: other.
+ * The end of a thread that never fetched (batches from a queue, a loop of
+ * its own): what is pending came after its last backward and met none,
+ * the loop's end and the job's teardown: out as teardown, to fn.
  */
-void ph_spans_unfetched_end(struct ph_spans *s);
+void ph_spans_unfetched_end(struct ph_spans *s, ph_span_fn fn, void *arg);
 /*
  * The end of the thread's trace: its open span, then what is pending,
  * folded: as validation after a validation batch (a pass's last batch and
