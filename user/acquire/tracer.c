@@ -171,16 +171,9 @@ static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *e
 {
 	struct trainbpf_bpf *skel = tr->skel;
 	struct bpf_program *progs[] = { skel->progs.on_write, skel->progs.on_mmap,
-		skel->progs.on_mmap_done, skel->progs.on_writev, skel->progs.on_pwrite,
-		skel->progs.on_fsync, skel->progs.on_fdatasync, skel->progs.on_sync_range,
+		skel->progs.on_mmap_done, skel->progs.on_fd_write, skel->progs.on_fd_sync,
 		skel->progs.on_close, skel->progs.on_rename, skel->progs.on_renameat,
-		skel->progs.on_renameat2, skel->progs.on_write_done, skel->progs.on_writev_done,
-		skel->progs.on_pwrite64_done, skel->progs.on_fsync_done,
-		skel->progs.on_fdatasync_done, skel->progs.on_sync_file_range_done,
-		skel->progs.on_close_done, skel->progs.on_rename_done,
-		skel->progs.on_renameat_done, skel->progs.on_renameat2_done,
-		skel->progs.on_openat, skel->progs.on_open, skel->progs.on_openat_done,
-		skel->progs.on_open_done };
+		skel->progs.on_openat, skel->progs.on_open, skel->progs.on_ckpt_done };
 
 	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
@@ -212,6 +205,47 @@ static void select_python_stacks(struct trainbpf_bpf *skel, uint64_t period_ns)
 	bpf_map__set_max_entries(skel->maps.py_threads, 1);
 	bpf_map__set_max_entries(skel->maps.py_stacks, 1);
 	bpf_map__set_max_entries(skel->maps.py_time, 1);
+}
+
+/*
+ * The checkpoint programs' other syscalls (bpf/ckpt_files.bpf.h: one
+ * program a kind of call; its SEC's tracepoint is the skeleton's attach).
+ * Not loaded (no tracefs, --no-syscalls, --no-phases): none. 0, or -1 with
+ * errno.
+ */
+static int ckpt_attach_more(struct tracer *tr)
+{
+	struct trainbpf_bpf *skel = tr->skel;
+	const struct {
+		struct bpf_program *prog;
+		const char *tp;
+	} more[TRACER_CKPT_MORE] = {
+		{ skel->progs.on_fd_write, "sys_enter_pwrite64" },
+		{ skel->progs.on_fd_sync, "sys_enter_fdatasync" },
+		{ skel->progs.on_fd_sync, "sys_enter_sync_file_range" },
+		{ skel->progs.on_renameat, "sys_enter_renameat2" },
+		{ skel->progs.on_ckpt_done, "sys_exit_writev" },
+		{ skel->progs.on_ckpt_done, "sys_exit_pwrite64" },
+		{ skel->progs.on_ckpt_done, "sys_exit_fsync" },
+		{ skel->progs.on_ckpt_done, "sys_exit_fdatasync" },
+		{ skel->progs.on_ckpt_done, "sys_exit_sync_file_range" },
+		{ skel->progs.on_ckpt_done, "sys_exit_close" },
+		{ skel->progs.on_ckpt_done, "sys_exit_rename" },
+		{ skel->progs.on_ckpt_done, "sys_exit_renameat" },
+		{ skel->progs.on_ckpt_done, "sys_exit_renameat2" },
+		{ skel->progs.on_ckpt_done, "sys_exit_openat" },
+		{ skel->progs.on_ckpt_done, "sys_exit_open" },
+	};
+
+	for (int i = 0; i < TRACER_CKPT_MORE; i++) {
+		if (tr->ckpt_more[i] || bpf_program__fd(more[i].prog) < 0)
+			continue;
+		tr->ckpt_more[i] = bpf_program__attach_tracepoint(more[i].prog, "syscalls",
+								  more[i].tp);
+		if (!tr->ckpt_more[i])
+			return -1;
+	}
+	return 0;
 }
 
 static int load(struct tracer *tr, const struct tracer_opts *env)
@@ -272,7 +306,7 @@ int tracer_open(struct tracer *tr, const struct tracer_opts *env, struct job *jo
 		fprintf(stderr, "trainbpf: cannot open the event ring buffer: %s\n", strerror(errno));
 		return -1;
 	}
-	if (trainbpf_bpf__attach(tr->skel)) {
+	if (trainbpf_bpf__attach(tr->skel) || ckpt_attach_more(tr)) {
 		fprintf(stderr, "trainbpf: cannot attach to the scheduler tracepoints: %s\n",
 			strerror(errno));
 		return -1;
@@ -291,9 +325,15 @@ void tracer_close(struct tracer *tr)
 	 * destroying the skeleton then has none left to detach.
 	 */
 	if (tr->skel) {
-		links_destroy((struct bpf_link **)&tr->skel->links,
-			      sizeof(tr->skel->links) / sizeof(struct bpf_link *));
+		struct bpf_link *all[sizeof(tr->skel->links) / sizeof(struct bpf_link *) +
+				     TRACER_CKPT_MORE];
+		size_t nskel = sizeof(tr->skel->links) / sizeof(struct bpf_link *);
+
+		memcpy(all, &tr->skel->links, sizeof(tr->skel->links));
+		memcpy(all + nskel, tr->ckpt_more, sizeof(tr->ckpt_more));
+		links_destroy(all, nskel + TRACER_CKPT_MORE);
 		memset(&tr->skel->links, 0, sizeof(tr->skel->links));
+		memset(tr->ckpt_more, 0, sizeof(tr->ckpt_more));
 	}
 	trainbpf_bpf__destroy(tr->skel);
 	free(tr->paused);
@@ -573,7 +613,7 @@ int tracer_hooks_pause(struct tracer *tr)
 	if (tr->paused)
 		return 0;
 	tr->paused = calloc(sk->prog_cnt, sizeof(*tr->paused));
-	links = calloc(sk->prog_cnt, sizeof(*links));
+	links = calloc(sk->prog_cnt + TRACER_CKPT_MORE, sizeof(*links));
 	if (!tr->paused || !links) {
 		free(tr->paused);
 		tr->paused = NULL;
@@ -589,6 +629,11 @@ int tracer_hooks_pause(struct tracer *tr)
 		links[n++] = *link;
 		*link = NULL;
 		tr->paused[i] = true;
+	}
+	for (int i = 0; i < TRACER_CKPT_MORE; i++) {
+		if (tr->ckpt_more[i])
+			links[n++] = tr->ckpt_more[i];
+		tr->ckpt_more[i] = NULL;
 	}
 	links_destroy(links, n);
 	free(links);
@@ -615,6 +660,11 @@ int tracer_hooks_resume(struct tracer *tr)
 		}
 		*sk->progs[i].link = link;
 		tr->paused[i] = false;
+	}
+	if (ckpt_attach_more(tr)) {
+		fprintf(stderr, "trainbpf: cannot attach the checkpoint syscalls again: %s\n",
+			strerror(errno));
+		return -1;	/* as above: the next add tries the rest */
 	}
 	free(tr->paused);
 	tr->paused = NULL;

@@ -61,6 +61,8 @@ struct tracer_open {
 	uint64_t dcpu, drq;	/* if unknown: schedstat since registration */
 };
 
+#define TRACER_CKPT_MORE 15
+
 struct tracer {
 	struct trainbpf_bpf *skel;
 	struct ring_buffer *rb;
@@ -80,6 +82,8 @@ struct tracer {
 	 * index), to attach again; NULL while none is.
 	 */
 	bool *paused;
+	/* ckpt_attach_more: the checkpoint programs' attaches beyond their SEC's */
+	struct bpf_link *ckpt_more[TRACER_CKPT_MORE];
 	struct tracer_open *open;	/* account_refresh's, between its passes */
 	unsigned int nopen, open_cap;
 };
