@@ -223,8 +223,6 @@ static __always_inline void ckpt_io_end(void)
 	write_end(s);
 }
 
-enum tb_ck_op { TB_CK_WRITE, TB_CK_SYNC, TB_CK_CLOSE };
-
 /* A syscall on fd by traced thread s (t): remember, or switch to checkpoint. */
 static __always_inline void ckpt_fd_op(struct tb_slot *s, struct task_struct *t, int fd,
 				       enum tb_ck_op op)
@@ -348,58 +346,40 @@ static __always_inline int ckpt_open_prog(int dfd, const char *path, __u64 flags
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_openat")
-int on_openat(struct trace_event_raw_sys_enter *ctx)
-{
-	return ckpt_open_prog(ctx->args[0], (const char *)ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_open")
-int on_open(struct trace_event_raw_sys_enter *ctx)
-{
-	return ckpt_open_prog(TB_AT_FDCWD, (const char *)ctx->args[0], ctx->args[1]);
-}
-
 /*
  * One program for each kind of call, attached to every syscall of that
- * kind (user/acquire/tracer.c, ckpt_more: the SEC's tracepoint is the
- * skeleton's, the others' attaches are the tracer's). The verifier checks
- * each program whole, ~36k instructions with the bracket and interval
- * code inlined (~42 ms here): one program per syscall made 26 and 1.1 s
- * of every start.
+ * kind (user/acquire/tracer.c, ckpt_attach_more: the SEC's tracepoint is
+ * the skeleton's attach, cookie 0; the others are the tracer's, each with
+ * its cookie, trainbpf.h). The verifier checks each program whole, ~36k instructions
+ * with the bracket and interval code inlined (~42 ms here): one program
+ * per syscall made 25 and 1.1 s of every start.
  */
-
-/* write(2) is on_write's (output.bpf.h), which calls ckpt_fd_op. writev, pwrite64. */
+/* write(2) is on_write's (output.bpf.h). writev, pwrite64, the syncs, close. */
 SEC("tracepoint/syscalls/sys_enter_writev")
-int on_fd_write(struct trace_event_raw_sys_enter *ctx)
+int on_fd_op(struct trace_event_raw_sys_enter *ctx)
 {
-	return ckpt_fd_prog(ctx->args[0], TB_CK_WRITE);
+	__u64 op = bpf_get_attach_cookie(ctx) & TB_CKC_OP;
+
+	return ckpt_fd_prog(ctx->args[0], op == TB_CK_SYNC ? TB_CK_SYNC :
+					  op == TB_CK_CLOSE ? TB_CK_CLOSE : TB_CK_WRITE);
 }
 
-/* fsync, fdatasync, sync_file_range. */
-SEC("tracepoint/syscalls/sys_enter_fsync")
-int on_fd_sync(struct trace_event_raw_sys_enter *ctx)
-{
-	return ckpt_fd_prog(ctx->args[0], TB_CK_SYNC);
-}
-
-SEC("tracepoint/syscalls/sys_enter_close")
-int on_close(struct trace_event_raw_sys_enter *ctx)
-{
-	return ckpt_fd_prog(ctx->args[0], TB_CK_CLOSE);
-}
-
-SEC("tracepoint/syscalls/sys_enter_rename")
-int on_rename(struct trace_event_raw_sys_enter *ctx)
-{
-	return ckpt_rename_prog(TB_AT_FDCWD, (const char *)ctx->args[0]);
-}
-
-/* renameat, renameat2: the same first two arguments. */
+/* renameat, renameat2 (the same first two arguments); rename (TB_CKC_CWD). */
 SEC("tracepoint/syscalls/sys_enter_renameat")
-int on_renameat(struct trace_event_raw_sys_enter *ctx)
+int on_rename_op(struct trace_event_raw_sys_enter *ctx)
 {
+	if (bpf_get_attach_cookie(ctx) & TB_CKC_CWD)
+		return ckpt_rename_prog(TB_AT_FDCWD, (const char *)ctx->args[0]);
 	return ckpt_rename_prog(ctx->args[0], (const char *)ctx->args[1]);
+}
+
+/* openat; open (TB_CKC_CWD). */
+SEC("tracepoint/syscalls/sys_enter_openat")
+int on_open_op(struct trace_event_raw_sys_enter *ctx)
+{
+	if (bpf_get_attach_cookie(ctx) & TB_CKC_CWD)
+		return ckpt_open_prog(TB_AT_FDCWD, (const char *)ctx->args[0], ctx->args[1]);
+	return ckpt_open_prog(ctx->args[0], (const char *)ctx->args[1], ctx->args[2]);
 }
 
 /*

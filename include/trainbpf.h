@@ -92,6 +92,16 @@ enum tb_phase {
 };
 
 /* What a bracket is: from its name (record_function, torch >= 2.0), or its probe. */
+/*
+ * The checkpoint syscalls' attach cookie (bpf/ckpt_files.bpf.h; set by
+ * user/acquire/tracer.c, ckpt_attach_more): which call one program for a
+ * kind of call is in. An fd's call (TB_CKC_OP), or a path as the first
+ * argument, from the cwd (open, rename: TB_CKC_CWD).
+ */
+enum tb_ck_op { TB_CK_WRITE, TB_CK_SYNC, TB_CK_CLOSE };
+#define TB_CKC_OP	0x3
+#define TB_CKC_CWD	0x10
+
 enum tb_bracket_cls {
 	TB_BC_NONE = 0,
 	TB_BC_DATA,		/* enumerate(DataLoader)#...__next__ */

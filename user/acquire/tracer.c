@@ -171,9 +171,8 @@ static void select_syscall_probes(struct tracer *tr, const struct tracer_opts *e
 {
 	struct trainbpf_bpf *skel = tr->skel;
 	struct bpf_program *progs[] = { skel->progs.on_write, skel->progs.on_mmap,
-		skel->progs.on_mmap_done, skel->progs.on_fd_write, skel->progs.on_fd_sync,
-		skel->progs.on_close, skel->progs.on_rename, skel->progs.on_renameat,
-		skel->progs.on_openat, skel->progs.on_open, skel->progs.on_ckpt_done };
+		skel->progs.on_mmap_done, skel->progs.on_fd_op, skel->progs.on_rename_op,
+		skel->progs.on_open_op, skel->progs.on_ckpt_done };
 
 	if (env->text)
 		skel->rodata->tb_text_fds = 1u << 1 | 1u << 2;
@@ -209,39 +208,43 @@ static void select_python_stacks(struct trainbpf_bpf *skel, uint64_t period_ns)
 
 /*
  * The checkpoint programs' other syscalls (bpf/ckpt_files.bpf.h: one
- * program a kind of call; its SEC's tracepoint is the skeleton's attach).
- * Not loaded (no tracefs, --no-syscalls, --no-phases): none. 0, or -1 with
- * errno.
+ * program a kind of call, its SEC's tracepoint the skeleton's attach, with
+ * cookie 0), each with the cookie that tells the program which call it is
+ * in. Not loaded (no tracefs, --no-syscalls, --no-phases): none. 0, or -1
+ * with errno.
  */
 static int ckpt_attach_more(struct tracer *tr)
 {
 	struct trainbpf_bpf *skel = tr->skel;
+	struct bpf_program *fd_op = skel->progs.on_fd_op, *done = skel->progs.on_ckpt_done;
 	const struct {
 		struct bpf_program *prog;
 		const char *tp;
+		__u64 cookie;
 	} more[TRACER_CKPT_MORE] = {
-		{ skel->progs.on_fd_write, "sys_enter_pwrite64" },
-		{ skel->progs.on_fd_sync, "sys_enter_fdatasync" },
-		{ skel->progs.on_fd_sync, "sys_enter_sync_file_range" },
-		{ skel->progs.on_renameat, "sys_enter_renameat2" },
-		{ skel->progs.on_ckpt_done, "sys_exit_writev" },
-		{ skel->progs.on_ckpt_done, "sys_exit_pwrite64" },
-		{ skel->progs.on_ckpt_done, "sys_exit_fsync" },
-		{ skel->progs.on_ckpt_done, "sys_exit_fdatasync" },
-		{ skel->progs.on_ckpt_done, "sys_exit_sync_file_range" },
-		{ skel->progs.on_ckpt_done, "sys_exit_close" },
-		{ skel->progs.on_ckpt_done, "sys_exit_rename" },
-		{ skel->progs.on_ckpt_done, "sys_exit_renameat" },
-		{ skel->progs.on_ckpt_done, "sys_exit_renameat2" },
-		{ skel->progs.on_ckpt_done, "sys_exit_openat" },
-		{ skel->progs.on_ckpt_done, "sys_exit_open" },
+		{ fd_op, "sys_enter_pwrite64", 0 },
+		{ fd_op, "sys_enter_fsync", TB_CK_SYNC },
+		{ fd_op, "sys_enter_fdatasync", TB_CK_SYNC },
+		{ fd_op, "sys_enter_sync_file_range", TB_CK_SYNC },
+		{ fd_op, "sys_enter_close", TB_CK_CLOSE },
+		{ skel->progs.on_rename_op, "sys_enter_renameat2", 0 },
+		{ skel->progs.on_rename_op, "sys_enter_rename", TB_CKC_CWD },
+		{ skel->progs.on_open_op, "sys_enter_open", TB_CKC_CWD },
+		{ done, "sys_exit_writev", 0 }, { done, "sys_exit_pwrite64", 0 },
+		{ done, "sys_exit_fsync", 0 }, { done, "sys_exit_fdatasync", 0 },
+		{ done, "sys_exit_sync_file_range", 0 }, { done, "sys_exit_close", 0 },
+		{ done, "sys_exit_rename", 0 }, { done, "sys_exit_renameat", 0 },
+		{ done, "sys_exit_renameat2", 0 }, { done, "sys_exit_openat", 0 },
+		{ done, "sys_exit_open", 0 },
 	};
 
 	for (int i = 0; i < TRACER_CKPT_MORE; i++) {
+		LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = more[i].cookie);
+
 		if (tr->ckpt_more[i] || bpf_program__fd(more[i].prog) < 0)
 			continue;
-		tr->ckpt_more[i] = bpf_program__attach_tracepoint(more[i].prog, "syscalls",
-								  more[i].tp);
+		tr->ckpt_more[i] = bpf_program__attach_tracepoint_opts(more[i].prog, "syscalls",
+								       more[i].tp, &opts);
 		if (!tr->ckpt_more[i])
 			return -1;
 	}

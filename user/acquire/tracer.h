@@ -61,7 +61,7 @@ struct tracer_open {
 	uint64_t dcpu, drq;	/* if unknown: schedstat since registration */
 };
 
-#define TRACER_CKPT_MORE 15
+#define TRACER_CKPT_MORE 19
 
 struct tracer {
 	struct trainbpf_bpf *skel;
