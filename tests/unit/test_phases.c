@@ -158,6 +158,39 @@ START_TEST(pending_after_validation)
 END_TEST
 
 /*
+ * The same stream as a recording keeps it (phase_events: no bracket
+ * class), as the trace replays it: a thread that fetched is told by its
+ * PEND_DATA, so what is pending at its end is still the validation pass's,
+ * not a thread without a DataLoader's teardown.
+ */
+START_TEST(recorded_events_have_no_class)
+{
+	struct ph_spans s = { 0 };
+	struct got g = { 0 };
+	struct tb_phase_event e[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_NONE),
+		ev(2, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
+		ev(5, TB_PH_BACKWARD, TB_BC_NONE, TB_RS_TRAINED),
+		ev(9, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE),
+		ev(10, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_NONE),
+		ev(11, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
+		ev(15, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_LONE),
+		ev(16, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
+		ev(20, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_VALIDATION),
+		ev(23, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+		ph_spans_event(&s, &e[i], collect, &g);
+	ck_assert(s.fetcher);
+	ph_spans_end(&s, AT(30), collect, &g);
+	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 20);
+	ck_assert_uint_eq(phase_ms(&g, PH_TEARDOWN), 0);
+	tiles(&g, 0, 30);
+}
+END_TEST
+
+/*
  * The fetch that ends an epoch, right after a training step: its fetch is
  * data at once (BPF says END_DATA), what follows it held, then other when
  * a training step comes.
@@ -1163,6 +1196,7 @@ int main(void)
 	tcase_add_test(tc, validation_pass);
 	tcase_add_test(tc, epoch_end_fetch);
 	tcase_add_test(tc, pending_after_validation);
+	tcase_add_test(tc, recorded_events_have_no_class);
 	tcase_add_test(tc, pending_at_the_end);
 	tcase_add_test(tc, queue_fed_steps);
 	tcase_add_test(tc, pending_bounded);

@@ -177,7 +177,12 @@ void ph_spans_event(struct ph_spans *s, const struct tb_phase_event *e, ph_span_
 	if (e->phase == TB_PH_PEND_START && s->phase != TB_PH_PEND_START)
 		s->start_from = s->since ? s->phase : TB_PH_OTHER;
 	resolve(s, e->resolved, fn, arg);
-	if (e->cls == TB_BC_DATA && e->phase == TB_PH_PEND_DATA)
+	/*
+	 * Only a fetch's bracket puts a thread in PEND_DATA (bpf/torch.bpf.h;
+	 * a bracket inside one returns to it): no need of the class, which a
+	 * recording's phase_events do not keep (the trace replays them).
+	 */
+	if (e->phase == TB_PH_PEND_DATA)
 		s->fetcher = true;
 	s->phase = e->phase;
 	s->since = e->ts > s->since ? e->ts : s->since;
