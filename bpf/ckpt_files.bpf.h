@@ -350,10 +350,11 @@ static __always_inline int ckpt_open_prog(int dfd, const char *path, __u64 flags
  * One program for each kind of call, attached to every syscall of that
  * kind (user/acquire/tracer.c, ckpt_attach_more: the SEC's tracepoint is
  * the skeleton's attach, cookie 0; the others are the tracer's, each with
- * its cookie, trainbpf.h). The verifier checks each program whole, ~36k instructions
- * with the bracket and interval code inlined (~42 ms here): one program
- * per syscall made 23 and 1.1 s of every start.
+ * its cookie, TB_CKC_* in trainbpf.h). The verifier checks each program
+ * whole, ~36k instructions with the bracket and interval code inlined
+ * (~42 ms here): one program per syscall made 23 and 1.1 s of every start.
  */
+
 /* write(2) is on_write's (output.bpf.h). writev, pwrite64, the syncs, close. */
 SEC("tracepoint/syscalls/sys_enter_writev")
 int on_fd_op(struct trace_event_raw_sys_enter *ctx)

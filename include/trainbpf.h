@@ -91,7 +91,6 @@ enum tb_phase {
 	TB_NPHASE,
 };
 
-/* What a bracket is: from its name (record_function, torch >= 2.0), or its probe. */
 /*
  * The checkpoint syscalls' attach cookie (bpf/ckpt_files.bpf.h; set by
  * user/acquire/tracer.c, ckpt_attach_more): which call one program for a
@@ -102,6 +101,7 @@ enum tb_ck_op { TB_CK_WRITE, TB_CK_SYNC, TB_CK_CLOSE };
 #define TB_CKC_OP	0x3
 #define TB_CKC_CWD	0x10
 
+/* What a bracket is: from its name (record_function, torch >= 2.0), or its probe. */
 enum tb_bracket_cls {
 	TB_BC_NONE = 0,
 	TB_BC_DATA,		/* enumerate(DataLoader)#...__next__ */

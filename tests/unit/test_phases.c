@@ -130,12 +130,24 @@ START_TEST(validation_pass)
 }
 END_TEST
 
-/* A job that ends in a validation pass: its last batch and end are validation. */
-START_TEST(pending_after_validation)
+/*
+ * A job that ends in a validation pass: its last batch and end are
+ * validation. recorded: the stream as a recording keeps it (phase_events:
+ * no bracket class), as the trace replays it: a thread that fetched is
+ * told by its PEND_DATA, so what is pending at its end is still the
+ * pass's, not a thread without a DataLoader's teardown.
+ */
+static void ends_in_validation(bool recorded)
 {
 	struct ph_spans s = { 0 };
 	struct got g = { 0 };
 	struct tb_phase_event e[] = {
+		ev(0, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),		/* a training step */
+		ev(2, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
+		ev(5, TB_PH_BACKWARD, TB_BC_BACKWARD, TB_RS_TRAINED),
+		ev(9, TB_PH_OTHER, TB_BC_BACKWARD, TB_RS_NONE),
+		ev(9, TB_PH_OPTIMIZER, TB_BC_OPTIM, TB_RS_NONE),
+		ev(10, TB_PH_OTHER, TB_BC_OPTIM, TB_RS_NONE),
 		ev(10, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_NONE),	/* val 1 */
 		ev(11, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
 		ev(15, TB_PH_PEND_DATA, TB_BC_DATA, TB_RS_LONE),	/* val 2 */
@@ -144,49 +156,31 @@ START_TEST(pending_after_validation)
 		ev(23, TB_PH_PEND_FWD, TB_BC_DATA, TB_RS_NONE),
 	};
 
-	step(&s, &g, 0, TB_RS_NONE);
-	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
+		if (recorded)
+			e[i].cls = TB_BC_NONE;
 		ph_spans_event(&s, &e[i], collect, &g);
+	}
 	ck_assert(s.in_val);
+	ck_assert(s.fetcher);
 	ph_spans_end(&s, AT(30), collect, &g);
 	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 20);
 	ck_assert_uint_eq(phase_ms(&g, PH_DATA), 2);
 	ck_assert_uint_eq(phase_ms(&g, PH_FORWARD), 3);
+	ck_assert_uint_eq(phase_ms(&g, PH_TEARDOWN), 0);
 	tiles(&g, 0, 30);
 	ck_assert_int_eq(s.npend, 0);
 }
+
+START_TEST(pending_after_validation)
+{
+	ends_in_validation(false);
+}
 END_TEST
 
-/*
- * The same stream as a recording keeps it (phase_events: no bracket
- * class), as the trace replays it: a thread that fetched is told by its
- * PEND_DATA, so what is pending at its end is still the validation pass's,
- * not a thread without a DataLoader's teardown.
- */
 START_TEST(recorded_events_have_no_class)
 {
-	struct ph_spans s = { 0 };
-	struct got g = { 0 };
-	struct tb_phase_event e[] = {
-		ev(0, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_NONE),
-		ev(2, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
-		ev(5, TB_PH_BACKWARD, TB_BC_NONE, TB_RS_TRAINED),
-		ev(9, TB_PH_OTHER, TB_BC_NONE, TB_RS_NONE),
-		ev(10, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_NONE),
-		ev(11, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
-		ev(15, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_LONE),
-		ev(16, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
-		ev(20, TB_PH_PEND_DATA, TB_BC_NONE, TB_RS_VALIDATION),
-		ev(23, TB_PH_PEND_FWD, TB_BC_NONE, TB_RS_NONE),
-	};
-
-	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++)
-		ph_spans_event(&s, &e[i], collect, &g);
-	ck_assert(s.fetcher);
-	ph_spans_end(&s, AT(30), collect, &g);
-	ck_assert_uint_eq(phase_ms(&g, PH_VALIDATION), 20);
-	ck_assert_uint_eq(phase_ms(&g, PH_TEARDOWN), 0);
-	tiles(&g, 0, 30);
+	ends_in_validation(true);
 }
 END_TEST
 
