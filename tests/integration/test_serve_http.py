@@ -478,6 +478,42 @@ def test_sighup_never_leaves_serve_without_a_listener(tmp_path, certs):
     assert serve_log(srv).count("SIGHUP: the new web config serves") == 5
 
 
+def accepted(port, client_port):
+    """Whether serve has accepted the connection from client_port: one still
+    in the listening socket's queue has no file yet (inode 0 in /proc/net/tcp)."""
+    for line in open("/proc/net/tcp").readlines()[1:]:
+        f = line.split()
+        if (int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)) == (port, client_port):
+            return int(f[9]) != 0
+    return False
+
+
+def test_sighup_answers_what_the_old_config_accepted(tmp_path):
+    """A scrape the old daemon accepted before a SIGHUP is answered after it
+    (with the old config, which let it in): the old daemon stops accepting
+    but is not stopped under its connections. (Stopped at once, it closed
+    them unanswered: a scrape in flight at a reload failed, 1 in 20 on CI.)"""
+    config = auth_config(tmp_path)
+    srv = AuthServe(tmp_path, "serve", *NO_JOB, "--web.config.file", str(config))
+    auth = base64.b64encode(b"prom:s3cret").decode()
+    c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    try:
+        c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        wait_for("the old daemon to accept it",
+                 lambda: accepted(srv.port, c.getsockname()[1]), 5)
+        auth_config(tmp_path, password="new")
+        srv.p.send_signal(signal.SIGHUP)
+        wait_for("the new config", lambda: "the new web config serves" in serve_log(srv), 10)
+        c.sendall(f"Authorization: Basic {auth}\r\n\r\n".encode())
+        head = c.recv(64)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert scrape(srv.port, auth="prom:new")[0] == 200
+        assert scrape(srv.port, auth="prom:s3cret")[0] == 401
+    finally:
+        c.close()
+        assert srv.stop() == 0
+
+
 def test_gzip_when_the_scraper_takes_it(tmp_path):
     """Prometheus sends Accept-Encoding: gzip: the exposition goes gzip'ed
     (a tenth of its size or less), the same text once unzipped; a client

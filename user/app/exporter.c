@@ -6,7 +6,7 @@
 
 #ifdef TB_NO_HTTP
 /* The static build (Makefile): no libmicrohttpd to link statically. */
-int exporter_start(struct exporter *x, const char *listen, const struct web_config *wc)
+int exporter_start(struct exporter *x, const char *listen, struct web_config *wc)
 {
 	memset(x, 0, sizeof(*x));
 	fprintf(stderr, "trainbpf: serve is not in this static build (libmicrohttpd's GnuTLS has "
@@ -14,9 +14,13 @@ int exporter_start(struct exporter *x, const char *listen, const struct web_conf
 	return -1;
 }
 
-int exporter_reconfigure(struct exporter *x, const char *listen, const struct web_config *wc)
+int exporter_reconfigure(struct exporter *x, const char *listen, struct web_config *wc)
 {
 	return -1;
+}
+
+void exporter_reap(struct exporter *x)
+{
 }
 
 void exporter_publish(struct exporter *x, char *text, size_t len)
@@ -30,6 +34,8 @@ void exporter_stop(struct exporter *x)
 #else
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -50,11 +56,19 @@ void exporter_stop(struct exporter *x)
 #define CONNS 128u
 #define PER_ADDR_CONNS 32u
 #define IDLE_S 10u	/* no byte either way for this long: closed (MHD's timeout) */
+/*
+ * After a SIGHUP the old daemon answers what it accepted before it stopped
+ * accepting; past this it stops anyway (IDLE_S closes any connection that
+ * is not talking, http_guard.h's deadlines one that talks too slowly).
+ */
+#define DRAIN_S (2 * IDLE_S)
 
 struct listener {
 	struct exporter *x;
 	struct MHD_Daemon *d;
-	const struct web_config *wc;
+	struct web_config *wc;	/* its own: freed with it */
+	atomic_uint open;	/* its connections now (on_connection) */
+	uint64_t drain_end;	/* superseded: stopped once open is 0, or at this time */
 	/* The last user and password bcrypt passed, and from where: a scrape every second costs no hash. */
 	pthread_mutex_t ok_lock;
 	struct sockaddr_storage ok_addr;
@@ -376,8 +390,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **ctx,
 
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		guard_closed(&l->x->guard, ctx);
+		atomic_fetch_sub(&l->open, 1);
 		return;
 	}
+	atomic_fetch_add(&l->open, 1);
 	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		guard_opened(&l->x->guard, ci->connect_fd, ctx);
@@ -488,7 +504,7 @@ static struct MHD_Daemon *daemon_for(struct listener *l, const struct sockaddr *
 				MHD_OPTION_END);
 }
 
-static struct listener *listener_new(struct exporter *x, const struct web_config *wc)
+static struct listener *listener_new(struct exporter *x, struct web_config *wc)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 
@@ -506,8 +522,51 @@ static void listener_free(struct listener *l)
 		return;
 	if (l->d)
 		MHD_stop_daemon(l->d);
+	web_config_drop(l->wc);
 	pthread_mutex_destroy(&l->ok_lock);
 	free(l);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* old stops accepting; exporter_reap stops it once its connections end. */
+static void drain(struct exporter *x, struct listener *old)
+{
+	unsigned int slot = 0;
+	int quiet = MHD_quiesce_daemon(old->d);
+
+	if (quiet >= 0)
+		close(quiet);	/* the new daemon listens on its own copy */
+	old->drain_end = now_ns() + DRAIN_S * 1000000000ull;
+	for (unsigned int i = 0; i < EXPORTER_DRAINING; i++) {
+		if (!x->old[i]) {
+			slot = i;
+			break;
+		}
+		if (x->old[i]->drain_end < x->old[slot]->drain_end)
+			slot = i;
+	}
+	/* SIGHUPs faster than connections end: the oldest one's end now */
+	listener_free(x->old[slot]);
+	x->old[slot] = old;
+}
+
+void exporter_reap(struct exporter *x)
+{
+	uint64_t now = now_ns();
+
+	for (unsigned int i = 0; i < EXPORTER_DRAINING; i++) {
+		if (x->old[i] && (!atomic_load(&x->old[i]->open) || now >= x->old[i]->drain_end)) {
+			listener_free(x->old[i]);
+			x->old[i] = NULL;
+		}
+	}
 }
 
 static int listen_fd(const struct listener *l)
@@ -534,7 +593,7 @@ static void say_where(const struct listener *l)
 		host, ss.ss_family == AF_INET6 ? "]" : "", port);
 }
 
-int exporter_start(struct exporter *x, const char *listen, const struct web_config *wc)
+int exporter_start(struct exporter *x, const char *listen, struct web_config *wc)
 {
 	struct addrinfo *ai;
 	int rc = -1;
@@ -556,6 +615,8 @@ int exporter_start(struct exporter *x, const char *listen, const struct web_conf
 cleanup:
 	freeaddrinfo(ai);
 	if (rc) {
+		if (x->cur)
+			x->cur->wc = NULL;	/* the caller's still */
 		listener_free(x->cur);
 		x->cur = NULL;
 		guard_stop(&x->guard);
@@ -566,12 +627,14 @@ cleanup:
 /*
  * The new daemon on a copy of the old one's listening socket: the port is
  * never free for another to take, and connections queue meanwhile. The old
- * daemon stops accepting (quiesce) once the new one runs, then stops.
+ * daemon stops accepting once the new one runs, and answers the
+ * connections it accepted before (drain): stopping it now would close them
+ * unanswered.
  */
-int exporter_reconfigure(struct exporter *x, const char *listen, const struct web_config *wc)
+int exporter_reconfigure(struct exporter *x, const char *listen, struct web_config *wc)
 {
 	struct listener *old = x->cur, *fresh;
-	int fd = old ? listen_fd(old) : -1, quiet;
+	int fd = old ? listen_fd(old) : -1;
 
 	if (fd < 0 || (fd = dup(fd)) < 0 || !(fresh = listener_new(x, wc))) {
 		fprintf(stderr, "trainbpf: SIGHUP: cannot share the listening socket: %s\n",
@@ -584,13 +647,12 @@ int exporter_reconfigure(struct exporter *x, const char *listen, const struct we
 		fprintf(stderr, "trainbpf: SIGHUP: no daemon starts with the new web config on "
 			"%s%s\n", listen, wc && wc->tls ? " (a key that is not the certificate's?)" :
 			"");
+		fresh->wc = NULL;	/* the caller's still */
 		listener_free(fresh);
 		return -1;
 	}
-	quiet = MHD_quiesce_daemon(old->d);
-	listener_free(old);	/* its connections end; the socket is the new one's */
-	if (quiet >= 0)
-		close(quiet);
+	exporter_reap(x);
+	drain(x, old);
 	x->cur = fresh;
 	fprintf(stderr, "trainbpf: SIGHUP: the new web config serves on %s\n", listen);
 	return 0;
@@ -613,6 +675,10 @@ void exporter_stop(struct exporter *x)
 {
 	listener_free(x->cur);
 	x->cur = NULL;
+	for (unsigned int i = 0; i < EXPORTER_DRAINING; i++) {
+		listener_free(x->old[i]);
+		x->old[i] = NULL;
+	}
 	guard_stop(&x->guard);
 	free(x->text);
 	x->text = NULL;

@@ -17,22 +17,25 @@ static void ras_write(struct serve *s, FILE *f);
 
 int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 {
+	struct web_config *wc = NULL;
 	struct timespec rt;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	s->start_unix = rt.tv_sec + rt.tv_nsec / 1e9;
 	metrics_init(&s->mx, (uint64_t)(env->grace_s * 1e9));
 	s->env = env;
-	if (env->web_config && !(s->wc = web_config_read(env->web_config)))
+	if (env->web_config && !(wc = web_config_read(env->web_config)))
 		return 1;
 	if (discover_init(&s->dsc, env->match, env->cgroup)) {
-		web_config_drop(s->wc);
+		web_config_drop(wc);
 		return 1;
 	}
-	/* top: a table on the terminal, nothing served; RAS is the exposition's */
-	if (!s->top && exporter_start(&s->ex, env->listen, s->wc)) {
+	/* top: a table on the terminal, nothing served (the config was only checked) */
+	if (s->top) {
+		web_config_drop(wc);
+	} else if (exporter_start(&s->ex, env->listen, wc)) {	/* wc is the exporter's if not */
+		web_config_drop(wc);
 		discover_free(&s->dsc);
-		web_config_drop(s->wc);
 		return 1;
 	}
 	s->started = true;
@@ -107,6 +110,7 @@ static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes 
 		return;
 	}
 	exporter_publish(&s->ex, text, len);
+	exporter_reap(&s->ex);	/* daemons a SIGHUP superseded, once they have answered */
 }
 
 /*
@@ -127,10 +131,7 @@ static void reload(struct serve *s)
 		fprintf(stderr, "trainbpf: SIGHUP: the new web config does not start: keeping the "
 			"one loaded before\n");
 		web_config_drop(fresh);
-		return;
 	}
-	web_config_drop(s->wc);
-	s->wc = fresh;
 }
 
 /* The NCCL version p mapped, if it has RAS (>= 2.24); NULL if not. */
@@ -261,7 +262,6 @@ void serve_stop(struct serve *s)
 		exporter_stop(&s->ex);
 		ras_poller_stop(&s->ras);
 	}
-	web_config_drop(s->wc);
 	discover_free(&s->dsc);
 	metrics_free(&s->mx);
 	s->started = false;

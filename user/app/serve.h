@@ -51,7 +51,6 @@ struct serve {
 	struct discover dsc;
 	struct metrics mx;
 	struct exporter ex;
-	struct web_config *wc;	/* the exporter's, while it runs; NULL: none */
 	const struct env *env;
 	bool started;
 	uint64_t next_scan, next_publish, next_judge;
