@@ -514,6 +514,39 @@ def test_sighup_answers_what_the_old_config_accepted(tmp_path):
         assert srv.stop() == 0
 
 
+def test_old_daemons_are_kept_four_at_most(tmp_path):
+    """Five SIGHUPs, each with a connection the daemon before it accepted
+    and that has not sent its request yet: the fifth reload stops the oldest
+    old daemon (its connection ends unanswered), the four others answer.
+    Each connection has 5 s for its headers (http_guard.h); the five reloads
+    take about 0.3 s each here."""
+    config = auth_config(tmp_path)
+    srv = AuthServe(tmp_path, "serve", *NO_JOB, "--web.config.file", str(config))
+    auth = base64.b64encode(b"prom:s3cret").decode()
+    conns = []
+    try:
+        for i in range(5):
+            c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            conns.append(c)
+            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            wait_for("its daemon to accept it", lambda: accepted(srv.port, c.getsockname()[1]), 5)
+            srv.p.send_signal(signal.SIGHUP)
+            wait_for(f"reload {i + 1}",
+                     lambda: serve_log(srv).count("the new web config serves") == i + 1, 10)
+        heads = []
+        for c in conns:
+            try:
+                c.sendall(f"Authorization: Basic {auth}\r\n\r\n".encode())
+                heads.append(c.recv(12))
+            except OSError:
+                heads.append(b"")
+        assert heads == [b""] + [b"HTTP/1.1 200"] * 4, heads
+    finally:
+        for c in conns:
+            c.close()
+        assert srv.stop() == 0
+
+
 def test_gzip_when_the_scraper_takes_it(tmp_path):
     """Prometheus sends Accept-Encoding: gzip: the exposition goes gzip'ed
     (a tenth of its size or less), the same text once unzipped; a client
