@@ -14,6 +14,10 @@ Four kinds of case:
   and gpumetrics.db, schema 4: the CUDA stand-ins' stepjob on two GPUs of
   the stand-in NVML library (tests/workloads/fakenvml: a power cap from
   0.6 s, GPU 1 lost at 1.2 s, 90% of GPU 0's memory), docs/gpu-metrics.md.
+  sections.db (schema 12, --functions: Python stacks): torch 2.6's
+  tests/workloads/torch_generator.py --epochs 1 --batches 24, the phase
+  table's named sections and the verdict's "of which" (report text,
+  JSON, CSV and HTML only: its trace would be 600 KB).
 - render: tests/golden/render.c prints a fixed model through the live
   table, live epoch and step blocks, and the text, JSON and CSV reports:
   byte for byte but the wall-clock stamp of each live table.
@@ -50,6 +54,8 @@ RECORDINGS = [os.path.join(CORPUS, n) for n in
              [os.path.join(HERE, "recordings", n) for n in
               ("stepjob.db", "epochs.db", "workers.db", "ddp.db", "gpujob.db",
                "gpumetrics.db")]
+# Recordings with cases of their own only (cases()).
+SECTIONS = os.path.join(HERE, "recordings", "sections.db")
 DIFFS = [("full.db", "crashed.db"), ("epochs.db", "workers.db"), ("stepjob.db", "ddp.db"),
          ("ddp.db", "ddp.db"), ("gpujob.db", "stepjob.db"), ("stepjob.db", "gpumetrics.db"),
          ("gpumetrics.db", "gpumetrics.db")]
@@ -129,6 +135,10 @@ def cases():
             ("render.phases.html", "render", ["phases", "html"])]
     out.append(("gpumetrics.report.html", "recording",
                 ["report", "gpumetrics", "--format", "html"]))
+    out += [("sections.summary.txt", "recording", ["report", "sections"]),
+            ("sections.report.json", "recording", ["report", "sections", "--format", "json"]),
+            ("sections.report.csv", "recording", ["report", "sections", "--format", "csv"]),
+            ("sections.report.html", "recording", ["report", "sections", "--format", "html"])]
     gpujob = [os.path.join(WORKLOADS, "gpujob"), "--truth", "@TMP/truth.json", "--steps", "30",
               "--mode", "sleep", "--cpu-us", "1000", "--sync-us", "2000", "--nccl-us", "2000",
               "--launches", "0", "--threads", "2", "--wait-probes", "20000"]
@@ -157,7 +167,7 @@ def run(cmd, cwd, env=None):
 def run_recording(argv, tmp):
     """In a copy of the recordings (reading one leaves no file beside it:
     tests/integration/test_recording_sidefiles.py; a copy is safe anyway)."""
-    for path in RECORDINGS:
+    for path in RECORDINGS + [SECTIONS]:
         shutil.copy(path, os.path.join(tmp, os.path.basename(path)))
     args = []
     for a in argv:

@@ -360,6 +360,34 @@ def sections_json(path):
     return got, rows
 
 
+def table_sections(text):
+    """{phase: [(label, share %)]} of the text phase table's named rows, in order."""
+    out, phase = {}, None
+    for line in text[text.index("  PHASE          SHARE"):].split("\n\n")[0].splitlines()[1:]:
+        m = re.match(r"^  (\w+) +[\d.]+%", line)
+        if m:
+            phase = m[1]
+            continue
+        m = re.match(r"^ {16} *([\d.]+)% +[\d.-]+ +in (.+?): ", line)
+        if m and phase:
+            out.setdefault(phase, []).append((m[2], float(m[1])))
+    return out
+
+
+def check_verdict_names_the_sections(text):
+    """The verdict's "of which in" is the table's first two named rows under
+    its phase (not a folded "N more calls"), with the same shares; none
+    where the table names none under it."""
+    phase = re.search(r"^Verdict: (\w+) is ", text, re.M)[1]
+    rows = [r for r in table_sections(text).get(phase, []) if not r[0].endswith(("more call",
+                                                                              "more calls"))]
+    m = re.search(r"^Verdict: .*\n  of which in (.+)$", text, re.M)
+    got = [(x.rsplit(" ", 1)[0], float(x.rsplit(" ", 1)[1][:-1]))
+           for x in m[1].split(", ")] if m else []
+    assert got == rows[:2], (got, rows)
+    return phase, got
+
+
 @pytest.mark.parametrize("torch26,fmt", [
     pytest.param(False, "text", id="torch1.13-text"),
     pytest.param(True, "json", id="torch2.6-json"),
@@ -391,6 +419,10 @@ def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
     else:
         got = sections_text(r.stdout)
         assert "(in NAME: the loop's own call" in r.stdout
+        # The largest phase (forward: the model, the EMA, the batch) comes
+        # with its own calls in the verdict.
+        phase, named = check_verdict_names_the_sections(r.stdout)
+        assert named, (phase, r.stdout[:400])
     want = truth["sections"]
     bound = 0.03 * truth["loop_s"]
     print("named:", {k: round(v, 3) for k, v in got.items()}, "the job:",

@@ -73,7 +73,8 @@ struct csv_sec {
 	bool gpu;
 };
 
-static void section_row(void *arg, const char *label, double ms, const uint64_t cat[TB_NCAT])
+static void section_row(void *arg, const char *label, double ms, const uint64_t cat[TB_NCAT],
+			int rest)
 {
 	const struct csv_sec *x = arg;
 

@@ -54,11 +54,16 @@ static void verdict(FILE *f, const struct session *ses, const struct dg_finding 
 
 	report_verdict(ses, fs, n, &v);
 	fputs("<section id=\"verdict\"><h2>Verdict</h2><p class=\"verdict\">", f);
-	if (v.phase >= 0)
+	if (v.phase >= 0) {
 		fprintf(f, "<b>Largest phase: %s</b>, %.1f%% of the trainers' time "
-			"(%.1f ms per step)%s%s.", ph_names[v.phase], v.share, v.ms_per_step,
+			"(%.1f ms per step)%s%s", ph_names[v.phase], v.share, v.ms_per_step,
 			*v.made_of ? "; made of " : "", v.made_of);
-	else if (v.cat >= 0)
+		if (*v.of_which) {
+			fputs("; of which in ", f);
+			html_esc(f, v.of_which);
+		}
+		fputc('.', f);
+	} else if (v.cat >= 0)
 		fprintf(f, "<b>Most of the trainers' time: %s</b>, %.1f%% of the critical path of "
 			"%d trainer thread%s (%.2f s); no training phases were seen.",
 			tb_cat_names[v.cat], v.share, v.trainers, v.trainers == 1 ? "" : "s",

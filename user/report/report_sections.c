@@ -252,7 +252,7 @@ static void fn_row(const struct sec_out *o, const char *label, double ms, double
 {
 	const struct sec_fn_out *x = (const struct sec_fn_out *)o;
 
-	x->fn(x->arg, label, ms, cat);
+	x->fn(x->arg, label, ms, cat, rest);
 }
 
 void report_sections_each(const struct pystacks *m, const struct py_sections *ps, int phase,

@@ -8,28 +8,47 @@
  */
 #include <string.h>
 #include "phases.h"
+#include "pysections.h"
 #include "report.h"
 #include "sections.h"
 
-void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
+#define VERDICT_SECTIONS 2	/* the largest phase's named sections the verdict names */
+
+struct of_which {
+	struct report_verdict *v;
+	double table_ms;
+	int n;
+};
+
+static void of_which_row(void *arg, const char *label, double ms, const uint64_t cat[TB_NCAT],
+			 int rest)
 {
-	uint64_t total = sum_cats(row);
-	bool used[TB_NCAT] = { false };
-	size_t n = 0;
+	struct of_which *o = arg;
+	size_t len = strlen(o->v->of_which);
 
-	buf[0] = '\0';
-	for (int i = 0; i < k && total && n < len; i++) {
-		int best = -1;
+	if (rest || o->n >= VERDICT_SECTIONS)
+		return;
+	snprintf(o->v->of_which + len, sizeof(o->v->of_which) - len, "%s%s %.1f%%",
+		 o->n++ ? ", " : "", label, 100.0 * ms / o->table_ms);
+}
 
-		for (int c = 0; c < TB_NCAT; c++)
-			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
-				best = c;
-		if (best < 0)
-			break;
-		used[best] = true;
-		n += snprintf(buf + n, len - n, "%s%s %.0f%%", i ? ", " : "", tb_cat_names[best],
-			      100.0 * row[best] / total);
-	}
+/*
+ * The largest phase's own calls, as the phase table names them under it
+ * (report_sections.c; none where the table names none): "other 38%"
+ * comes with the EMA and the sampling it was, a forward without a
+ * DataLoader with the batch made on the training thread.
+ */
+static void verdict_sections(const struct session *ses, struct report_verdict *v,
+			     double phase_ms, double table_ms)
+{
+	struct py_sections secs[PH_NSHOWN];
+	struct of_which o = { v, table_ms, 0 };
+
+	if (!ses_py(ses) || pysections_make(ses_py(ses), secs))
+		return;
+	report_sections_each(ses_py(ses), &secs[v->phase], v->phase, phase_ms, table_ms,
+			     of_which_row, &o);
+	pysections_free(secs);
 }
 
 /* The largest phase of the trainers' main threads; false without phases or steps. */
@@ -58,6 +77,7 @@ static bool largest_phase(const struct session *ses, struct report_verdict *v)
 	v->share = 100.0 * sum.wall_ms[best] / wall;
 	v->ms_per_step = sum.wall_ms[best] / sum.steps.steps;
 	report_made_of(v->made_of, sizeof(v->made_of), rows[best], 3);
+	verdict_sections(ses, v, sum.wall_ms[best], wall);
 	return true;
 }
 
@@ -104,11 +124,13 @@ void report_verdict(const struct session *ses, const struct dg_finding *fs, int 
 
 void report_verdict_text(FILE *f, const struct report_verdict *v)
 {
-	if (v->phase >= 0)
+	if (v->phase >= 0) {
 		fprintf(f, "Verdict: %s is %.1f%% of the trainers' time (%.1f ms a step)%s%s\n",
 			ph_names[v->phase], v->share, v->ms_per_step, *v->made_of ? ", made of " :
 			"", v->made_of);
-	else if (v->cat >= 0)
+		if (*v->of_which)
+			fprintf(f, "  of which in %s\n", v->of_which);
+	} else if (v->cat >= 0)
 		fprintf(f, "Verdict: %s is %.1f%% of the trainers' time (no training phases "
 			"seen)\n", tb_cat_names[v->cat], v->share);
 	else

@@ -130,9 +130,12 @@ void report_sections_json(struct jw *w, const struct pystacks *m, const struct p
 			  int phase, double phase_ms, double table_ms, int steps);
 int report_sections_html(FILE *f, const struct pystacks *m, const struct py_sections *ps,
 			 int phase, double phase_ms, double table_ms, int steps);
-/* The same rows through fn: the section's label, wall ms and critical path. */
+/*
+ * The same rows through fn: the section's label, wall ms and critical path;
+ * rest: 0, or the calls folded into this row ("N more calls").
+ */
 typedef void (*report_section_row_fn)(void *arg, const char *label, double ms,
-				      const uint64_t cat[TB_NCAT]);
+				      const uint64_t cat[TB_NCAT], int rest);
 void report_sections_each(const struct pystacks *m, const struct py_sections *ps, int phase,
 			  double phase_ms, double table_ms, report_section_row_fn fn, void *arg);
 
@@ -145,7 +148,7 @@ void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
 struct dg_finding;
 int report_run_findings(const struct session *ses, uint64_t now, struct dg_finding *out);
 
-/* report_verdict.c: "cpu 62%, idle 30%": a row's k largest categories of 1% and up. */
+/* "cpu 62%, idle 30%": a row's k largest categories of 1% and up. */
 void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
 
 /* Where the time goes and what to change: what every report opens with. */
@@ -157,6 +160,7 @@ struct report_verdict {
 	double total_s;			/* the headline's critical path */
 	int trainers;
 	char made_of[128];		/* the phase's largest categories */
+	char of_which[320];		/* its largest named sections (--functions), or "" */
 	int findings;			/* the run's; -1: not judged */
 	const struct dg_finding *top;	/* the first ranked (the costliest), or NULL */
 	char advice[384];		/* its advice's first sentence */
