@@ -60,6 +60,9 @@ struct tw {
 	struct jw j;
 	uint64_t t0;
 	struct tw_slice held;	/* states, epochs, phases: one track at a time */
+	/* The held slice's track, and its first ts as written (a viewer's rebase: slice_dur) */
+	pid_t track_pid, track_tid;
+	double track_first;
 	long merged;		/* slices merged into the one before them */
 	long states;
 	long gpu_rows;		/* the GPU's readings (trace_gpu.c) */
@@ -83,19 +86,42 @@ static double printed(double v)
 
 /*
  * The duration to write for a slice from start to end, next being the
- * start of the slice after it on its track (0: none): ts + dur, added in
- * doubles as a viewer does, is before next's ts, a nanosecond short at most.
+ * start of the slice after it on its track (0: none), in doubles as
+ * speedscope adds them: the track's ts less its first one, plus dur. Its
+ * end is then before next's ts, a nanosecond short at most, and not past
+ * end's ts: a phase span the replay resolves later may start there, after
+ * next. Else 3.0 + 0.1 > 3.1: speedscope ends the slice after the next one
+ * began, and refuses the track.
  */
 static double slice_dur(const struct tw *w, uint64_t start, uint64_t end, uint64_t next)
 {
-	double ts = printed(us(w, start)), nx = printed(us(w, next));
+	double f = w->track_first, ts = printed(us(w, start)) - f;
+	double nx = printed(us(w, next)) - f, e = printed(us(w, end)) - f;
 	uint64_t d = end > start ? end - start : 0;
 
 	if (next && d > (next > start ? next - start : 0))
 		d = next > start ? next - start : 0;
+	/* a few times at most: the error is in the last bits */
 	while (next && d && ts + printed(d / 1e3) >= nx)
-		d--;	/* a few times at most: the error is in the last bits */
+		d--;
+	while (d && ts + printed(d / 1e3) > e)
+		d--;
 	return d / 1e3;
+}
+
+/*
+ * The first ts of h's track as written, which a viewer subtracts: the
+ * earliest of its slices so far (states come in time order, a thread's
+ * phase spans from its setup on).
+ */
+static void track_of(struct tw *w, const struct tw_slice *h)
+{
+	double ts = printed(us(w, h->start));
+
+	if (h->pid != w->track_pid || h->tid != w->track_tid || ts < w->track_first)
+		w->track_first = ts;
+	w->track_pid = h->pid;
+	w->track_tid = h->tid;
 }
 
 /* The fields every event starts with. */
@@ -131,6 +157,7 @@ static void slice_flush(struct tw *w, uint64_t next)
 
 	if (!h->held)
 		return;
+	track_of(w, h);
 	event(w, "X", NULL, h->name, h->cat, h->pid, h->tid);
 	jw_float_field(&w->j, "ts", us(w, h->start), 3);
 	jw_float_field(&w->j, "dur", slice_dur(w, h->start, h->end, next), 3);
