@@ -128,23 +128,35 @@ void report_json_times(struct jw *w, const char *name, const int64_t ns[TB_NCAT]
 	jw_end_object(w);
 }
 
-void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
+int report_top_cats(const uint64_t row[TB_NCAT], int k, bool pct1, int out[])
 {
 	uint64_t total = sum_cats(row);
 	bool used[TB_NCAT] = { false };
-	size_t n = 0;
+	int n = 0;
 
-	buf[0] = '\0';
-	for (int i = 0; i < k && total && n < len; i++) {
+	while (n < k && total) {
 		int best = -1;
 
 		for (int c = 0; c < TB_NCAT; c++)
-			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
+			if (!used[c] && row[c] && (!pct1 || 100 * row[c] >= total) &&
+			    (best < 0 || row[c] > row[best]))
 				best = c;
 		if (best < 0)
 			break;
 		used[best] = true;
-		n += snprintf(buf + n, len - n, "%s%s %.0f%%", i ? ", " : "", tb_cat_names[best],
-			      100.0 * row[best] / total);
+		out[n++] = best;
 	}
+	return n;
+}
+
+void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k)
+{
+	uint64_t total = sum_cats(row);
+	int top[TB_NCAT], n = report_top_cats(row, k < TB_NCAT ? k : TB_NCAT, true, top);
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && at < len; i++)
+		at += snprintf(buf + at, len - at, "%s%s %.0f%%", i ? ", " : "",
+			       tb_cat_names[top[i]], 100.0 * row[top[i]] / total);
 }

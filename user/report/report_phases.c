@@ -35,22 +35,13 @@ static uint64_t row_total(const uint64_t row[TB_NCAT])
 static void made_of(FILE *f, const uint64_t row[TB_NCAT])
 {
 	uint64_t total = row_total(row);
-	bool used[TB_NCAT] = {};
+	int top[3], n = report_top_cats(row, 3, false, top);
 
 	if (!total)
 		fputc('-', f);
-
-	for (int k = 0; k < 3 && total; k++) {
-		int best = -1;
-
-		for (int c = 0; c < TB_NCAT; c++)
-			if (!used[c] && row[c] && (best < 0 || row[c] > row[best]))
-				best = c;
-		if (best < 0)
-			break;
-		used[best] = true;
-		fprintf(f, "%s%s %.0f%%", k ? " " : "", tb_cat_names[best], 100.0 * row[best] / total);
-	}
+	for (int k = 0; k < n; k++)
+		fprintf(f, "%s%s %.0f%%", k ? " " : "", tb_cat_names[top[k]],
+			100.0 * row[top[k]] / total);
 }
 
 /*
@@ -65,20 +56,11 @@ static int made_of_item(char *buf, size_t len, int p, const uint64_t row[TB_NCAT
 {
 	uint64_t total = row_total(row);
 	int n = snprintf(buf, len, "%s", ph_short[p]);
-	bool used[TB_NCAT] = {};
+	int top[2], ntop = report_top_cats(row, 2, true, top);
 
-	for (int k = 0; k < 2 && total; k++) {
-		int best = -1;
-
-		for (int c = 0; c < TB_NCAT; c++)
-			if (!used[c] && 100 * row[c] >= total && (best < 0 || row[c] > row[best]))
-				best = c;
-		if (best < 0)
-			break;
-		used[best] = true;
-		n += snprintf(buf + n, len - n, " %s %.0f%%", tb_cat_names[best],
-			      100.0 * row[best] / total);
-	}
+	for (int k = 0; k < ntop; k++)
+		n += snprintf(buf + n, len - n, " %s %.0f%%", tb_cat_names[top[k]],
+			      100.0 * row[top[k]] / total);
 	return n;
 }
 

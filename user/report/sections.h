@@ -148,6 +148,11 @@ void report_diagnosis_text(FILE *f, const struct session *ses, uint64_t now);
 struct dg_finding;
 int report_run_findings(const struct session *ses, uint64_t now, struct dg_finding *out);
 
+/*
+ * The indexes of row's k largest categories, largest first: of any time,
+ * or of 1% of the row and up (pct1); how many.
+ */
+int report_top_cats(const uint64_t row[TB_NCAT], int k, bool pct1, int out[]);
 /* "cpu 62%, idle 30%": a row's k largest categories of 1% and up. */
 void report_made_of(char *buf, size_t len, const uint64_t row[TB_NCAT], int k);
 
