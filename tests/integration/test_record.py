@@ -529,3 +529,32 @@ def test_read_commands_refuse_to_write_their_input(tmp_path):
         one_line(r, 1, "is an input")
         assert db_path.read_bytes() == before
     check_header(open_db(db_path))
+
+
+def test_a_reader_at_the_start_does_not_stop_the_recording(tmp_path):
+    """A reader of the file (a report in a loop, a test polling it) holds a
+    shared lock as the recorder writes the header and switches to WAL: the
+    recorder waits it out (0.3 s here) and records, instead of "cannot
+    create ...: database is locked" (3 starts in 10 beside a reader in a
+    loop; test_recording_keeps_the_stall failed so on CI). The reader lets
+    go 0.3 s after the recorder made its -shm, right before SQLite opens
+    the file: without the wait the recorder has failed by then."""
+    db = tmp_path / "run.db"
+    db.touch()
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    con.execute("BEGIN")
+    con.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    p = subprocess.Popen([TRAINBPF, "record", "-o", str(db), "--", "true"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{db}-shm") and p.poll() is None:
+            assert time.monotonic() < deadline, "the recorder made no -shm"
+            time.sleep(0.01)
+        time.sleep(0.3)
+    finally:
+        con.execute("COMMIT")
+        con.close()
+    assert p.wait(timeout=60) == 0, p.stderr.read()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        assert c.execute("PRAGMA user_version").fetchone()[0] == schema_version()

@@ -294,6 +294,8 @@ static int claim(struct recorder *r, bool created, bool force)
 	return replace(r);
 }
 
+#define REC_BUSY_MS 2000	/* open_file: how long a reader may hold the file up */
+
 static const char *const sides[] = { "-wal", "-shm", "-journal" };
 #define NSIDES_MADE 2	/* -wal and -shm; no rollback journal is used */
 
@@ -357,6 +359,14 @@ static int open_file(struct recorder *r, bool force)
 		rec_fail(r, "create");
 		return -1;
 	}
+	/*
+	 * A reader of the file (a `trainbpf report` in a loop, a test polling
+	 * it) holds a shared lock for a moment: the header's write and the
+	 * switch to WAL wait that moment out instead of failing the recording
+	 * ("database is locked": 3 starts in 10 beside a reader in a loop).
+	 * Later commits go to the WAL, which readers do not block.
+	 */
+	sqlite3_busy_timeout(r->db, REC_BUSY_MS);
 	if (!safe_same_file(r->fd, r->path)) {
 		r->made = false;	/* not ours to remove */
 		return file_fail(r, "cannot create %s: it was replaced while being opened",
