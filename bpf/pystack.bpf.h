@@ -43,6 +43,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct tb_py_scope_key);
+	__type(value, struct tb_py_scope);
+} py_scopes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct tb_py_time_key);
 	__type(value, struct tb_py_time);
@@ -114,7 +121,7 @@ static long py_frame(__u64 i, void *ctx)
  * the hash of the code objects read, 0 if the first read failed.
  */
 static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
-				     struct py_scratch *sc)
+				     struct py_scratch *sc, __u64 scope)
 {
 	struct py_walk w = {
 		.h = 0xcbf29ce484222325ull, .back = l->frame_back, .code = l->frame_code,
@@ -131,17 +138,22 @@ static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
 		__sync_fetch_and_add(&py_counters.read_failed, 1);
 	sc->st.depth = w.d < TB_PY_DEPTH ? w.d : TB_PY_DEPTH;
 	sc->st.cut = (w.d - sc->st.depth) | (w.frame ? TB_PY_CUT_OUTER : 0);
+	sc->st.scope = w.d ? scope : 0;
 	if (!w.d)
 		return TB_PY_EMPTY;
 	w.h ^= w.d;
+	/* The same frames in another record_function are another stack. */
+	if (scope)
+		w.h = (w.h ^ scope) * 0x100000001b3ull;
 	return w.h > TB_PY_EMPTY ? w.h : w.h + 2;
 }
 
 /*
- * The stack of the thread fsbase names in s's process, kept in py_stacks;
- * its hash, 0 if it is no Python thread or could not be read.
+ * The stack of the thread fsbase names in s's process, in the
+ * record_function scope (0: none), kept in py_stacks; its hash, 0 if it is
+ * no Python thread or could not be read.
  */
-static __noinline __u64 py_read(__u32 tgid, __u64 fsbase)
+static __noinline __u64 py_read(__u32 tgid, __u64 fsbase, __u64 scope)
 {
 	struct tb_py_thread_key tk = { .tgid = tgid, .pthread = fsbase };
 	struct tb_py_stack_key sk = { .tgid = tgid };
@@ -157,7 +169,7 @@ static __noinline __u64 py_read(__u32 tgid, __u64 fsbase)
 	sc = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!l || !sc)
 		return 0;
-	sk.hash = py_walk(l, *tstate, sc);
+	sk.hash = py_walk(l, *tstate, sc, scope);
 	if (!sk.hash)
 		return 0;
 	__sync_fetch_and_add(&py_counters.reads, 1);
@@ -203,12 +215,57 @@ __noinline int py_charge(struct tb_slot *s, __u32 own, __u32 cp, __u64 ns)
 	return 0;
 }
 
+/* The innermost record_function scope open on s's thread; 0. */
+static __always_inline __u64 py_scope_of(const struct tb_slot *s)
+{
+	__u64 scope = 0;
+
+	for (int i = 0; i < TB_NBRACKET; i++)
+		if (i < s->nbr && s->br[i].scope)
+			scope = s->br[i].scope;
+	return scope;
+}
+
 /* At the switch-out of s's thread (current): the stack its waits are charged to. */
 __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase)
 {
 	if (s)
-		s->py_stack = py_read(s->tgid, fsbase);
+		s->py_stack = py_read(s->tgid, fsbase, py_scope_of(s));
 	return 0;
+}
+
+/*
+ * The user's record_function(nm) opens on s's thread (current), inside
+ * its __enter__: the scope it is, kept in py_scopes with the stack read
+ * now (where it opened); 0 if the thread's stack is not read or the map
+ * is full. A few a step: one more stack read each.
+ */
+__noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name *nm)
+{
+	struct tb_py_scope_key k = {};
+	struct tb_py_scope v = {};
+	__u64 h = 0xcbf29ce484222325ull;
+	int i;
+
+	if (!s || !nm)
+		return 0;
+	v.parent = py_scope_of(s);
+	v.stack = py_read(s->tgid, BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase),
+			  v.parent);
+	if (!v.stack)
+		return 0;
+	for (i = 0; i < TB_PY_SCOPE_NAME - 1 && nm->s[i]; i++) {
+		v.name.s[i] = nm->s[i];
+		h = (h ^ (__u8)nm->s[i]) * 0x100000001b3ull;
+	}
+	h = (((h ^ v.stack) * 0x100000001b3ull) ^ v.parent) * 0x100000001b3ull;
+	k.tgid = s->tgid;
+	k.id = h ? h : 1;
+	if (bpf_map_update_elem(&py_scopes, &k, &v, BPF_NOEXIST) == -TB_E2BIG) {
+		__sync_fetch_and_add(&py_counters.scopes_full, 1);
+		return 0;
+	}
+	return k.id;
 }
 
 SEC("perf_event")
@@ -220,7 +277,7 @@ int py_sample(struct bpf_perf_event_data *ctx)
 
 	if (!s || s->state != TB_ST_ONCPU)
 		return 0;
-	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase));
+	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase), py_scope_of(s));
 	if (!hash)
 		return 0;
 	__sync_fetch_and_add(&py_counters.samples, 1);

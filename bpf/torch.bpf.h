@@ -21,8 +21,6 @@
  * Included by trainbpf.bpf.c after the uprobe helpers of gpu_api.bpf.h.
  */
 
-#define TB_NAME_MAX 32	/* enough to tell the names below apart */
-
 static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 resolved,
 					__u64 now)
 {
@@ -344,6 +342,7 @@ static __always_inline void push(struct tb_slot *s, __u64 key, __u32 cls, __u32 
 	s->br[n].key = key;
 	s->br[n].cls = cls;
 	s->br[n].restore = restore;
+	s->br[n].scope = 0;
 	s->nbr = n + 1;
 }
 
@@ -527,16 +526,34 @@ static __always_inline __u32 name_class(const char *n, __u64 len)
 	return TB_BC_OTHER;
 }
 
-/* record_function_enter_new(const std::string &name, ...): name in arg 2 (sret first). */
-static __always_inline __u32 bracket_class(struct pt_regs *ctx)
+/*
+ * record_function_enter_new(const std::string &name, ...): name in arg 2
+ * (sret first), into nm.
+ */
+static __always_inline __u32 bracket_class(struct pt_regs *ctx, struct tb_py_scope_name *nm)
 {
-	char name[TB_NAME_MAX] = {};
 	__u64 str[2] = {};	/* libstdc++ std::string: data pointer, length */
+	long len;
 
-	if (bpf_probe_read_user(str, sizeof(str), (void *)PT_REGS_PARM2(ctx)) ||
-	    bpf_probe_read_user(name, sizeof(name), (void *)str[0]))
+	if (bpf_probe_read_user(str, sizeof(str), (void *)PT_REGS_PARM2(ctx)))
 		return TB_BC_OTHER;
-	return name_class(name, str[1]);
+	len = bpf_probe_read_user_str(nm->s, sizeof(nm->s), (void *)str[0]);
+	if (len <= 0)
+		return TB_BC_OTHER;
+	return name_class(nm->s, str[1]);
+}
+
+/*
+ * --functions: the bracket of no phase just opened (the user's own
+ * record_function) is a scope of the stacks read inside it (pystack.h).
+ */
+static __always_inline void scope_mark(struct tb_slot *s, __u32 nbr, __u32 cls,
+				       const struct tb_py_scope_name *nm)
+{
+	struct tb_bracket *b = top_any(s);
+
+	if (tb_py_stacks && cls == TB_BC_OTHER && nm->s[0] && s->nbr == nbr + 1 && b)
+		b->scope = py_scope_open(s, nm);
 }
 
 /*
@@ -586,9 +603,9 @@ static __always_inline int py_type_name(__u64 obj, char *tn, __u32 len)
  * The class of a legacy enter op's (name, args): TB_BC_NONE unless the
  * name is a str and args None or a str (the enter op's signature).
  */
-static __always_inline __u32 legacy_name_class(__u64 str, __u64 args)
+static __always_inline __u32 legacy_name_class(__u64 str, __u64 args,
+						struct tb_py_scope_name *nm)
 {
-	char name[TB_NAME_MAX] = {};
 	__u64 len = 0;
 	__u32 state = 0;
 
@@ -597,9 +614,11 @@ static __always_inline __u32 legacy_name_class(__u64 str, __u64 args)
 	if (bpf_probe_read_user(&state, sizeof(state), (void *)(str + TB_PY_STR_STATE)) ||
 	    (state & TB_PY_COMPACT_ASCII) != TB_PY_COMPACT_ASCII ||
 	    bpf_probe_read_user(&len, sizeof(len), (void *)(str + TB_PY_STR_LEN)) ||
-	    bpf_probe_read_user(name, sizeof(name), (void *)(str + TB_PY_STR_ASCII)))
+	    bpf_probe_read_user_str(nm->s, sizeof(nm->s), (void *)(str + TB_PY_STR_ASCII)) <= 0) {
+		nm->s[0] = 0;
 		return TB_BC_OTHER;
-	return name_class(name, len);
+	}
+	return name_class(nm->s, len);
 }
 
 /* A legacy exit: the innermost bracket closes, now. */
@@ -623,8 +642,9 @@ static __always_inline void close_innermost(struct tb_slot *s)
 static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct tb_slot *s)
 {
 	__u64 args = 0, tuple[4] = {}, item1 = 0, now;	/* refcnt, type, size, item 0 */
+	struct tb_py_scope_name nm = {};
 	struct tb_bracket *b = top_any(s);
-	__u32 cls = TB_BC_NONE;
+	__u32 cls = TB_BC_NONE, nbr;
 
 	if (bpf_probe_read_user(&args, sizeof(args), (void *)PT_REGS_PARM3(ctx)) ||
 	    bpf_probe_read_user(tuple, sizeof(tuple), (void *)args))
@@ -642,13 +662,15 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
 	}
 	if (tuple[2] != 2 || bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
 		return;
-	cls = legacy_name_class(tuple[3], item1);
+	cls = legacy_name_class(tuple[3], item1, &nm);
 	if (cls == TB_BC_NONE)
 		return;
 	now = bpf_ktime_get_ns();
 	write_begin(s);
 	close_running(s, now);
+	nbr = s->nbr;
 	open_bracket(s, 0, cls, now);
+	scope_mark(s, nbr, cls, &nm);
 	write_end(s);
 }
 
@@ -727,8 +749,12 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	write_begin(s);
 	close_running(s, now);
 	if (kind == TB_AK_TORCH_OPEN) {
+		struct tb_py_scope_name nm = {};
+		__u32 cls = bracket_class(ctx, &nm), nbr = s->nbr;
+
 		s->op_seen = 0;
-		open_bracket(s, 0, bracket_class(ctx), now);
+		open_bracket(s, 0, cls, now);
+		scope_mark(s, nbr, cls, &nm);
 	} else if (kind == TB_AK_TORCH_CLOSE) {
 		s->op_seen = 0;
 		b = top_any(s);

@@ -19,6 +19,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "trainbpf.h"
+#include "pystack.h"
 #include "compat.bpf.h"
 #include "wait_reason.bpf.h"
 #include "critpath.bpf.h"
@@ -244,6 +245,7 @@ __noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t
 /* pystack.bpf.h: off-CPU time to the stack read at the switch-out; that read. */
 __noinline int py_charge(struct tb_slot *s, __u32 own, __u32 cp, __u64 ns);
 __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase);
+__noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name *nm);
 
 /* The thread's phase row (torch.bpf.h): its critical-path time by phase. */
 static __always_inline __u64 *phase_row(struct tb_slot *s)

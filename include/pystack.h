@@ -73,6 +73,31 @@ struct tb_py_stack {
 	__u32 depth;		/* frames in code[] */
 	__u32 cut;		/* frames walked and not kept; | TB_PY_CUT_OUTER */
 	__u64 code[TB_PY_DEPTH];
+	__u64 scope;		/* the innermost record_function open then (tb_py_scope_key); 0 */
+};
+
+/*
+ * The user's own record_function("name") brackets (TB_BC_OTHER), open
+ * while a stack was read: a stack keeps the innermost, a scope its
+ * enclosing one (parent). User space puts each in the stack as a frame
+ * of its own, right inside the frame that opened it: the stack read as
+ * it opened (stack, read inside record_function.__enter__) says which.
+ */
+#define TB_PY_SCOPE_NAME 64
+struct tb_py_scope_name {
+	char s[TB_PY_SCOPE_NAME];
+};
+
+struct tb_py_scope_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 id;		/* of its name, stack and parent */
+};
+
+struct tb_py_scope {
+	__u64 stack;		/* the stack read as it opened (tb_py_stack_key's hash) */
+	__u64 parent;		/* the scope open around it then; 0 */
+	struct tb_py_scope_name name;	/* NUL-terminated, cut to TB_PY_SCOPE_NAME - 1 bytes */
 };
 
 /* Where the f-th frame walked (0: the innermost) goes in code[]. */
@@ -117,6 +142,7 @@ struct tb_py_counters {
 	__u64 stacks_full;	/* new stacks not kept: py_stacks full */
 	__u64 time_full;	/* time not charged: py_time full */
 	__u64 samples;		/* on-CPU samples of a Python thread */
+	__u64 scopes_full;	/* record_function brackets not kept: py_scopes full */
 };
 
 #endif

@@ -122,6 +122,7 @@ struct tb_bracket {
 	__u8 cls;		/* enum tb_bracket_cls */
 	__u8 restore;		/* enum tb_phase */
 	__u8 pad[6];
+	__u64 scope;		/* --functions, TB_BC_OTHER: its tb_py_scope_key's id; 0 */
 };
 
 /*

@@ -433,6 +433,74 @@ def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
             f"(bound {bound:.3f} s); all: {got} vs {want}"
 
 
+SCOPES = ("augment", "ema", "visuals", "metrics", "save")
+
+
+def scopes_text(text):
+    """{name: seconds} of the text phase table's record_function rows, as sections_text."""
+    steps = int(re.search(r"(\d+) training steps", text)[1])
+    got = {}
+    for m in re.finditer(r"^ {16} *[\d.]+% +([\d.]+) +in (\S+) \(record_function\): ", text,
+                         re.M):
+        got[m[2]] = got.get(m[2], 0.0) + float(m[1]) * steps / 1e3
+    return got
+
+
+@pytest.mark.parametrize("torch26", [
+    pytest.param(False, id="torch1.13-text"),
+    pytest.param(True, id="torch2.6-json"),
+])
+def test_record_function_blocks_are_rows(torch26, tmp_path):
+    """The loop's own record_function("name") blocks (torch_sections.py
+    --scopes: four blocks in the loop, one nested in another, one a
+    decorated function) are rows of their own under the phases they ran
+    in, each within 3 points of the loop's time of the job's timer, as the
+    named calls (test_named_sections_are_the_jobs). torch 1.13 opens them
+    through the legacy op, 2.6 through record_function_enter_new. The
+    nested block is a frame inside its parent's on the folded stacks, the
+    decorated function's inside contextlib's wrapper, which is inside the
+    block; and no stack read in a block was left without it."""
+    from conftest import SYSTEM_PYTHON, TORCH26_PYTHON
+
+    job = TORCH26_PYTHON if torch26 else [SYSTEM_PYTHON]
+    out = ["--format", "json", "-o", str(tmp_path / "report.json")] if torch26 else []
+    r = run_trainbpf(["--functions", "--stack-hz", str(HZ), "-i", "0", "--folded",
+                      str(tmp_path / "stacks.folded"), *out, "--", *job, TORCH_SECTIONS,
+                      "--truth", "truth.json", "--scopes"], timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    if torch26:
+        rows = json.load(open(tmp_path / "report.json"))["phases"]["list"]
+        got = {}
+        for row in rows:
+            for s in row["sections"]:
+                if s["kind"] == "record_function":
+                    got[s["name"]] = got.get(s["name"], 0.0) + s["wall_s"]
+                    assert "file" not in s, s
+    else:
+        got = scopes_text(r.stdout)
+        assert "stacks read in one not shown in it" not in r.stdout
+    want = truth["sections"]
+    bound = 0.03 * truth["loop_s"]
+    print("rows:", {k: round(v, 3) for k, v in got.items()}, "the job:",
+          {k: round(v, 3) for k, v in want.items()}, f"loop {truth['loop_s']:.2f} s")
+    for name in SCOPES:
+        assert abs(got.get(name, 0.0) - want[name]) <= bound, \
+            f"{name}: {got.get(name, 0.0):.3f} s, {want[name]:.3f} s by the job " \
+            f"(bound {bound:.3f} s); all: {got} vs {want}"
+    # Nesting: every stack in "sampling" is inside "visuals", right under the loop.
+    rf = " (record_function)"
+    names = [[f[0] for f in frames] for _, frames, _, _ in folded(tmp_path / "stacks.folded")]
+    nested = [n for n in names if "sampling" + rf in n]
+    assert nested and all(n[n.index("sampling" + rf) - 1] == "visuals" + rf and
+                          n[n.index("visuals" + rf) - 1] == "train_scoped" for n in nested), \
+        nested[:3]
+    # The decorated function: the block is outside contextlib's wrapper.
+    decorated = [n for n in names if "compute_metrics" in n]
+    assert decorated and all(n[n.index("compute_metrics") - 2] == "metrics" + rf
+                             for n in decorated), decorated[:3]
+
+
 TORCH_COMPILE = os.path.join(ROOT, "tests", "workloads", "torch_compile.py")
 
 

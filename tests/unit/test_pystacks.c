@@ -411,6 +411,83 @@ START_TEST(deep_stacks_keep_the_loops_callee)
 }
 END_TEST
 
+/* Function ids of names (file "t.py"; "P.__enter__" is record_function's, "C.inner" contextlib's). */
+static void fns_of(struct pystacks *m, const char *const *names, int n, int *fn)
+{
+	for (int i = 0; i < n; i++) {
+		const char *file = !strcmp(names[i], "P.__enter__") ? "/x/torch/autograd/profiler.py" :
+				   !strcmp(names[i], "C.inner") ? "/usr/lib/python3/contextlib.py" :
+				   "t.py";
+
+		fn[i] = names[i][0] == '@' ? pystacks_func(m, names[i] + 1, PY_SCOPE_FILE, 0) :
+			pystacks_func(m, names[i], file, 1);
+	}
+}
+
+/* The names of a placed stack, innermost first, joined by ' ' ("@" before a scope's). */
+static const char *joined(const struct pystacks *m, const int *fn, int n)
+{
+	static char buf[512];
+	size_t w = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n; i++)
+		w += snprintf(buf + w, sizeof(buf) - w, "%s%s%s", i ? " " : "",
+			      py_func_is_scope(&m->fn[fn[i]]) ? "@" : "", m->fn[fn[i]].name);
+	return buf;
+}
+
+static int place(struct pystacks *m, const char *const *raw, int n, const char *const *open,
+		 int on, const char *scope, int *out, int cap)
+{
+	int r[16], o[16], sfn = pystacks_func(m, scope, PY_SCOPE_FILE, 0);
+
+	fns_of(m, raw, n, r);
+	fns_of(m, open, on, o);
+	return pystacks_place_scope(m, r, n, o, on, sfn, out, cap);
+}
+
+START_TEST(record_function_scopes_are_placed_where_they_opened)
+{
+	static const char *const open[] = { "_ops.__call__", "P.__enter__", "train", "main" };
+	static const char *const in[] = { "lerp", "ema_update", "train", "main" };
+	static const char *const own[] = { "train", "main" };
+	static const char *const nested_open[] = { "P.__enter__", "sample", "@visuals", "train",
+						   "main" };
+	static const char *const nested_in[] = { "sleep", "sample", "train", "main" };
+	static const char *const deco_open[] = { "P.__enter__", "C.inner", "train", "main" };
+	static const char *const deco_in[] = { "metrics", "C.inner", "train", "main" };
+	static const char *const elsewhere[] = { "gen", "other_loop", "main" };
+	static const char *const no_enter[] = { "train", "main" };
+	struct pystacks m;
+	int out[16], n;
+
+	pystacks_init(&m, 10 * MS);
+	/* Inside the block: the scope's frame right inside the frame that opened it. */
+	n = place(&m, in, 4, open, 4, "ema", out, 16);
+	ck_assert_str_eq(joined(&m, out, n), "lerp ema_update @ema train main");
+	/* On the block's own lines: the scope is the innermost frame. */
+	n = place(&m, own, 2, open, 4, "ema", out, 16);
+	ck_assert_str_eq(joined(&m, out, n), "@ema train main");
+	/* Nested: opened in a call inside "visuals", whose frame the opening stack has. */
+	n = place(&m, nested_in, 4, nested_open, 5, "sampling", out, 16);
+	ck_assert_str_eq(joined(&m, out, n), "sleep @sampling sample @visuals train main");
+	/* A decorated function: the block outside contextlib's wrapper. */
+	n = place(&m, deco_in, 4, deco_open, 4, "metrics", out, 16);
+	ck_assert_str_eq(joined(&m, out, n), "metrics C.inner @metrics train main");
+	/* Not under the frames that opened it (a generator resumed elsewhere): not placed. */
+	ck_assert_int_eq(place(&m, elsewhere, 3, open, 4, "ema", out, 16), -1);
+	/* Fewer frames than where it opened: not placed. */
+	ck_assert_int_eq(place(&m, own + 1, 1, open, 4, "ema", out, 16), -1);
+	/* Not opened by record_function.__enter__: not placed. */
+	ck_assert_int_eq(place(&m, in, 4, no_enter, 2, "ema", out, 16), -1);
+	/* No room: not placed, nothing written past cap. */
+	ck_assert_int_eq(place(&m, in, 4, open, 4, "ema", out, 4), -1);
+	ck_assert_int_eq(place(&m, in, 4, open, 4, "ema", out, 5), 5);
+	pystacks_free(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pystacks");
@@ -426,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, deep_stacks_are_put_in_order);
 	tcase_add_test(tc, deep_stacks_keep_the_loops_callee);
 	tcase_add_test(tc, torch_compile_is_its_own_section);
+	tcase_add_test(tc, record_function_scopes_are_placed_where_they_opened);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

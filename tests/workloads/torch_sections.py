@@ -1,6 +1,6 @@
 """A training loop that does work PyTorch does not bracket, timing its own sections.
 
-    torch_sections.py --truth FILE [--steps N] [--ema-tensors N]
+    torch_sections.py --truth FILE [--steps N] [--ema-tensors N] [--scopes]
 
 The loop (train(), called from main()) has no DataLoader. Each step:
   get_batch()        the batch made and augmented on the training thread
@@ -14,7 +14,12 @@ The loop (train(), called from main()) has no DataLoader. Each step:
   save_metrics()     every 10th step: np.save of the metrics, flushed and
                      fsync'd.
 Each is timed with perf_counter on the loop thread, in the loop itself
-(no timing wrapper's frame between the loop and the section). The truth JSON:
+(no timing wrapper's frame between the loop and the section).
+--scopes: the loop brackets its work in record_function blocks of its own,
+timed the same way instead of the calls: "augment" (get_batch), "ema"
+(ema_update), "visuals" (sample_images, inside a "sampling" bracket of its
+own nested in it), "metrics" (compute_metrics, decorated with
+record_function) and "save" (save_metrics). The truth JSON:
   {"pid", "tid", "torch", "python", "steps", "loop_s",
    "sections": {NAME: seconds}}
 """
@@ -84,6 +89,41 @@ def lap(totals, name, t):
     return now
 
 
+def train_scoped(model, opt, shadow, steps, d):
+    """train(), its work in the loop's own record_function brackets."""
+    from torch.profiler import record_function
+    metrics_of = record_function("metrics")(compute_metrics)
+    rng = np.random.default_rng(1)
+    totals, metrics = {}, []
+    t0 = time.perf_counter()
+    for step in range(steps):
+        t = time.perf_counter()
+        with record_function("augment"):
+            x, y = get_batch(rng)
+        lap(totals, "augment", t)
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        t = time.perf_counter()
+        with record_function("ema"):
+            ema_update(shadow)
+        t = lap(totals, "ema", t)
+        if step % 4 == 0:
+            with record_function("visuals"):
+                with record_function("sampling"):
+                    sample_images(model, x)
+            t = lap(totals, "visuals", t)
+        metrics.append(metrics_of(logits.detach(), y))
+        t = lap(totals, "metrics", t)
+        if step % 10 == 9:
+            with record_function("save"):
+                save_metrics(d, step, metrics[-10:])
+            lap(totals, "save", t)
+    return totals, time.perf_counter() - t0
+
+
 def train(model, opt, shadow, steps, d):
     rng = np.random.default_rng(1)
     totals, metrics = {}, []
@@ -117,6 +157,8 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--ema-tensors", type=int, default=8,
                    help="the EMA's shadow tensors (384 x 384 each): its cost")
+    p.add_argument("--scopes", action="store_true",
+                   help="the loop's work in record_function brackets of its own")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -124,7 +166,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     shadow = [torch.rand(384, 384) for _ in range(args.ema_tensors)]
     with tempfile.TemporaryDirectory() as d:
-        totals, loop_s = train(model, opt, shadow, args.steps, d)
+        loop = train_scoped if args.scopes else train
+        totals, loop_s = loop(model, opt, shadow, args.steps, d)
     truth = {"pid": os.getpid(), "tid": threading.get_native_id(), "torch": torch.__version__,
              "python": sys.version.split()[0], "steps": args.steps, "loop_s": loop_s,
              "sections": totals}

@@ -19,6 +19,7 @@
 #include "pystacks.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
+#include "utf8.h"
 
 /* Interpreters and threads per process walked at most: a list gone bad ends there. */
 #define PY_MAX_INTERPS 8
@@ -386,26 +387,84 @@ unsigned int pyreader_slot(unsigned int i, uint32_t cut)
 	return i < TB_PY_INNER ? i : tb_py_slot(i + (cut & ~TB_PY_CUT_OUTER));
 }
 
+static int read_named(struct pyreader *pr, struct py_proc *pp, pid_t tgid, uint64_t hash,
+		      int *fn, uint32_t *cut, int level);
+
+/* The scope's name as UTF-8 (BPF cut it anywhere), its frame's function. */
+static int scope_fn(struct pystacks *m, const struct tb_py_scope *v)
+{
+	char name[TB_PY_SCOPE_NAME * 3];
+
+	utf8_clean(name, sizeof(name), v->name.s, strnlen(v->name.s, sizeof(v->name.s)));
+	return pystacks_func(m, name, PY_SCOPE_FILE, 0);
+}
+
+/*
+ * fn (depth frames, none cut) read inside the scope id: with its frame
+ * (pystacks_place_scope). Left as read where it cannot be placed: its
+ * time is then its frames', as without the scope.
+ */
+static int place_scope(struct pyreader *pr, struct py_proc *pp, pid_t tgid, uint64_t id,
+		       int *fn, int depth, int level)
+{
+	struct tb_py_scope_key k = { .tgid = tgid, .id = id };
+	int open[PY_STACK_MAX], out[PY_STACK_MAX], on, sfn, n;
+	struct tb_py_scope v;
+	uint32_t ocut;
+
+	if (level >= TB_NBRACKET ||
+	    bpf_map_lookup_elem(bpf_map__fd(pr->tr->skel->maps.py_scopes), &k, &v))
+		return depth;
+	on = read_named(pr, pp, tgid, v.stack, open, &ocut, level + 1);
+	if (on < 0 || ocut || (sfn = scope_fn(pr->m, &v)) < 0)
+		return depth;
+	n = pystacks_place_scope(pr->m, fn, depth, open, on, sfn, out, PY_STACK_MAX);
+	if (n < 0) {
+		pr->m->scopes_unplaced++;
+		return depth;
+	}
+	memcpy(fn, out, n * sizeof(*fn));
+	return n;
+}
+
+/*
+ * A stack BPF read, named into fn (PY_STACK_MAX), its scope placed: its
+ * depth, -1 if it cannot be named.
+ */
+static int read_named(struct pyreader *pr, struct py_proc *pp, pid_t tgid, uint64_t hash,
+		      int *fn, uint32_t *cut, int level)
+{
+	struct tb_py_stack_key k = { .tgid = tgid, .hash = hash };
+	struct tb_py_stack st;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(pr->tr->skel->maps.py_stacks), &k, &st) ||
+	    st.depth > TB_PY_DEPTH)
+		return -1;
+	for (unsigned int i = 0; i < st.depth; i++)
+		if ((fn[i] = code_fn(pr->m, pp, st.code[pyreader_slot(i, st.cut)])) < 0)
+			return -1;	/* out of memory: its time is counted as not named */
+	*cut = st.cut;
+	/* A deep stack's frames between were not kept: where it opened may be among them. */
+	if (st.scope && !st.cut)
+		return place_scope(pr, pp, tgid, st.scope, fn, (int)st.depth, level);
+	return (int)st.depth;
+}
+
 /* A stack BPF read, named: its index in the model, -1 if it cannot be. */
 static int name_stack(struct pyreader *pr, pid_t tgid, uint64_t hash)
 {
-	struct tb_py_stack_key k = { .tgid = tgid, .hash = hash };
-	static struct tb_py_stack st;
-	int fn[TB_PY_DEPTH], idx = pystacks_find(pr->m, tgid, hash);
+	int fn[PY_STACK_MAX], idx = pystacks_find(pr->m, tgid, hash), depth;
 	struct py_proc *pp;
+	uint32_t cut = 0;
 
 	if (idx >= 0)
 		return idx;
 	if (hash == TB_PY_EMPTY)
 		return pystacks_add(pr->m, tgid, hash, fn, 0, 0);
 	pp = proc_of(pr, tgid);
-	if (!pp || bpf_map_lookup_elem(bpf_map__fd(pr->tr->skel->maps.py_stacks), &k, &st) ||
-	    st.depth > TB_PY_DEPTH)
+	if (!pp || (depth = read_named(pr, pp, tgid, hash, fn, &cut, 0)) < 0)
 		return -1;
-	for (unsigned int i = 0; i < st.depth; i++)
-		if ((fn[i] = code_fn(pr->m, pp, st.code[pyreader_slot(i, st.cut)])) < 0)
-			return -1;	/* out of memory: its time is counted as not named */
-	return pystacks_add(pr->m, tgid, hash, fn, (int)st.depth, st.cut);
+	return pystacks_add(pr->m, tgid, hash, fn, depth, cut);
 }
 
 /*

@@ -157,6 +157,51 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
 	return m->nfn++;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* record_function.__enter__ (co_qualname from 3.11, co_name before). */
+static bool scope_enter(const struct py_func *f)
+{
+	return ends_with(f->name, "__enter__") && ends_with(f->file, "/autograd/profiler.py");
+}
+
+int pystacks_place_scope(const struct pystacks *m, const int *raw, int n, const int *open,
+			 int on, int scope, int *out, int cap)
+{
+	int j = 0, real = 0, inner, w = 0;
+
+	while (j < on && !scope_enter(&m->fn[open[j]]))
+		j++;
+	if (j == on)
+		return -1;
+	j++;
+	/* @record_function(...) on a function: contextlib's wrapper calls it. */
+	while (j < on && ends_with(m->fn[open[j]].file, "/contextlib.py"))
+		j++;
+	for (int k = j; k < on; k++)
+		real += !py_func_is_scope(&m->fn[open[k]]);
+	inner = n - real;
+	if (inner < 0 || inner + 1 + on - j > cap)
+		return -1;
+	for (int k = j, r = inner; k < on; k++) {
+		if (py_func_is_scope(&m->fn[open[k]]))
+			continue;
+		if (raw[r++] != open[k])
+			return -1;
+	}
+	for (int k = 0; k < inner; k++)
+		out[w++] = raw[k];
+	out[w++] = scope;
+	for (int k = j; k < on; k++)
+		out[w++] = open[k];
+	return w;
+}
+
 struct st_want {
 	pid_t tgid;
 	uint64_t hash;

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include "phase_spans.h"
 #include "pystack.h"
@@ -18,6 +19,18 @@
 
 #define PY_NAME_LEN 96
 #define PY_FILE_LEN 160
+
+/*
+ * The user's record_function("name") scope, as a frame of the stacks read
+ * inside it (acquire/pyreader.c, pystacks_place_scope): its file and line.
+ */
+#define PY_SCOPE_FILE "<record_function>"
+
+/*
+ * Frames a stack may have: BPF's, and one per record_function scope open
+ * around them (a bracket each, TB_NBRACKET at most).
+ */
+#define PY_STACK_MAX (TB_PY_DEPTH + TB_NBRACKET + 1)
 
 struct py_func {
 	char name[PY_NAME_LEN];	/* co_qualname (3.11+), else co_name */
@@ -38,6 +51,17 @@ struct py_stack {
 	uint32_t cut;
 	int *fn;		/* depth function indexes, innermost first */
 };
+
+/* Whether a function (file, line) is a record_function scope's frame, not Python code. */
+static inline bool py_is_scope(const char *file, int line)
+{
+	return line == 0 && !strcmp(file, PY_SCOPE_FILE);
+}
+
+static inline bool py_func_is_scope(const struct py_func *f)
+{
+	return py_is_scope(f->file, f->line);
+}
 
 /* Frames not kept between the innermost and the outermost. */
 static inline uint32_t py_stack_cut(const struct py_stack *st)
@@ -117,6 +141,8 @@ struct pystacks {
 	uint64_t period_ns;	/* the on-CPU sampler's period */
 	struct tb_py_counters bpf;	/* as BPF last counted */
 	uint64_t rows_dropped;	/* time of stacks never named: not kept */
+	uint64_t scopes_unplaced;	/* stacks in a record_function its opening frames
+					 * were not on (pystacks_place_scope): as read */
 	struct py_thread *th;
 	int nth, capth;
 	struct py_proc_role *roles;
@@ -129,6 +155,18 @@ void pystacks_free(struct pystacks *m);
 /* The function's index, added if new; -1 out of memory. */
 int pystacks_func(struct pystacks *m, const char *name, const char *file, int line);
 /* The stack's index, or -1 if not added yet. */
+/*
+ * A stack read inside a record_function scope (raw: its frames, innermost
+ * first, n of them, none cut) with the scope's frame (fn scope) put right
+ * inside the frame that opened it, into out (cap frames): that frame is
+ * the one outside the innermost record_function.__enter__ (and the
+ * decorator frames of contextlib around it) of the stack read as it
+ * opened (open, on frames, its own scopes placed), which raw's outermost
+ * frames must be. Its depth; -1 if they are not (a generator that opened
+ * it, resumed from elsewhere) or out is too small.
+ */
+int pystacks_place_scope(const struct pystacks *m, const int *raw, int n, const int *open,
+			 int on, int scope, int *out, int cap);
 int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash);
 /* Adds a stack of depth functions (innermost first); its index, -1 out of memory. */
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,

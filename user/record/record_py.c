@@ -27,7 +27,7 @@ static void funcs(struct recorder *r, const struct pystacks *m)
 	}
 }
 
-/* "12,7,3": the functions' ids, innermost first (TB_PY_DEPTH of them at most). */
+/* "12,7,3": the functions' ids, innermost first (PY_STACK_MAX of them at most). */
 static void frames_text(char *buf, size_t len, const struct py_stack *st)
 {
 	size_t n = 0;
@@ -39,7 +39,7 @@ static void frames_text(char *buf, size_t len, const struct py_stack *st)
 
 static void stacks(struct recorder *r, const struct pystacks *m)
 {
-	char buf[TB_PY_DEPTH * 12 + 1];
+	char buf[PY_STACK_MAX * 12 + 1];
 
 	for (; r->py_nst < m->nst && !r->failed; r->py_nst++) {
 		const struct py_stack *st = &m->st[r->py_nst];
@@ -112,6 +112,10 @@ static void counts(struct recorder *r, const struct pystacks *m)
 	rec_meta(r, "py_times_not_kept", buf);
 	snprintf(buf, sizeof(buf), "%" PRIu64, m->rows_dropped);
 	rec_meta(r, "py_unnamed_ns", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t)m->bpf.scopes_full);
+	rec_meta(r, "py_scopes_not_kept", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64, m->scopes_unplaced);
+	rec_meta(r, "py_scopes_unplaced", buf);
 }
 
 int record_pystacks(struct recorder *r, const struct session *ses)

@@ -42,6 +42,10 @@ static int load_meta(struct recording *r, bool *any, char *err, size_t errlen)
 			m->bpf.time_full = v;
 		} else if (!strcmp(k, "py_unnamed_ns")) {
 			m->rows_dropped = v;
+		} else if (!strcmp(k, "py_scopes_not_kept")) {
+			m->bpf.scopes_full = v;
+		} else if (!strcmp(k, "py_scopes_unplaced")) {
+			m->scopes_unplaced = v;
 		}
 	}
 	return rec_stmt_done(r, st, rc, err, errlen);
@@ -71,7 +75,7 @@ static int load_funcs(struct recording *r, char *err, size_t errlen)
 }
 
 /* "12,7,3" into fn (innermost first); the depth, or -1 if it is not a list of known ids. */
-static int parse_frames(const char *s, int nfn, int fn[TB_PY_DEPTH])
+static int parse_frames(const char *s, int nfn, int fn[PY_STACK_MAX])
 {
 	int depth = 0;
 
@@ -79,7 +83,7 @@ static int parse_frames(const char *s, int nfn, int fn[TB_PY_DEPTH])
 		char *end;
 		long v = strtol(s, &end, 10);
 
-		if (end == s || v < 0 || v >= nfn || depth == TB_PY_DEPTH)
+		if (end == s || v < 0 || v >= nfn || depth == PY_STACK_MAX)
 			return -1;
 		fn[depth++] = (int)v;
 		s = *end == ',' ? end + 1 : end;
@@ -93,7 +97,7 @@ static int load_stacks(struct recording *r, char *err, size_t errlen)
 {
 	struct pystacks *m = &r->ses.py;
 	sqlite3_stmt *st = NULL;
-	int fn[TB_PY_DEPTH], rc;
+	int fn[PY_STACK_MAX], rc;
 
 	if (sqlite3_prepare_v2(r->db, "SELECT id, pid, hash, cut, frames FROM py_stacks "
 			       "ORDER BY id", -1, &st, NULL))

@@ -188,7 +188,10 @@ static const char *base_name(const char *path)
 
 void report_fn_label_of(char *buf, size_t len, const char *name, const char *file, int line)
 {
-	snprintf(buf, len, "%s (%s:%d)", name, base_name(file), line);
+	if (py_is_scope(file, line))
+		snprintf(buf, len, "%s (record_function)", name);
+	else
+		snprintf(buf, len, "%s (%s:%d)", name, base_name(file), line);
 }
 
 void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
@@ -479,6 +482,11 @@ void report_functions_text(FILE *f, const struct session *ses)
 			(unsigned long long)m->bpf.read_failed,
 			(unsigned long long)m->bpf.stacks_full,
 			(unsigned long long)m->bpf.time_full, m->rows_dropped / 1e9);
+	if (m->bpf.scopes_full || m->scopes_unplaced)
+		fprintf(f, "  record_function: %llu brackets not kept (map full); %llu stacks read in "
+			"one not shown in it (where it opened was not on them)\n\n",
+			(unsigned long long)m->bpf.scopes_full,
+			(unsigned long long)m->scopes_unplaced);
 }
 
 /* A frame as flame graphs take it: no ';' (the separator), no newline. */
@@ -486,7 +494,10 @@ static void folded_frame(FILE *f, const struct py_func *fn)
 {
 	char buf[PY_NAME_LEN + PY_FILE_LEN + 16];
 
-	snprintf(buf, sizeof(buf), "%s (%s:%d)", fn->name, fn->file, fn->line);
+	if (py_func_is_scope(fn))
+		snprintf(buf, sizeof(buf), "%s (record_function)", fn->name);
+	else
+		snprintf(buf, sizeof(buf), "%s (%s:%d)", fn->name, fn->file, fn->line);
 	for (char *c = buf; *c; c++)
 		if (*c == ';' || *c == '\n' || *c == '\r')
 			*c = '_';

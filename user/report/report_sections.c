@@ -180,8 +180,8 @@ static void json_row(const struct sec_out *o, const char *label, double ms, doub
 		     const uint64_t cat[TB_NCAT], const struct py_section *s, int rest)
 {
 	static const char *const kinds[] = { "call", "loop_lines", "outside_loop", "no_frame",
-					     "frames_cut", "compile", "rest" };
-	int kind = rest ? 6 : s->fn >= 0 ? 0 : -s->fn;
+					     "frames_cut", "compile", "rest", "record_function" };
+	int kind = rest ? 6 : s->fn < 0 ? -s->fn : py_func_is_scope(&o->m->fn[s->fn]) ? 7 : 0;
 	struct jw *w = o->to;
 	int64_t ns[TB_NCAT];
 
@@ -189,8 +189,9 @@ static void json_row(const struct sec_out *o, const char *label, double ms, doub
 		ns[c] = (int64_t)cat[c];
 	jw_object(w);
 	jw_string_field(w, "kind", kinds[kind]);
-	if (kind == 0) {
+	if (kind == 0 || kind == 7)
 		jw_string_field(w, "name", o->m->fn[s->fn].name);
+	if (kind == 0) {
 		jw_string_field(w, "file", o->m->fn[s->fn].file);
 		jw_int_field(w, "line", o->m->fn[s->fn].line);
 	}
