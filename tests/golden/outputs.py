@@ -14,7 +14,7 @@ Four kinds of case:
   and gpumetrics.db, schema 4: the CUDA stand-ins' stepjob on two GPUs of
   the stand-in NVML library (tests/workloads/fakenvml: a power cap from
   0.6 s, GPU 1 lost at 1.2 s, 90% of GPU 0's memory), docs/gpu-metrics.md.
-  sections.db (schema 12, --functions: Python stacks): torch 2.6's
+  sections.db (schema 12, --functions: Python stacks, with a record_function block): torch 2.6's
   tests/workloads/torch_generator.py --epochs 1 --batches 24, the phase
   table's named sections and the verdict's "of which" (report text,
   JSON, CSV and HTML only: its trace would be 600 KB).
