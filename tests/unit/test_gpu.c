@@ -329,6 +329,42 @@ START_TEST(exited_processes_fold)
 }
 END_TEST
 
+/* A process that makes and destroys communicators in a loop keeps GPU_MAX_COMMS. */
+START_TEST(communicators_are_bounded)
+{
+	struct gpu g = { 0 };
+	struct tb_comm_event e = { .type = TB_EV_NCCL_COMM, .pid = 7, .rank = 0, .nranks = 2 };
+	const struct gpu_proc *p;
+
+	/* Made and destroyed, one at a time: the newest GPU_MAX_COMMS are kept. */
+	for (int i = 0; i < 3 * GPU_MAX_COMMS; i++) {
+		e.type = TB_EV_NCCL_COMM;
+		e.comm = 0x1000 + i;
+		e.id[0] = (uint8_t)i;
+		gpu_on_comm(&g, &e);
+		e.type = TB_EV_NCCL_DESTROY;
+		gpu_on_comm(&g, &e);
+	}
+	p = gpu_proc_find(&g, 7);
+	ck_assert_int_eq(p->ncomms, GPU_MAX_COMMS);
+	ck_assert_uint_eq(g.comms_dropped, 2 * GPU_MAX_COMMS);
+	ck_assert_uint_eq(p->comms[0].comm, 0x1000 + 2 * GPU_MAX_COMMS);
+	ck_assert_uint_eq(p->comms[GPU_MAX_COMMS - 1].comm, 0x1000 + 3 * GPU_MAX_COMMS - 1);
+	/* All alive: a new one takes the oldest destroyed one's place, then none is left. */
+	for (int i = 0; i < GPU_MAX_COMMS + 5; i++) {
+		e.type = TB_EV_NCCL_COMM;
+		e.comm = 0x9000 + i;
+		gpu_on_comm(&g, &e);
+	}
+	ck_assert_int_eq(p->ncomms, GPU_MAX_COMMS);
+	ck_assert_uint_eq(g.comms_dropped, 2 * GPU_MAX_COMMS + GPU_MAX_COMMS + 5);
+	for (int i = 0; i < p->ncomms; i++)
+		ck_assert(!p->comms[i].destroyed);
+	ck_assert_uint_eq(p->comms[GPU_MAX_COMMS - 1].comm, 0x9000 + GPU_MAX_COMMS - 1);
+	gpu_free(&g);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gpu");
@@ -348,6 +384,7 @@ int main(void)
 	tcase_add_test(tc, so_versions);
 	tcase_add_test(tc, code_size);
 	tcase_add_test(tc, exited_processes_fold);
+	tcase_add_test(tc, communicators_are_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -131,6 +131,22 @@ bool gpu_comm_count(struct gpu_proc *p, uint64_t comm, uint64_t calls, uint64_t 
 	return true;
 }
 
+/*
+ * A full process's oldest destroyed communicator goes (a job that makes
+ * and destroys them in a loop), its place for a new one. Whether one did.
+ */
+static bool drop_destroyed(struct gpu_proc *p)
+{
+	for (int i = 0; i < p->ncomms; i++) {
+		if (!p->comms[i].destroyed)
+			continue;
+		memmove(&p->comms[i], &p->comms[i + 1], (p->ncomms - i - 1) * sizeof(*p->comms));
+		p->ncomms--;
+		return true;
+	}
+	return false;
+}
+
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 {
 	struct gpu_proc *p = gpu_proc_get(g, e->pid);
@@ -146,6 +162,11 @@ void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e)
 			}
 		}
 		return;
+	}
+	if (p->ncomms >= GPU_MAX_COMMS) {
+		g->comms_dropped++;	/* the oldest destroyed one, else this one */
+		if (!drop_destroyed(p))
+			return;
 	}
 	c = gpu_comm_add(p);
 	if (!c)
@@ -255,8 +276,11 @@ static bool says_something(const struct gpu_proc *p)
 	return false;
 }
 
-static void sum_into(struct gpu_proc *a, struct gpu_proc *p)
+/* p's counts into a; the communicators a had no room for. */
+static int sum_into(struct gpu_proc *a, struct gpu_proc *p)
 {
+	int dropped = 0;
+
 	for (int x = 0; x < gpu_napis; x++) {
 		a->stat[x].calls += p->stat[x].calls;
 		a->stat[x].nested += p->stat[x].nested;
@@ -265,14 +289,19 @@ static void sum_into(struct gpu_proc *a, struct gpu_proc *p)
 	}
 	for (int m = 0; m < p->nmaps; m++)
 		gpu_mapping_add(a, p->maps[m].obj);
-	for (int c = 0; c < p->ncomms && a->ncomms < GPU_MAX_COMMS; c++) {
-		struct gpu_comm *k = tb_append(&a->comms, &a->ncomms, sizeof(*k));
+	for (int c = 0; c < p->ncomms; c++) {
+		struct gpu_comm *k = NULL;
 
+		if (a->ncomms < GPU_MAX_COMMS)
+			k = tb_append(&a->comms, &a->ncomms, sizeof(*k));
 		if (k)
 			*k = p->comms[c];
+		else
+			dropped++;
 	}
 	free(p->maps);
 	free(p->comms);
+	return dropped;
 }
 
 bool gpu_fold_exited(struct gpu *g, int *map)
@@ -305,7 +334,7 @@ bool gpu_fold_exited(struct gpu *g, int *map)
 			free(g->procs[i].maps);
 			free(g->procs[i].comms);
 		} else if (map[i] == -2) {
-			sum_into(&g->procs[agg], &g->procs[i]);
+			g->comms_dropped += sum_into(&g->procs[agg], &g->procs[i]);
 			map[i] = -3;
 		}
 	}

@@ -77,6 +77,12 @@ struct gpu {
 	int nobjs;
 	struct gpu_proc *procs;	/* one per process, a pid reused gets another */
 	int nprocs;
+	/*
+	 * Communicators not listed: a process keeps GPU_MAX_COMMS, a new one
+	 * past them takes the place of its oldest destroyed one (or is not
+	 * kept); the summed entry of exited processes keeps as many.
+	 */
+	uint64_t comms_dropped;
 };
 
 void gpu_free(struct gpu *g);
@@ -94,7 +100,7 @@ struct gpu_mapping *gpu_mapping_add(struct gpu_proc *p, int obj);
 struct gpu_mapping *gpu_mapping_append(struct gpu_proc *p, int obj);
 /* Forgets what p mapped (an exec replaced it); its counts stay. */
 void gpu_proc_forget_maps(struct gpu_proc *p);
-/* An NCCL communicator made or destroyed (TB_EV_NCCL_*). */
+/* An NCCL communicator made or destroyed (TB_EV_NCCL_*); bounded (gpu.comms_dropped). */
 void gpu_on_comm(struct gpu *g, const struct tb_comm_event *e);
 /* A new communicator of p, zeroed (a recording's); NULL: out of memory. */
 struct gpu_comm *gpu_comm_add(struct gpu_proc *p);

@@ -362,6 +362,8 @@ static void write_comms(struct recorder *r, const struct gpu *g)
 	for (int i = 0; i < g->nprocs && !r->failed; i++)
 		for (int c = 0; c < g->procs[i].ncomms && !r->failed; c++)
 			write_comm(r, i, g->procs[i].pid, &g->procs[i].comms[c]);
+	if (!r->failed)
+		counter(r, "nccl_comms_not_listed", g->comms_dropped);
 }
 
 /* Sync entries (syncs per step), known in full only at the end like the steps. */

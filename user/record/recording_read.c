@@ -1497,10 +1497,13 @@ static int load_counters(struct recording *r, char *err, size_t errlen)
 
 	if (q_open(r, &q, "SELECT key, value FROM counters", err, errlen))
 		return -1;
-	while (q_row(&q))
+	while (q_row(&q)) {
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 			if (!strcmp(col_str(&q, 0), keys[k].key))
 				*(uint64_t *)((char *)&r->bpf + keys[k].off) = col_ns(&q, 1);
+		if (!strcmp(col_str(&q, 0), "nccl_comms_not_listed"))
+			r->ses.gpu.comms_dropped = col_ns(&q, 1);
+	}
 	if (!r->states_lost)	/* the trace's warning: the writer counts it here */
 		r->states_lost = r->bpf.states_lost;
 	return q_close(r, &q, err, errlen);

@@ -65,6 +65,9 @@ static void text_comms(FILE *f, const struct gpu *g)
 			fprintf(f, "%s\n", k->destroyed ? ", destroyed" : "");
 		}
 	}
+	if (g->comms_dropped)
+		fprintf(f, "  communicators not listed: %" PRIu64 " (a process keeps %d, "
+			"its oldest destroyed ones go first)\n", g->comms_dropped, GPU_MAX_COMMS);
 }
 
 void report_gpu_text(FILE *f, const struct session *ses, uint64_t now)

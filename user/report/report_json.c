@@ -100,7 +100,7 @@ static void json_headline(struct jw *w, const struct job *job)
 	jw_end_object(w);
 }
 
-static void json_counters(struct jw *w, const struct run_counters *c)
+static void json_counters(struct jw *w, const struct run_counters *c, const struct gpu *g)
 {
 	jw_name(w, "counters");
 	jw_object(w);
@@ -112,6 +112,7 @@ static void json_counters(struct jw *w, const struct run_counters *c)
 	jw_uint_field(w, "sched_events_missed", c->bpf.sched_missed);
 	jw_uint_field(w, "gpu_stats_full", c->bpf.api_stats_full);
 	jw_uint_field(w, "gpu_probe_preempted", c->bpf.api_preempted);
+	jw_uint_field(w, "nccl_comms_not_listed", g->comms_dropped);
 	jw_uint_field(w, "states_lost", c->bpf.states_lost);
 	jw_end_object(w);
 }
@@ -150,7 +151,7 @@ void report_json(FILE *f, const struct session *ses,
 	report_diagnosis_json(&w, ses, now);
 	report_gpu_json(&w, ses, now);
 	report_gpu_util_json(&w, ses, now);
-	json_counters(&w, c);
+	json_counters(&w, c, &ses->gpu);
 	jw_end_object(&w);
 	fputc('\n', f);
 }
