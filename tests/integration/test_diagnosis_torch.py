@@ -84,6 +84,8 @@ def test_thread_fed_queue(tmp_path):
     report, truth = run(tmp_path, "queue", "--produce-ms 150 --steps 16 --epochs 2 --batch-size 4")
     f = check_names(report, truth, "data", "data_loading")
     assert "feeds" in f["evidence"] and "GIL" not in f["advice"]
+    # Its waits are on the queue's lock: the producer's, not the loop's own.
+    assert "more producers" in f["advice"] and "calls of its own" not in f["advice"], f
     assert "lock_contention" not in findings(report), report["diagnosis"]
 
 

@@ -213,6 +213,49 @@ START_TEST(data_and_checkpoint_phases)
 END_TEST
 
 /*
+ * Without a DataLoader, the data phase's waits: a producer behind a queue
+ * (the loop's own lock waits, its critical path the producer's) or the
+ * loop's own sleeps before its forward (a sampler's sleep in its own
+ * call, torch_sections.py): only the first is a feeding thread.
+ */
+START_TEST(unfetched_waits_are_a_producer_or_the_loops_own)
+{
+	struct dg_finding fs[16];
+	struct dg_proc p;
+	struct dg_view v;
+	const struct dg_finding *f;
+
+	one_trainer(&v, &p, 100, 0, 0);
+	v.phases = v.data_phase = true;
+	v.ph[PH_FORWARD][TB_CPU] = 70 * S;
+	v.ph[PH_DATA][TB_IDLE] = 30 * S;	/* its own sleep: idle of its own */
+	v.hl_own[TB_IDLE] = 30 * S;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "feeds them (a queue's producer) 0.0%"));
+	ck_assert_ptr_nonnull(strstr(f->evidence, "waits of their own (a sleep, a poll) 30.0%"));
+	ck_assert_ptr_null(strstr(f->advice, "more producers"));
+	ck_assert_ptr_nonnull(strstr(f->advice, "calls of its own"));
+	/* The same critical path, the loop blocked on a queue's lock: a producer. */
+	v.hl_own[TB_IDLE] = 0;
+	v.hl_own[TB_LOCK] = 30 * S;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "feeds them (a queue's producer) 30.0%"));
+	ck_assert_ptr_nonnull(strstr(f->advice, "more producers"));
+	ck_assert_ptr_null(strstr(f->advice, "calls of its own"));
+	/* Both: each its part (the lock waits of the run bound the producer's). */
+	v.hl_own[TB_IDLE] = 20 * S;
+	v.hl_own[TB_LOCK] = 10 * S;
+	f = find(fs, diag_run(&v, fs, 16), DG_DATA_LOADING);
+	ck_assert_ptr_nonnull(strstr(f->evidence, "producer) 10.0%, in waits of their own (a "
+					      "sleep, a poll) 20.0%"));
+	ck_assert_ptr_nonnull(strstr(f->advice, "more producers"));
+	ck_assert_ptr_nonnull(strstr(f->advice, "calls of its own"));
+}
+END_TEST
+
+/*
  * The communication phase (gradients averaged by hand, barriers): judged
  * by the phase's share of the trainers' rows, whatever it was made of (the
  * CPU between the collectives too), where the comm category alone (10 of
@@ -479,6 +522,7 @@ int main(void)
 	tcase_add_test(tc, folded_workers_count_one_by_one);
 	tcase_add_test(tc, workers_judged_by_their_busiest_thread);
 	tcase_add_test(tc, data_and_checkpoint_phases);
+	tcase_add_test(tc, unfetched_waits_are_a_producer_or_the_loops_own);
 	tcase_add_test(tc, communication_phase);
 	tcase_add_test(tc, storage_reads_are_not_checkpoints);
 	tcase_add_test(tc, gone_processes_forgotten_past_a_bound);

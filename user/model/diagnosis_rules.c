@@ -183,13 +183,16 @@ static void data_workers(struct dg_finding *f, const struct worker_sum *w)
 }
 
 static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool main_cpu,
-			bool reads, bool fed)
+			bool reads, bool fed, bool own)
 {
 	/* With workers, the thread between them and the loop is DataLoader's own (pin memory). */
 	if (fed && !w->n)
 		DG_PUT(f, advice, "the loop waits for a thread that feeds it batches: more producers "
 		    "(DataLoader workers, num_workers > 0, instead of one Python thread), a deeper "
 		    "queue, cheaper production; ");
+	if (own && !w->n)
+		DG_PUT(f, advice, "before its forward the loop waits in calls of its own (a sleep, "
+		    "a poll, a remote call), not for a producer: --functions names the calls; ");
 	if (main_cpu && !w->n)
 		DG_PUT(f, advice, "the training loop decodes on its own thread: load in DataLoader "
 		    "workers (num_workers > 0) so that decoding overlaps the step; ");
@@ -210,13 +213,18 @@ static void data_advice(struct dg_finding *f, const struct worker_sum *w, bool m
  * With phases: the trainers' time in the data phase, whatever it was made
  * of (waiting for workers, reading storage, decoding on the main thread,
  * waiting for a CPU, for a thread that feeds a queue).
+ * Without a DataLoader, the data phase's lock and idle are a producer's
+ * (a queue.get is a lock wait of the loop's, its time on the critical
+ * path what the producer did) or the loop's own waits (a sleep, a poll:
+ * idle of its own): the phase rows keep only the critical path, so the
+ * producer's part is at most the trainers' own lock waits of the run.
  */
 static void rule_data_phase(const struct dg_view *v, struct dg_out *fs)
 {
 	const int64_t *d = v->ph[PH_DATA];
 	int64_t all = phases_total(v), in = total(d), fed = fed_wait(v);
-	int64_t threads = d[TB_LOCK] + d[TB_IDLE];
-	int64_t outside, feed, reads = reads_of(v, PH_DATA, d[TB_IO]);
+	int64_t threads = d[TB_LOCK] + d[TB_IDLE], queued = 0;
+	int64_t outside, feed, own = 0, reads = reads_of(v, PH_DATA, d[TB_IO]);
 	double s;
 	struct dg_finding *f;
 	struct worker_sum w;
@@ -224,8 +232,11 @@ static void rule_data_phase(const struct dg_view *v, struct dg_out *fs)
 	/* A queue feeding the loop outside DataLoader fetches is data too. */
 	outside = fed - threads;
 	in += outside > 0 ? outside : 0;
-	/* Without a DataLoader the data phase is the wait for the feeding thread. */
-	feed = (outside > 0 ? outside : 0) + (v->data_fetched ? 0 : threads);
+	if (!v->data_fetched) {
+		queued = threads < v->hl_own[TB_LOCK] ? threads : v->hl_own[TB_LOCK];
+		own = threads - queued;
+	}
+	feed = (outside > 0 ? outside : 0) + queued;
 	s = all > 0 ? (double)in / all : 0;
 	if (s <= 0.15 || !(f = dg_add(fs, DG_DATA_LOADING, s, 0.15, dg_ramp(s, 0.15, 0.50))))
 		return;
@@ -234,16 +245,23 @@ static void rule_data_phase(const struct dg_view *v, struct dg_out *fs)
 	DG_PUT(f, summary, "data loading %.1f%% of the trainers' time (> 15%%)", 100 * s);
 	DG_PUT(f, evidence, "the trainer threads spent %.1f%% of their time %s: waiting for "
 	    "workers %.1f%%, reading storage %.1f%%, on the CPU in the loop (decoding) %.1f%%, "
-	    "waiting for a CPU %.1f%%, for %s %.1f%%; read %.1f MiB, wrote %.1f MiB", 100 * s,
+	    "waiting for a CPU %.1f%%, ", 100 * s,
 	    v->data_fetched ? "in DataLoader fetches (the data phase)" :
 	    "waiting for their input before each forward (the data phase; no DataLoader)",
 	    pct(d[TB_DATA_WAIT], all), pct(reads, all), pct(d[TB_CPU], all),
-	    pct(d[TB_RUNQUEUE], all), v->data_fetched ? "other threads" :
-	    "the thread that feeds them (a queue's producer)", pct(threads, all),
-	    v->rbytes / 1048576.0, v->wbytes / 1048576.0);
+	    pct(d[TB_RUNQUEUE], all));
+	if (v->data_fetched)
+		DG_PUT(f, evidence, "for other threads %.1f%%", pct(threads, all));
+	else
+		DG_PUT(f, evidence, "for the thread that feeds them (a queue's producer) %.1f%%, "
+		    "in waits of their own (a sleep, a poll) %.1f%%", pct(queued, all),
+		    pct(own, all));
+	DG_PUT(f, evidence, "; read %.1f MiB, wrote %.1f MiB", v->rbytes / 1048576.0,
+	    v->wbytes / 1048576.0);
 	data_workers(f, &w);
 	data_advice(f, &w, d[TB_CPU] > d[TB_DATA_WAIT] && d[TB_CPU] > reads &&
-		    d[TB_CPU] > feed, reads > 0.05 * in, feed > 0.05 * in);
+		    d[TB_CPU] > feed && d[TB_CPU] > own, reads > 0.05 * in, feed > 0.05 * in,
+		    own > 0.05 * in);
 }
 
 /*
@@ -274,7 +292,7 @@ static void rule_data(const struct dg_view *v, struct dg_out *fs)
 	    "written %.1f MiB", 100 * data, 100 * io, 100 * feed, v->rbytes / 1048576.0,
 	    v->wbytes / 1048576.0);
 	data_workers(f, &w);
-	data_advice(f, &w, false, io > data, feed > 0.05);
+	data_advice(f, &w, false, io > data, feed > 0.05, false);
 }
 
 /*
