@@ -53,6 +53,33 @@ static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 reso
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* record: a bracket of no phase opened (nm) or closed (nm NULL) at depth. */
+static __always_inline void scope_event(const struct tb_slot *s, __u32 depth,
+					const struct tb_py_scope_name *nm, __u64 now)
+{
+	struct tb_scope_event *e;
+
+	if (!tb_scope_events)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.events_lost, 1);
+		return;
+	}
+	e->type = TB_EV_SCOPE;
+	e->pid = s->tgid;
+	e->tid = s->tid;
+	e->open = nm != NULL;
+	e->depth = depth;
+	e->pad = 0;
+	e->ts = now;
+	if (nm)
+		__builtin_memcpy(&e->name, nm, sizeof(e->name));
+	else
+		e->name.s[0] = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 /* From now on, ph (the time so far was closed into the phase it ran in). */
 static __always_inline void set_phase(struct tb_slot *s, __u32 ph, __u32 cls, __u32 resolved,
 				      __u64 now)
@@ -500,6 +527,8 @@ static __always_inline void pop(struct tb_slot *s, struct tb_bracket *b, __u64 n
 	__u32 cls = b->cls, restore = b->restore;
 
 	s->nbr--;
+	if (cls == TB_BC_OTHER)
+		scope_event(s, s->nbr, NULL, now);
 	/*
 	 * A bracket of no phase changes none at its close: what ran inside it
 	 * (a user's "train_step" around a whole step) set the phase since.
@@ -544,16 +573,20 @@ static __always_inline __u32 bracket_class(struct pt_regs *ctx, struct tb_py_sco
 }
 
 /*
- * --functions: the bracket of no phase just opened (the user's own
- * record_function) is a scope of the stacks read inside it (pystack.h).
+ * The bracket of no phase just opened (the user's own record_function):
+ * with --functions a scope of the stacks read inside it (pystack.h); in a
+ * recording an event.
  */
 static __always_inline void scope_mark(struct tb_slot *s, __u32 nbr, __u32 cls,
-				       const struct tb_py_scope_name *nm)
+				       const struct tb_py_scope_name *nm, __u64 now)
 {
 	struct tb_bracket *b = top_any(s);
 
-	if (tb_py_stacks && cls == TB_BC_OTHER && nm->s[0] && s->nbr == nbr + 1 && b)
+	if (cls != TB_BC_OTHER || s->nbr != nbr + 1 || !b)
+		return;
+	if (tb_py_stacks && nm->s[0])
 		b->scope = py_scope_open(s, nm);
+	scope_event(s, nbr, nm, now);
 }
 
 /*
@@ -670,7 +703,7 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
 	close_running(s, now);
 	nbr = s->nbr;
 	open_bracket(s, 0, cls, now);
-	scope_mark(s, nbr, cls, &nm);
+	scope_mark(s, nbr, cls, &nm, now);
 	write_end(s);
 }
 
@@ -754,7 +787,7 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 
 		s->op_seen = 0;
 		open_bracket(s, 0, cls, now);
-		scope_mark(s, nbr, cls, &nm);
+		scope_mark(s, nbr, cls, &nm, now);
 	} else if (kind == TB_AK_TORCH_CLOSE) {
 		s->op_seen = 0;
 		b = top_any(s);

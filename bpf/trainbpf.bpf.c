@@ -105,6 +105,8 @@ struct {
 
 /* Off by default: the verifier then drops every stream branch. */
 const volatile __u32 tb_stream_states = 0;
+/* record: the user's record_function brackets as TB_EV_SCOPE events (torch.bpf.h). */
+const volatile __u32 tb_scope_events = 0;
 /* --functions: the Python stack reader (pystack.bpf.h); off, its branches go too. */
 const volatile __u32 tb_py_stacks = 0;
 /* Its on-CPU sampler's period, in ns of CPU time per sample. */

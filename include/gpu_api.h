@@ -11,6 +11,7 @@
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
 #include "trainbpf.h"	/* enum tb_ev_type: its records' types */
+#include "pystack.h"	/* struct tb_py_scope_name */
 #endif
 
 /* What a probed function is; decides its category and what is counted. */
@@ -157,6 +158,23 @@ struct tb_call_event {
 	__u8 pad;
 	__u64 entry;		/* bpf_ktime_get_ns at entry and at return */
 	__u64 ret;
+};
+
+/*
+ * TB_EV_SCOPE (recording only): a record_function bracket of no phase (the
+ * user's own, DistributedDataParallel.forward) opened (with its name) or
+ * closed, at depth among the thread's open brackets; brackets nest, so a
+ * close is the innermost open one's at its depth.
+ */
+struct tb_scope_event {
+	__u32 type;
+	__u32 pid;
+	__u32 tid;
+	__u8 open;
+	__u8 depth;
+	__u16 pad;
+	__u64 ts;
+	struct tb_py_scope_name name;	/* open only */
 };
 
 /* TB_EV_PHASE: a thread's phase from ts on (no wakeup: read at the next tick). */

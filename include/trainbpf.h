@@ -330,6 +330,7 @@ enum tb_ev_type {
 	TB_EV_NCCL_DESTROY,	/* and destroyed */
 	TB_EV_CALL,	/* an outermost sync, copy or NCCL call returned (tb_call_event) */
 	TB_EV_PHASE,	/* a thread's training phase changed (tb_phase_event) */
+	TB_EV_SCOPE,	/* a record_function of no phase opened or closed (tb_scope_event) */
 };
 
 /* The head of a write(2) by a traced thread (bpf/output.bpf.h). */

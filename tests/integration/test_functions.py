@@ -501,6 +501,50 @@ def test_record_function_blocks_are_rows(torch26, tmp_path):
                              for n in decorated), decorated[:3]
 
 
+def test_record_function_blocks_in_the_trace(tmp_path):
+    """A recording keeps the loop's record_function blocks of no phase
+    (schema 13, with or without --functions); `trainbpf trace` draws them
+    on a track per thread and depth: torch_sections.py --scopes, 40 steps
+    (torch 1.13, the legacy op). Each block is one slice (augment, ema and
+    metrics each step, visuals and its nested sampling every 4th, save
+    every 10th); sampling lies within visuals; and each block's time is
+    the job's own timer's less the Python around the two ops (the
+    record_function object made, __enter__ up to its op, __exit__ after
+    its op: 50-90 us a block on this machine; bound 1 ms a block, a
+    preemption's worth, and never more than the timer)."""
+    from conftest import SYSTEM_PYTHON
+
+    db, trace = tmp_path / "run.db", tmp_path / "trace.json"
+    r = subprocess.run([TRAINBPF, "record", "-o", str(db), "--", SYSTEM_PYTHON, TORCH_SECTIONS,
+                        "--truth", str(tmp_path / "truth.json"), "--scopes", "--steps", "40"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = subprocess.run([TRAINBPF, "trace", str(db), "-o", str(trace)],
+                       capture_output=True, text=True, timeout=120)
+    assert t.returncode == 0, t.stderr
+    doc = json.loads(trace.read_text())
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    blocks = [e for e in doc["traceEvents"] if e.get("cat") == "record_function"]
+    by = {}
+    for e in blocks:
+        by.setdefault(e["name"], []).append(e)
+    assert {k: len(v) for k, v in by.items()} == \
+        {"augment": 40, "ema": 40, "metrics": 40, "visuals": 10, "sampling": 10, "save": 4}
+    assert doc["otherData"]["record_function_slices"] == 144
+    assert doc["otherData"]["scopes_dropped"] == 0
+    # One thread; visuals at depth 0, sampling on the next track, inside it.
+    tracks = {e["name"]: {x["tid"] for x in v} for e in blocks for v in [by[e["name"]]]}
+    assert len(tracks["visuals"]) == 1 and tracks["visuals"] != tracks["sampling"]
+    for outer, inner in zip(sorted(by["visuals"], key=lambda e: e["ts"]),
+                            sorted(by["sampling"], key=lambda e: e["ts"])):
+        assert outer["ts"] <= inner["ts"] and \
+            inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"], (outer, inner)
+    for name in ("augment", "ema", "visuals", "metrics", "save"):
+        got = sum(e["dur"] for e in by[name]) / 1e6
+        want = truth["sections"][name]
+        assert want - 1e-3 * len(by[name]) <= got <= want + 1e-4, (name, got, want)
+
+
 TORCH_COMPILE = os.path.join(ROOT, "tests", "workloads", "torch_compile.py")
 
 

@@ -271,6 +271,7 @@ static int load(struct tracer *tr, const struct tracer_opts *env)
 	skel->rodata->tb_thread_quota = env->thread_quota;
 	if (env->states) {
 		skel->rodata->tb_stream_states = 1;
+		skel->rodata->tb_scope_events = 1;
 		bpf_map__set_max_entries(skel->maps.states, env->states_ring_kb * 1024);
 	}
 	select_uprobe_programs(tr, env);
@@ -582,6 +583,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 		ev = (struct tracer_event){ .kind = TR_EV_COMM, .comm = data };
 	else if (type == TB_EV_PHASE && len >= sizeof(struct tb_phase_event))
 		ev = (struct tracer_event){ .kind = TR_EV_PHASE, .phase = data };
+	else if (type == TB_EV_SCOPE && len >= sizeof(struct tb_scope_event))
+		ev = (struct tracer_event){ .kind = TR_EV_SCOPE, .scope = data };
 	else if ((type == TB_EV_MARK || type == TB_EV_TEXT) &&
 		 len >= sizeof(struct tb_text_event))
 		ev = (struct tracer_event){ .kind = TR_EV_TEXT, .text = data };

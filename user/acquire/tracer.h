@@ -25,6 +25,7 @@ enum tracer_ev_kind {
 	TR_EV_CALL,		/* an outermost sync, copy or NCCL call returned */
 	TR_EV_COMM,		/* an NCCL communicator made or destroyed */
 	TR_EV_PHASE,		/* a thread's training phase changed */
+	TR_EV_SCOPE,		/* a record_function of no phase opened or closed (record) */
 	TR_EV_LIBRARY,		/* a process mapped a library to probe (.life) */
 	TR_EV_EXEC_SEEN,	/* a process not traced exec'ed (.pid; watch_execs) */
 };
@@ -37,6 +38,7 @@ struct tracer_event {
 		const struct tb_call_event *call;
 		const struct tb_comm_event *comm;
 		const struct tb_phase_event *phase;
+		const struct tb_scope_event *scope;
 		pid_t pid;
 	};
 };

@@ -271,6 +271,10 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		if (r->recording)
 			record_on_phase(&r->rec, &r->ses.ep, ev->phase);
 		break;
+	case TR_EV_SCOPE:
+		if (r->recording && torch_process(r, ev->scope->pid))
+			record_on_scope(&r->rec, ev->scope);
+		break;
 	case TR_EV_LIFECYCLE:
 		on_lifecycle(r, ev->life);
 		break;

@@ -108,6 +108,7 @@ void record_close(struct recorder *r)
 	free(r->ev);
 	free(r->steps);
 	free(r->ph);
+	free(r->sc);
 	memset(r, 0, sizeof(*r));
 }
 

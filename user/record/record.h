@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "job.h"
+#include "pystack.h"
 #include "epochs.h"
 #include "gpu_util.h"
 #include "recording.h"
@@ -83,11 +84,19 @@ struct rec_phase {
 	unsigned char phase, resolved;
 };
 
+/* A record_function bracket of no phase opened (name) or closed, for the trace. */
+struct rec_scope {
+	uint64_t ts;
+	pid_t pid, tid;
+	unsigned char open, depth;
+	char name[TB_PY_SCOPE_NAME * 3];	/* as UTF-8 */
+};
+
 enum rec_stmt {
 	RS_SAMPLE, RS_PROC, RS_PROC_REKEY, RS_THREAD, RS_EPOCH, RS_STEP, RS_EVENT,
 	RS_GPU, RS_DIAG, RS_COUNTER, RS_META, RS_STATE, RS_GPU_LIB, RS_SYNC, RS_GEN,
 	RS_EPOCH_PROC, RS_GPU_PROC, RS_COMM, RS_PHASE_TIME, RS_PHASE_STEP, RS_PHASE_EVENT,
-	RS_STALL, RS_PY_FUNC, RS_PY_STACK, RS_PY_TIME, RS_PY_NOTE, RS_PY_ROLE, RS_N,
+	RS_STALL, RS_PY_FUNC, RS_PY_STACK, RS_PY_TIME, RS_PY_NOTE, RS_PY_ROLE, RS_SCOPE, RS_N,
 };
 
 /* Schema 4's GPU tables (record_gpu.c): their statements and what was written. */
@@ -121,6 +130,9 @@ struct recorder {
 	struct rec_phase *ph;
 	int nph, capph;
 	uint64_t ph_rows, ph_dropped;	/* phase_events written; past the cap */
+	struct rec_scope *sc;
+	int nsc, capsc;
+	uint64_t sc_rows, sc_dropped;	/* scopes written; past the cap */
 	long marker_steps;	/* epochs->marks.seen already queued */
 	long loop_steps;	/* epochs->loop.seen already queued */
 	long optim_steps;	/* epochs->optim.seen already queued (schema 9) */
@@ -143,6 +155,9 @@ struct recorder {
  * tracks stop at the cap, and the counters say how many were dropped.
  */
 #define REC_PHASE_MAX_ROWS 2000000ull
+
+/* record_function brackets kept for the trace (~60 bytes a row: 0.1 GB), as the phases. */
+#define REC_SCOPE_MAX_ROWS 2000000ull
 
 /* States rows kept (~40 bytes each with the index-free table: ~0.1 GB). */
 #define REC_STATES_MAX_ROWS 2500000ull
@@ -176,6 +191,8 @@ int record_finish(struct recorder *r, const struct session *ses,
 
 /* From the ring buffer (tracer.c): queued for the next flush. */
 void record_on_lifecycle(struct recorder *r, const struct tb_event *e);
+/* A record_function bracket of no phase opened or closed (TB_EV_SCOPE). */
+void record_on_scope(struct recorder *r, const struct tb_scope_event *e);
 void record_on_phase(struct recorder *r, const struct epochs *ep,
 		     const struct tb_phase_event *e);
 void record_on_text(struct recorder *r, const struct epochs *ep,

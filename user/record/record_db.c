@@ -111,7 +111,9 @@ static const char schema[] =
 "  cat TEXT NOT NULL, own TEXT NOT NULL, how INTEGER NOT NULL, ns INTEGER NOT NULL,"
 "  n INTEGER NOT NULL);"
 "CREATE TABLE py_notes (pid INTEGER NOT NULL, read INTEGER NOT NULL, note TEXT NOT NULL);"
-"CREATE TABLE py_roles (pid INTEGER NOT NULL, role INTEGER NOT NULL, loop_tid INTEGER);";
+"CREATE TABLE py_roles (pid INTEGER NOT NULL, role INTEGER NOT NULL, loop_tid INTEGER);"
+"CREATE TABLE scopes (tid INTEGER NOT NULL, pid INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
+"  open INTEGER NOT NULL, depth INTEGER NOT NULL, name TEXT);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -148,6 +150,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_PY_STACK] = "INSERT INTO py_stacks VALUES (?,?,?,?,?)",
 	[RS_PY_TIME] = "INSERT INTO py_time VALUES (?,?,?,?,?,?,?,?)",
 	[RS_PY_NOTE] = "INSERT INTO py_notes VALUES (?,?,?)",
+	[RS_SCOPE] = "INSERT INTO scopes VALUES (?,?,?,?,?,?)",
 	[RS_PY_ROLE] = "INSERT INTO py_roles VALUES (?,?,?)",
 };
 

@@ -13,6 +13,7 @@
 #include "record.h"
 #include "session.h"
 #include "steps.h"
+#include "utf8.h"
 
 static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *type)
 {
@@ -95,6 +96,46 @@ static void write_phases(struct recorder *r)
 	}
 	r->ph_rows += r->nph;
 	r->nph = 0;
+}
+
+void record_on_scope(struct recorder *r, const struct tb_scope_event *e)
+{
+	struct rec_scope *n;
+
+	if (!r)
+		return;
+	if (r->sc_rows + r->nsc >= REC_SCOPE_MAX_ROWS ||
+	    !(n = tb_grow(r->sc, &r->capsc, r->nsc + 1, sizeof(*n)))) {
+		r->sc_dropped++;
+		return;
+	}
+	r->sc = n;
+	n = &r->sc[r->nsc++];
+	*n = (struct rec_scope){ e->ts, e->pid, e->tid, e->open, e->depth, "" };
+	/* The job's bytes, cut anywhere by BPF: valid UTF-8 for the trace's JSON. */
+	if (e->open)
+		utf8_clean(n->name, sizeof(n->name), e->name.s,
+			   strnlen(e->name.s, sizeof(e->name.s)));
+}
+
+static void write_scopes(struct recorder *r)
+{
+	for (int i = 0; i < r->nsc && !r->failed; i++) {
+		const struct rec_scope *c = &r->sc[i];
+
+		rec_bind_int(r, RS_SCOPE, 1, c->tid);
+		rec_bind_int(r, RS_SCOPE, 2, c->pid);
+		rec_bind_int(r, RS_SCOPE, 3, c->ts);
+		rec_bind_int(r, RS_SCOPE, 4, c->open);
+		rec_bind_int(r, RS_SCOPE, 5, c->depth);
+		if (c->open)
+			rec_bind_text(r, RS_SCOPE, 6, c->name);
+		else
+			rec_bind_null(r, RS_SCOPE, 6);
+		rec_step(r, RS_SCOPE);
+	}
+	r->sc_rows += r->nsc;
+	r->nsc = 0;
 }
 
 /* The lines of a write that match the epoch regex, "\n"-joined. */
@@ -283,6 +324,7 @@ int record_events(struct recorder *r, const struct session *ses)
 {
 	write_events(r);
 	write_phases(r);
+	write_scopes(r);
 	write_queued_steps(r);
 	for (int s = 0; s < EP_NSRC && !r->failed; s++) {
 		const struct ep_stream *st = &ses->ep.src[s];

@@ -40,6 +40,7 @@ int record_counters(struct recorder *r, const struct job *job,
 	counter(r, "brackets_deep", c.bpf.brackets_deep);
 	counter(r, "states_dropped", r->states_dropped);
 	counter(r, "phase_events_dropped", r->ph_dropped);
+	counter(r, "scopes_dropped", r->sc_dropped);
 	counter(r, "states_rows", r->states_rows);
 	counter(r, "record_flushes", r->flushes);
 	counter(r, "record_sample_rows", r->rows);

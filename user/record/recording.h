@@ -35,7 +35,9 @@
  * 12 added the Python stacks of --functions (py_funcs, py_stacks,
  * py_time, py_notes, py_roles; meta py_*); an older file, or one recorded
  * without --functions, has none: its reports have no functions section.
+ * 13 added the record_function brackets of no phase (scopes), for the
+ * trace; an older file's trace has no such tracks.
  */
-#define REC_SCHEMA_VERSION 12
+#define REC_SCHEMA_VERSION 13
 
 #endif

@@ -6,13 +6,15 @@
  * their own (process 0, which no traced process can be), and a counter
  * track per process: its category shares at each flush, and a phase
  * track beside each thread that ran PyTorch's phases: its spans as the
- * phase table resolved them (phase_spans.h). Times are microseconds from
- * the recording's start.
+ * phase table resolved them (phase_spans.h), and beside it a track per
+ * depth of its record_function brackets of no phase (schema 13). Times are
+ * microseconds from the recording's start.
  */
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "grow.h"
 #include "json_writer.h"
 #include "report.h"
 #include "trace_gpu.h"
@@ -22,6 +24,10 @@
 #define STEP_TID 2
 /* A thread's phase track: beside its own, a tid no thread has. */
 #define PHASE_TID(tid) ((int)((unsigned int)(tid) | 0x40000000u))
+/* Its record_function brackets' tracks, one per depth (tids are under 2^22). */
+#define SCOPE_TID(tid, depth) \
+	((int)((unsigned int)(tid) | 0x20000000u | (unsigned int)(depth) << 24))
+#define SCOPE_DEPTHS 8
 
 /*
  * A complete event held back until the next one of its track is known:
@@ -56,6 +62,25 @@ struct tw_phases {
 	bool has;		/* the recording has phase_events */
 };
 
+/* A record_function bracket of no phase, from its open to its close. */
+struct tw_scope {
+	int depth;
+	uint64_t start, end;
+	char name[200];
+};
+
+/* The thread whose brackets are being paired (schema 13). */
+struct tw_scopes {
+	pid_t pid, tid;
+	struct tw_scope open[SCOPE_DEPTHS];
+	bool is_open[SCOPE_DEPTHS];
+	struct tw_scope *done;
+	int ndone, cap;
+	long slices;
+	uint64_t dropped;	/* counters.scopes_dropped */
+	bool has;		/* the recording has scopes */
+};
+
 struct tw {
 	struct jw j;
 	uint64_t t0;
@@ -68,6 +93,7 @@ struct tw {
 	long gpu_rows;		/* the GPU's readings (trace_gpu.c) */
 	const struct recording *r;
 	struct tw_phases ph;
+	struct tw_scopes sc;
 };
 
 static double us(const struct tw *w, uint64_t ns)
@@ -406,6 +432,127 @@ static int phase_tracks(struct tw *w, struct recording *r, char *err, size_t err
 	return 0;
 }
 
+static int by_depth_start(const void *a, const void *b)
+{
+	const struct tw_scope *x = a, *y = b;
+
+	if (x->depth != y->depth)
+		return x->depth - y->depth;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The bracket open at depth d ends at ts (kept for its track; dropped if out of memory). */
+static void scope_close(struct tw_scopes *sc, int d, uint64_t ts)
+{
+	struct tw_scope *o = &sc->open[d];
+
+	if (!sc->is_open[d])
+		return;
+	sc->is_open[d] = false;
+	if (tb_grow_ptr((void **)&sc->done, &sc->cap, sc->ndone + 1, sizeof(*sc->done)))
+		return;
+	o->end = ts > o->start ? ts : o->start;
+	sc->done[sc->ndone++] = *o;
+}
+
+/* The thread's brackets out, a track per depth, each in time order (they tile). */
+static void scope_thread_end(struct tw *w)
+{
+	struct tw_scopes *sc = &w->sc;
+	const struct proc_rec *p;
+	char buf[TB_COMM_LEN + 40];
+	const char *comm = "";
+	int last = -1;
+
+	if (!sc->tid)
+		return;
+	/* Still open at the end: to the thread's end. */
+	for (int d = 0; d < SCOPE_DEPTHS; d++)
+		scope_close(sc, d, thread_end(w->r, sc->pid, sc->tid));
+	p = job_proc_const(&w->r->ses.job, sc->pid);
+	for (int j = 0; p && j < p->nthreads; j++)
+		if (p->threads[j].tid == sc->tid)
+			comm = p->threads[j].comm;
+	qsort(sc->done, sc->ndone, sizeof(*sc->done), by_depth_start);
+	for (int i = 0; i < sc->ndone; i++) {
+		const struct tw_scope *c = &sc->done[i];
+
+		if (c->depth != last) {
+			last = c->depth;
+			/* depth among the thread's open brackets, PyTorch's of a phase too */
+			if (last)
+				snprintf(buf, sizeof(buf), "%s record_function depth %d", comm, last);
+			else
+				snprintf(buf, sizeof(buf), "%s record_function", comm);
+			meta_name(w, "thread_name", sc->pid, SCOPE_TID(sc->tid, last), buf);
+		}
+		slice(w, &(struct tw_slice){ .pid = sc->pid, .tid = SCOPE_TID(sc->tid, c->depth),
+					     .start = c->start, .end = c->end, .name = c->name,
+					     .cat = "record_function" });
+		sc->slices++;
+	}
+	/* Out before the names they point to are reused. */
+	slice_flush(w, 0);
+	sc->ndone = 0;
+	sc->tid = 0;
+}
+
+/*
+ * A bracket opened or closed at depth d: brackets nest, so whatever is
+ * still open at d and deeper ended by then (a close lost: the ring
+ * buffer full, a bracket left by an exception).
+ */
+static void scope_row(sqlite3_stmt *st, void *arg)
+{
+	struct tw *w = arg;
+	struct tw_scopes *sc = &w->sc;
+	pid_t tid = sqlite3_column_int(st, 0), pid = sqlite3_column_int(st, 1);
+	uint64_t ts = (uint64_t)sqlite3_column_int64(st, 2);
+	int open = sqlite3_column_int(st, 3), d = sqlite3_column_int(st, 4);
+	const unsigned char *name = sqlite3_column_text(st, 5);
+	struct tw_scope *o;
+
+	if (tid != sc->tid || pid != sc->pid) {
+		scope_thread_end(w);
+		sc->pid = pid;
+		sc->tid = tid;
+	}
+	if (d < 0 || d >= SCOPE_DEPTHS)
+		return;
+	for (int k = d; k < SCOPE_DEPTHS; k++)
+		scope_close(sc, k, ts);
+	if (!open)
+		return;
+	o = &sc->open[d];
+	*o = (struct tw_scope){ .depth = d, .start = ts };
+	snprintf(o->name, sizeof(o->name), "%s", name && *name ? (const char *)name : "(unnamed)");
+	sc->is_open[d] = true;
+}
+
+/* record_function tracks, a thread at a time, if the recording has them (schema 13). */
+static int scope_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
+{
+	uint64_t n = 0;
+	int rc = 0;
+
+	if (rec_query(r, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+		      "name = 'scopes'", count_row, &n, err, errlen))
+		return -1;
+	if (!n)
+		return 0;
+	w->sc.has = true;
+	if (rec_query(r, "SELECT value FROM counters WHERE key = 'scopes_dropped'",
+		      count_row, &w->sc.dropped, err, errlen) ||
+	    rec_query(r, "SELECT tid, pid, ts_ns, open, depth, name FROM scopes "
+		      "ORDER BY pid, tid, ts_ns, rowid", scope_row, w, err, errlen))
+		rc = -1;
+	if (!rc)
+		scope_thread_end(w);
+	free(w->sc.done);
+	w->sc.done = NULL;
+	return rc;
+}
+
 static void step_row(sqlite3_stmt *st, void *arg)
 {
 	struct tw *w = arg;
@@ -443,6 +590,7 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		      "sum(data_wait), sum(io), sum(runqueue), sum(lock), sum(idle) FROM samples "
 		      "GROUP BY pid, ts_ns ORDER BY pid, ts_ns", counter_row, &w, err, errlen) ||
 	    state_tracks(&w, r, err, errlen) || phase_tracks(&w, r, err, errlen) ||
+	    scope_tracks(&w, r, err, errlen) ||
 	    (w.gpu_rows = trace_gpu_tracks(&w.j, r, w.t0, err, errlen)) < 0)
 		return -1;
 	jw_end_array(&w.j);
@@ -456,6 +604,10 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	if (w.ph.has) {
 		jw_int_field(&w.j, "phase_spans", w.ph.spans);
 		jw_uint_field(&w.j, "phase_events_dropped", w.ph.dropped);
+	}
+	if (w.sc.has) {
+		jw_int_field(&w.j, "record_function_slices", w.sc.slices);
+		jw_uint_field(&w.j, "scopes_dropped", w.sc.dropped);
 	}
 	if (r->ses.gu.state == GU_ACTIVE)
 		jw_int_field(&w.j, "gpu_readings", w.gpu_rows);
