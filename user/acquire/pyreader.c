@@ -19,7 +19,6 @@
 #include "pystacks.h"
 #include "tracer.h"
 #include "trainbpf.skel.h"
-#include "utf8.h"
 
 /* Interpreters and threads per process walked at most: a list gone bad ends there. */
 #define PY_MAX_INTERPS 8
@@ -393,9 +392,9 @@ static int read_named(struct pyreader *pr, struct py_proc *pp, pid_t tgid, uint6
 /* The scope's name as UTF-8 (BPF cut it anywhere), its frame's function. */
 static int scope_fn(struct pystacks *m, const struct tb_py_scope *v)
 {
-	char name[TB_PY_SCOPE_NAME * 3];
+	char name[PY_SCOPE_NAME_LEN];
 
-	utf8_clean(name, sizeof(name), v->name.s, strnlen(v->name.s, sizeof(v->name.s)));
+	pystacks_scope_name(name, sizeof(name), &v->name);
 	return pystacks_func(m, name, PY_SCOPE_FILE, 0);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "grow.h"
 #include "pystacks.h"
+#include "utf8.h"
 
 /* 0 with room for one more item of arr, -1 out of memory (arr unchanged). */
 #define GROW(arr, n, cap) tb_grow_ptr((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr)))
@@ -116,6 +117,13 @@ static bool fn_match(const struct pystacks *m, int pos, const void *want)
 	return a->line == b->line && !strcmp(a->name, b->name) && !strcmp(a->file, b->file);
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
 /*
  * torch.compile compiling: Dynamo's frame conversion (a frame traced and
  * compiled: the first call, a recompile) and Inductor's compile_fx (the
@@ -124,17 +132,8 @@ static bool fn_match(const struct pystacks *m, int pos, const void *want)
  */
 static bool compiler_file(const char *file)
 {
-	static const char *const files[] = { "/torch/_dynamo/convert_frame.py",
-					     "/torch/_inductor/compile_fx.py" };
-	size_t n = strlen(file);
-
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		size_t k = strlen(files[i]);
-
-		if (n >= k && !strcmp(file + n - k, files[i]))
-			return true;
-	}
-	return false;
+	return ends_with(file, "/torch/_dynamo/convert_frame.py") ||
+	       ends_with(file, "/torch/_inductor/compile_fx.py");
 }
 
 int pystacks_func(struct pystacks *m, const char *name, const char *file, int line)
@@ -157,11 +156,9 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
 	return m->nfn++;
 }
 
-static bool ends_with(const char *s, const char *suffix)
+void pystacks_scope_name(char *out, size_t len, const struct tb_py_scope_name *nm)
 {
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
+	utf8_clean(out, len, nm->s, strnlen(nm->s, sizeof(nm->s)));
 }
 
 /* record_function.__enter__ (co_qualname from 3.11, co_name before). */

@@ -52,6 +52,13 @@ struct py_stack {
 	int *fn;		/* depth function indexes, innermost first */
 };
 
+/*
+ * A scope's name as BPF sent it (cut anywhere, the job's bytes) into out
+ * as valid UTF-8 (PY_SCOPE_NAME_LEN).
+ */
+#define PY_SCOPE_NAME_LEN (TB_PY_SCOPE_NAME * 3)	/* each byte may become U+FFFD */
+void pystacks_scope_name(char *out, size_t len, const struct tb_py_scope_name *nm);
+
 /* Whether a function (file, line) is a record_function scope's frame, not Python code. */
 static inline bool py_is_scope(const char *file, int line)
 {
@@ -154,7 +161,6 @@ void pystacks_free(struct pystacks *m);
 
 /* The function's index, added if new; -1 out of memory. */
 int pystacks_func(struct pystacks *m, const char *name, const char *file, int line);
-/* The stack's index, or -1 if not added yet. */
 /*
  * A stack read inside a record_function scope (raw: its frames, innermost
  * first, n of them, none cut) with the scope's frame (fn scope) put right
@@ -167,6 +173,7 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
  */
 int pystacks_place_scope(const struct pystacks *m, const int *raw, int n, const int *open,
 			 int on, int scope, int *out, int cap);
+/* The stack's index, or -1 if not added yet. */
 int pystacks_find(const struct pystacks *m, pid_t tgid, uint64_t hash);
 /* Adds a stack of depth functions (innermost first); its index, -1 out of memory. */
 int pystacks_add(struct pystacks *m, pid_t tgid, uint64_t hash, const int *fn, int depth,

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "job.h"
-#include "pystack.h"
+#include "pystacks.h"
 #include "epochs.h"
 #include "gpu_util.h"
 #include "recording.h"
@@ -89,7 +89,7 @@ struct rec_scope {
 	uint64_t ts;
 	pid_t pid, tid;
 	unsigned char open, depth;
-	char name[TB_PY_SCOPE_NAME * 3];	/* as UTF-8 */
+	char name[PY_SCOPE_NAME_LEN];	/* as UTF-8 */
 };
 
 enum rec_stmt {

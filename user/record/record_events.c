@@ -13,7 +13,6 @@
 #include "record.h"
 #include "session.h"
 #include "steps.h"
-#include "utf8.h"
 
 static struct rec_event *new_event(struct recorder *r, uint64_t ts, const char *type)
 {
@@ -114,8 +113,7 @@ void record_on_scope(struct recorder *r, const struct tb_scope_event *e)
 	*n = (struct rec_scope){ e->ts, e->pid, e->tid, e->open, e->depth, "" };
 	/* The job's bytes, cut anywhere by BPF: valid UTF-8 for the trace's JSON. */
 	if (e->open)
-		utf8_clean(n->name, sizeof(n->name), e->name.s,
-			   strnlen(e->name.s, sizeof(e->name.s)));
+		pystacks_scope_name(n->name, sizeof(n->name), &e->name);
 }
 
 static void write_scopes(struct recorder *r)
