@@ -186,12 +186,18 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-void report_fn_label_of(char *buf, size_t len, const char *name, const char *file, int line)
+/* "name (file:line)", or "name (record_function)" for a block's frame. */
+static void fn_label(char *buf, size_t len, const char *name, const char *file, int line)
 {
 	if (py_is_scope(file, line))
 		snprintf(buf, len, "%s (record_function)", name);
 	else
-		snprintf(buf, len, "%s (%s:%d)", name, base_name(file), line);
+		snprintf(buf, len, "%s (%s:%d)", name, file, line);
+}
+
+void report_fn_label_of(char *buf, size_t len, const char *name, const char *file, int line)
+{
+	fn_label(buf, len, name, base_name(file), line);
 }
 
 void report_fn_label(char *buf, size_t len, const struct pystacks *m, int fn)
@@ -494,10 +500,7 @@ static void folded_frame(FILE *f, const struct py_func *fn)
 {
 	char buf[PY_NAME_LEN + PY_FILE_LEN + 16];
 
-	if (py_func_is_scope(fn))
-		snprintf(buf, sizeof(buf), "%s (record_function)", fn->name);
-	else
-		snprintf(buf, sizeof(buf), "%s (%s:%d)", fn->name, fn->file, fn->line);
+	fn_label(buf, sizeof(buf), fn->name, fn->file, fn->line);
 	for (char *c = buf; *c; c++)
 		if (*c == ';' || *c == '\n' || *c == '\r')
 			*c = '_';

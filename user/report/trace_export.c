@@ -338,6 +338,18 @@ static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
 	return r->end_ns;
 }
 
+/* The thread's name (its last entry's), or NULL. */
+static const char *thread_comm(const struct recording *r, pid_t pid, pid_t tid)
+{
+	const struct proc_rec *p = job_proc_const(&r->ses.job, pid);
+	const char *comm = NULL;
+
+	for (int j = 0; p && j < p->nthreads; j++)
+		if (p->threads[j].tid == tid)
+			comm = p->threads[j].comm;
+	return comm;
+}
+
 /* The thread's steps as the table has them (its setup and teardown), or NULL. */
 static const struct ph_thread *table_thread(const struct tw *w)
 {
@@ -377,15 +389,14 @@ static void phase_thread_setup(struct tw *w, uint64_t first)
 
 static void phase_thread_start(struct tw *w, pid_t pid, pid_t tid)
 {
-	const struct proc_rec *p = job_proc_const(&w->r->ses.job, pid);
+	const char *comm = thread_comm(w->r, pid, tid);
 	char buf[TB_COMM_LEN + 16] = "phases";
 
 	memset(&w->ph.sp, 0, sizeof(w->ph.sp));
 	w->ph.pid = pid;
 	w->ph.tid = tid;
-	for (int j = 0; p && j < p->nthreads; j++)
-		if (p->threads[j].tid == tid)
-			snprintf(buf, sizeof(buf), "%s phases", p->threads[j].comm);
+	if (comm)
+		snprintf(buf, sizeof(buf), "%s phases", comm);
 	meta_name(w, "thread_name", pid, PHASE_TID(tid), buf);
 }
 
@@ -411,17 +422,28 @@ static void count_row(sqlite3_stmt *st, void *arg)
 	*(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
 }
 
+/* Whether the recording has the table (name: a literal of ours) into *has: 0, or -1. */
+static int has_table(struct recording *r, const char *name, bool *has, char *err,
+		     size_t errlen)
+{
+	char sql[128];
+	uint64_t n = 0;
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+		 "AND name = '%s'", name);
+	if (rec_query(r, sql, count_row, &n, err, errlen))
+		return -1;
+	*has = n > 0;
+	return 0;
+}
+
 /* Phase spans, a thread at a time, if the recording has them. */
 static int phase_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
 {
-	uint64_t n = 0;
-
-	if (rec_query(r, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-		      "name = 'phase_events'", count_row, &n, err, errlen))
+	if (has_table(r, "phase_events", &w->ph.has, err, errlen))
 		return -1;
-	if (!n)
+	if (!w->ph.has)
 		return 0;
-	w->ph.has = true;
 	if (rec_query(r, "SELECT value FROM counters WHERE key = 'phase_events_dropped'",
 		      count_row, &w->ph.dropped, err, errlen) ||
 	    rec_query(r, "SELECT tid, pid, ts_ns, phase, resolved FROM phase_events "
@@ -459,20 +481,19 @@ static void scope_close(struct tw_scopes *sc, int d, uint64_t ts)
 static void scope_thread_end(struct tw *w)
 {
 	struct tw_scopes *sc = &w->sc;
-	const struct proc_rec *p;
 	char buf[TB_COMM_LEN + 40];
-	const char *comm = "";
+	const char *comm;
+	uint64_t end;
 	int last = -1;
 
 	if (!sc->tid)
 		return;
 	/* Still open at the end: to the thread's end. */
+	end = thread_end(w->r, sc->pid, sc->tid);
 	for (int d = 0; d < SCOPE_DEPTHS; d++)
-		scope_close(sc, d, thread_end(w->r, sc->pid, sc->tid));
-	p = job_proc_const(&w->r->ses.job, sc->pid);
-	for (int j = 0; p && j < p->nthreads; j++)
-		if (p->threads[j].tid == sc->tid)
-			comm = p->threads[j].comm;
+		scope_close(sc, d, end);
+	comm = thread_comm(w->r, sc->pid, sc->tid);
+	comm = comm ? comm : "";
 	qsort(sc->done, sc->ndone, sizeof(*sc->done), by_depth_start);
 	for (int i = 0; i < sc->ndone; i++) {
 		const struct tw_scope *c = &sc->done[i];
@@ -532,15 +553,12 @@ static void scope_row(sqlite3_stmt *st, void *arg)
 /* record_function tracks, a thread at a time, if the recording has them (schema 13). */
 static int scope_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
 {
-	uint64_t n = 0;
 	int rc = 0;
 
-	if (rec_query(r, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-		      "name = 'scopes'", count_row, &n, err, errlen))
+	if (has_table(r, "scopes", &w->sc.has, err, errlen))
 		return -1;
-	if (!n)
+	if (!w->sc.has)
 		return 0;
-	w->sc.has = true;
 	if (rec_query(r, "SELECT value FROM counters WHERE key = 'scopes_dropped'",
 		      count_row, &w->sc.dropped, err, errlen) ||
 	    rec_query(r, "SELECT tid, pid, ts_ns, open, depth, name FROM scopes "
