@@ -327,13 +327,14 @@ TORCH_SECTIONS = os.path.join(ROOT, "tests", "workloads", "torch_sections.py")
 SECTIONS = ("get_batch", "ema_update", "sample_images", "compute_metrics", "save_metrics")
 
 
-def sections_text(text):
-    """{callee: seconds} of the phase table's named rows ("in NAME (file:line): ..."),
-    summed over the phases they are under: ms per step times the steps."""
+def sections_text(text, where=r"torch_sections\.py:\d+"):
+    """{callee: seconds} of the phase table's named rows ("in NAME (WHERE): ...",
+    WHERE a regex: file:line by default), summed over the phases they are
+    under: ms per step times the steps."""
     steps = int(re.search(r"(\d+) training steps", text)[1])
     got = {}
-    for m in re.finditer(r"^ {16} *[\d.]+% +([\d.]+) +in (\S+) \(torch_sections\.py:\d+\): ",
-                         text, re.M):
+    for m in re.finditer(r"^ {16} *[\d.]+% +([\d.]+) +in (\S+) \(" + where + r"\): ", text,
+                         re.M):
         got[m[2]] = got.get(m[2], 0.0) + float(m[1]) * steps / 1e3
     return got
 
@@ -436,16 +437,6 @@ def test_named_sections_are_the_jobs(torch26, fmt, tmp_path):
 SCOPES = ("augment", "ema", "visuals", "metrics", "save")
 
 
-def scopes_text(text):
-    """{name: seconds} of the text phase table's record_function rows, as sections_text."""
-    steps = int(re.search(r"(\d+) training steps", text)[1])
-    got = {}
-    for m in re.finditer(r"^ {16} *[\d.]+% +([\d.]+) +in (\S+) \(record_function\): ", text,
-                         re.M):
-        got[m[2]] = got.get(m[2], 0.0) + float(m[1]) * steps / 1e3
-    return got
-
-
 @pytest.mark.parametrize("torch26", [
     pytest.param(False, id="torch1.13-text"),
     pytest.param(True, id="torch2.6-json"),
@@ -478,7 +469,7 @@ def test_record_function_blocks_are_rows(torch26, tmp_path):
                     got[s["name"]] = got.get(s["name"], 0.0) + s["wall_s"]
                     assert "file" not in s, s
     else:
-        got = scopes_text(r.stdout)
+        got = sections_text(r.stdout, "record_function")
     want = truth["sections"]
     bound = 0.03 * truth["loop_s"]
     print("rows:", {k: round(v, 3) for k, v in got.items()}, "the job:",
