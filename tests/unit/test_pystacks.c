@@ -488,6 +488,30 @@ START_TEST(record_function_scopes_are_placed_where_they_opened)
 }
 END_TEST
 
+/* A block's name as BPF cut it: a character cut in two at the end is left out. */
+START_TEST(scope_names_are_utf8)
+{
+	struct tb_py_scope_name nm = {};
+	char out[PY_SCOPE_NAME_LEN];
+
+	/* 61 ASCII bytes, then the first 2 of the 3 of U+540D: cut by the buffer. */
+	memset(nm.s, 'a', 61);
+	memcpy(nm.s + 61, "\xe5\x90", 2);
+	pystacks_scope_name(out, sizeof(out), &nm);
+	ck_assert_uint_eq(strlen(out), 61);
+	/* 60 ASCII bytes and the whole character: kept. */
+	memcpy(nm.s + 60, "\xe5\x90\x8d", 3);
+	pystacks_scope_name(out, sizeof(out), &nm);
+	ck_assert_uint_eq(strlen(out), 63);
+	ck_assert_str_eq(out + 60, "\xe5\x90\x8d");
+	/* A bad byte inside the name, not at the cut: U+FFFD, as the job's bytes are. */
+	memset(&nm, 0, sizeof(nm));
+	memcpy(nm.s, "ema\xff", 4);
+	pystacks_scope_name(out, sizeof(out), &nm);
+	ck_assert_str_eq(out, "ema\xef\xbf\xbd");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pystacks");
@@ -504,6 +528,7 @@ int main(void)
 	tcase_add_test(tc, deep_stacks_keep_the_loops_callee);
 	tcase_add_test(tc, torch_compile_is_its_own_section);
 	tcase_add_test(tc, record_function_scopes_are_placed_where_they_opened);
+	tcase_add_test(tc, scope_names_are_utf8);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

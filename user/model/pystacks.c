@@ -158,7 +158,17 @@ int pystacks_func(struct pystacks *m, const char *name, const char *file, int li
 
 void pystacks_scope_name(char *out, size_t len, const struct tb_py_scope_name *nm)
 {
-	utf8_clean(out, len, nm->s, strnlen(nm->s, sizeof(nm->s)));
+	size_t n = strnlen(nm->s, sizeof(nm->s)), k = n;
+
+	/* Cut by BPF's buffer: a character it cut in two is left out, not made U+FFFD. */
+	if (n == sizeof(nm->s) - 1) {
+		while (k > 0 && n - k < 4 && ((unsigned char)nm->s[k - 1] & 0xc0) == 0x80)
+			k--;
+		if (k > 0 && (unsigned char)nm->s[k - 1] >= 0xc0 &&
+		    !utf8_seq((const unsigned char *)nm->s + k - 1, n - k + 1))
+			n = k - 1;
+	}
+	utf8_clean(out, len, nm->s, n);
 }
 
 /* record_function.__enter__ (co_qualname from 3.11, co_name before). */
