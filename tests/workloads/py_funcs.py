@@ -12,7 +12,9 @@ With --deep N, step() calls nap N frames deeper (descend): a stack deeper
 than the reader keeps.
 
 TRUTH (JSON, written at the end): the seconds each function took on the
-loop's thread, the loop thread's wall time, and the stacks the
+loop's thread, the loop thread's wall time, each call of a function and of
+Loop.step as [name, start, end] in Unix seconds (a tracer's window is
+given in those: a test can sum what fell inside it), and the stacks the
 interpreter itself gave (sys._current_frames) while the loop thread
 slept in nap and the side thread in side_task: each a list of
 [name, first line, file], outermost first, the name as CPython names a
@@ -25,6 +27,8 @@ import threading
 import time
 
 NAME = "co_qualname" if sys.version_info >= (3, 11) else "co_name"
+# perf_counter (CLOCK_MONOTONIC) plus this is Unix time, within a clock read.
+UNIX = time.time() - time.perf_counter()
 
 
 def frames_of(frame):
@@ -37,10 +41,19 @@ def frames_of(frame):
     return out[::-1]
 
 
+def timed(truth, name, t):
+    """Count a call of name that began at perf_counter() t and ends now."""
+    end = time.perf_counter()
+    truth.calls.append([name, t + UNIX, end + UNIX])
+    if name in truth.secs:
+        truth.secs[name] += end - t
+
+
 class Truth:
     def __init__(self):
         self.secs = {"spin": 0.0, "nap": 0.0, "wait_pipe": 0.0}
         self.stacks = {}
+        self.calls = []
         self.lock = threading.Lock()
 
 
@@ -49,14 +62,14 @@ def spin(truth, sec):
     x = 0
     while time.perf_counter() - t < sec:
         x += 1
-    truth.secs["spin"] += time.perf_counter() - t
+    timed(truth, "spin", t)
     return x
 
 
 def nap(truth, sec):
     t = time.perf_counter()
     time.sleep(sec)
-    truth.secs["nap"] += time.perf_counter() - t
+    timed(truth, "nap", t)
 
 
 def wait_pipe(truth, sec):
@@ -64,7 +77,7 @@ def wait_pipe(truth, sec):
     t = time.perf_counter()
     threading.Timer(sec, os.write, (w, b"x")).start()
     os.read(r, 1)
-    truth.secs["wait_pipe"] += time.perf_counter() - t
+    timed(truth, "wait_pipe", t)
     os.close(r)
     os.close(w)
 
@@ -91,12 +104,14 @@ class Loop:
         self.deep = deep
 
     def step(self):
+        t = time.perf_counter()
         spin(self.truth, 0.03)
         if self.deep:
             descend(self.deep, nap, self.truth, 0.03)
         else:
             nap(self.truth, 0.03)
         wait_pipe(self.truth, 0.02)
+        timed(self.truth, "step", t)
 
 
 def snapshot(truth, loop_tid, side):
@@ -144,6 +159,7 @@ def main():
     side.join()
     with open(path, "w") as f:
         json.dump({"secs": truth.secs, "wall": wall, "stacks": truth.stacks,
+                   "calls": truth.calls,
                    "pid": os.getpid(), "version": list(sys.version_info[:2])}, f)
 
 
