@@ -7,13 +7,13 @@ Prints (Markdown) the records and bytes per second of the whole job, the
 busiest threads' rows per second, the interval length distribution, and
 how many records a coalescing of adjacent same-category intervals (own and
 critical-path category both equal) would save: the figures the recording's
-writer sizes its `states` table with. Bytes: 32 per record in BPF
+writer sizes its `states` table with. Bytes: 40 per record in BPF
 (struct tb_state_rec) plus the ring buffer's 8-byte header.
 """
 import collections
 import sys
 
-REC_BYTES = 32
+REC_BYTES = 40
 RING_BYTES = REC_BYTES + 8
 
 

@@ -268,6 +268,27 @@ __noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name 
 	return k.id;
 }
 
+/* record: the sample in the state stream (TB_SR_PY_SAMPLE), for the trace's stack slices. */
+static __always_inline void py_stream_sample(const struct tb_slot *s, __u64 hash, __u32 own,
+					     __u32 cp)
+{
+	struct tb_state_rec *r = bpf_ringbuf_reserve(&states, sizeof(*r), 0);
+
+	if (!r) {
+		__sync_fetch_and_add(&counters.states_lost, 1);
+		return;
+	}
+	r->tid = s->tid;
+	r->pid = s->tgid;
+	r->start_ns = r->end_ns = bpf_ktime_get_ns();
+	r->py_stack = hash;
+	r->cat = own & (TB_NCAT - 1);
+	r->cp_cat = cp & (TB_NCAT - 1);
+	r->flags = TB_SR_PY_SAMPLE;
+	__builtin_memset(r->pad, 0, sizeof(r->pad));
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 SEC("perf_event")
 int py_sample(struct bpf_perf_event_data *ctx)
 {
@@ -282,5 +303,7 @@ int py_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	__sync_fetch_and_add(&py_counters.samples, 1);
 	py_add(hash, s, tb_oncpu_own(s), tb_oncpu_cp(s), tb_py_period_ns, TB_PYH_SAMPLE);
+	if (tb_stream_states)
+		py_stream_sample(s, hash, tb_oncpu_own(s), tb_oncpu_cp(s));
 	return 0;
 }

@@ -217,6 +217,8 @@ __noinline int stream_state(struct tb_slot *s, __u64 start, __u64 end,
 	r->pid = s->tgid;
 	r->start_ns = start;
 	r->end_ns = end;
+	/* Off a CPU, the stack its time is charged to (py_charge's). */
+	r->py_stack = tb_py_stacks && s->state != TB_ST_ONCPU ? s->py_stack : 0;
 	r->cat = own;
 	r->cp_cat = cp_flags & 0xff;
 	r->flags = cp_flags >> 8;

@@ -380,6 +380,14 @@ struct tb_counters {
  * TB_SR_SPLIT: the split is exact in sum, not in order within the wait.
  */
 #define TB_SR_SPLIT 0x1
+/*
+ * --functions: not an interval but an on-CPU sample of the thread's Python
+ * stack at end_ns (start_ns = end_ns), which charged one sampler period
+ * (pystack.bpf.h, py_sample): its stack in py_stack. The intervals off a
+ * CPU carry the stack read at the switch-out before them, which they are
+ * charged to whole; 0 on a CPU, and for a thread whose stack is not read.
+ */
+#define TB_SR_PY_SAMPLE 0x2
 
 /* Nanoseconds per category (a global BPF function takes it by pointer). */
 struct tb_cat_ns {
@@ -391,6 +399,7 @@ struct tb_state_rec {
 	__u32 pid;
 	__u64 start_ns;
 	__u64 end_ns;
+	__u64 py_stack;		/* --functions: its Python stack's hash (tb_py_stack_key); 0 */
 	__u8 cat;		/* enum tb_cat: the thread's own state */
 	__u8 cp_cat;		/* enum tb_cat: the same time on the critical path */
 	__u8 flags;		/* TB_SR_* */

@@ -145,7 +145,8 @@ def make_recording(path, spec=None, **over):
         for c in range(8):
             p[c] += tot[c]
     db.executemany("INSERT INTO samples VALUES (%s)" % ",".join("?" * 22), rows)
-    db.executemany("INSERT INTO states VALUES (?,?,?,?,?,?)", states)
+    db.executemany("INSERT INTO states (tid, pid, start_ns, end_ns, cat, cp_cat) "
+                   "VALUES (?,?,?,?,?,?)", states)
     step_ns = SEC // spec["steps_per_s"]
     _epochs(db, spec, [(1, T0, T0 + half * SEC), (2, T0 + half * SEC, end)], step_ns, exp)
     steps = [("marker", 100, T0 + k * step_ns) for k in range(n * spec["steps_per_s"])]

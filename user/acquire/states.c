@@ -109,7 +109,8 @@ int states_write_tsv(void *ctx, const struct tb_state_rec *recs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct tb_state_rec *r = &recs[i];
 
-		if (r->cat >= TB_NCAT || r->cp_cat >= TB_NCAT)
+		/* The text form is intervals only: a sample is no interval. */
+		if (r->cat >= TB_NCAT || r->cp_cat >= TB_NCAT || r->flags & TB_SR_PY_SAMPLE)
 			continue;
 		fprintf(f, "%u\t%u\t%llu\t%llu\t%s\t%s\n", r->tid, r->pid,
 			(unsigned long long)r->start_ns, (unsigned long long)r->end_ns,

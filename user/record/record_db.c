@@ -39,7 +39,7 @@ static const char schema[] =
 "CREATE TABLE states ("
 "  tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
 "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
-"  cat INTEGER NOT NULL, cp_cat INTEGER NOT NULL);"
+"  cat INTEGER NOT NULL, cp_cat INTEGER NOT NULL, stack INTEGER);"
 "CREATE TABLE epochs ("
 "  source TEXT NOT NULL, label INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
 "  end_ns INTEGER, complete INTEGER,"
@@ -113,7 +113,9 @@ static const char schema[] =
 "CREATE TABLE py_notes (pid INTEGER NOT NULL, read INTEGER NOT NULL, note TEXT NOT NULL);"
 "CREATE TABLE py_roles (pid INTEGER NOT NULL, role INTEGER NOT NULL, loop_tid INTEGER);"
 "CREATE TABLE scopes (tid INTEGER NOT NULL, pid INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
-"  open INTEGER NOT NULL, depth INTEGER NOT NULL, name TEXT);";
+"  open INTEGER NOT NULL, depth INTEGER NOT NULL, name TEXT);"
+"CREATE TABLE py_samples (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
+"  ts_ns INTEGER NOT NULL, stack INTEGER NOT NULL);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -135,7 +137,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_DIAG] = "INSERT INTO diagnosis VALUES (?,?,?,?,?,?,?,?,?,?)",
 	[RS_COUNTER] = "INSERT OR REPLACE INTO counters VALUES (?,?)",
 	[RS_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
-	[RS_STATE] = "INSERT INTO states VALUES (?,?,?,?,?,?)",
+	[RS_STATE] = "INSERT INTO states VALUES (?,?,?,?,?,?,?)",
 	[RS_GPU_LIB] = "INSERT INTO gpu_libraries VALUES (?,?,?,?,?,?,?,?,?)",
 	[RS_SYNC] = "INSERT INTO syncs VALUES (?,?)",
 	[RS_GEN] = "INSERT INTO worker_gens VALUES (?,?,?,?,?,?)",
@@ -151,6 +153,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_PY_TIME] = "INSERT INTO py_time VALUES (?,?,?,?,?,?,?,?)",
 	[RS_PY_NOTE] = "INSERT INTO py_notes VALUES (?,?,?)",
 	[RS_SCOPE] = "INSERT INTO scopes VALUES (?,?,?,?,?,?)",
+	[RS_PY_SAMPLE] = "INSERT INTO py_samples VALUES (?,?,?,?)",
 	[RS_PY_ROLE] = "INSERT INTO py_roles VALUES (?,?,?)",
 };
 

@@ -38,6 +38,6 @@
  * 13 added the record_function brackets of no phase (scopes), for the
  * trace; an older file's trace has no such tracks.
  */
-#define REC_SCHEMA_VERSION 13
+#define REC_SCHEMA_VERSION 14
 
 #endif
