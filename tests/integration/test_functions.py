@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -684,3 +685,109 @@ def test_diff_names_the_function_that_got_slower(tmp_path):
     first = re.search(r"<tr><td class=\"l\">(\S+) \(torch_sections\.py:\d+\)</td>"
                       r"<td>([\d.]+)</td><td>([\d.]+)</td>", section)
     assert first and first.groups() == (rows[0][0], a, b), section
+
+
+def nested_slices(events, pid, tid):
+    """(name, start, end, depth) of a track of B/E events, which must nest
+    in time order: an E closes the frame on top, nothing is left open."""
+    stack, out, last = [], [], None
+    for e in events:
+        if (e.get("pid"), e.get("tid")) != (pid, tid) or e["ph"] not in ("B", "E"):
+            continue
+        assert last is None or e["ts"] >= last, ("back in time", e)
+        last = e["ts"]
+        if e["ph"] == "B":
+            stack.append((e["name"], e["ts"]))
+            continue
+        assert stack and stack[-1][0] == e["name"], ("mis-paired", e, stack[-1:])
+        name, start = stack.pop()
+        out.append((name, start, e["ts"], len(stack)))
+    assert not stack, ("left open", stack)
+    return out
+
+
+def test_python_stacks_are_slices_of_the_trace(tmp_path):
+    """record --functions, then trace: the loop thread's frames are slices
+    on a track beside it, nested as its stack was, each call of spin, nap
+    and wait_pipe one slice where the job's own timer has it. What a slice
+    knows: at its end the function still ran (a sample's time, or a wake
+    off a CPU); at its start too, or within a sampler's period after it (a
+    sample charges the period before it). So each call starts after the
+    slice before it at its depth ended and at most a period after its own
+    began, and ends after its own ended and at most a period after the next
+    began. nap and wait_pipe end off a CPU (a wake, then microseconds of
+    Python): there the end is exact."""
+    py = pyenv(12) or "/usr/bin/python3.11"
+    db, trace = tmp_path / "run.db", tmp_path / "trace.json"
+    r = run_trainbpf(["record", "-o", str(db), "--functions", "--stack-hz", str(HZ), "-i", "0",
+                      "--", py, PY_FUNCS, "truth.json", "2", "--settle", "1.5"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = run_trainbpf(["trace", str(db), "-o", str(trace)])
+    assert r.returncode == 0, r.stderr
+    t = json.load(open(tmp_path / "truth.json"))
+    tr = json.load(open(trace))
+    assert tr["otherData"]["python_stack_spans"] > 0, tr["otherData"]
+    with sqlite3.connect(db) as c:
+        start_unix = float(c.execute("SELECT value FROM meta WHERE key = 'start_unix_s'")
+                           .fetchone()[0])
+        period = int(c.execute("SELECT value FROM meta WHERE key = 'py_period_ns'")
+                     .fetchone()[0]) / 1e9
+    slices = nested_slices(tr["traceEvents"], t["pid"], t["pid"] | 0x10000000)
+    unix = sorted((start_unix + s / 1e6, start_unix + e / 1e6, d, n) for n, s, e, d in slices)
+    # The clocks: the job's perf_counter to Unix offset, the recording's start in both.
+    eps = 0.0005
+    steps = [(s, e, d) for s, e, d, n in unix if n.startswith("Loop.step (py_funcs.py:")]
+    assert steps, [n for *_, n in unix][:20]
+    for fn in ("spin", "nap", "wait_pipe"):
+        calls = [(s, e) for n, s, e in t["calls"] if n == fn]
+        got = [i for i, (_, _, _, n) in enumerate(unix) if n.startswith(f"{fn} (py_funcs.py:")]
+        assert len(got) == len(calls), f"{fn}: {len(got)} slices, {len(calls)} calls"
+        for (cs, ce), i in zip(calls, got):
+            s, e, d, _ = unix[i]
+            prev = max((x[1] for x in unix[:i] if x[2] == d), default=cs)
+            nxt = min((x[0] for x in unix[i + 1:] if x[2] == d), default=ce)
+            where = f"{fn}: slice {s - start_unix:.4f}-{e - start_unix:.4f} s, call " \
+                f"{cs - start_unix:.4f}-{ce - start_unix:.4f} s, neighbours " \
+                f"{prev - start_unix:.4f} {nxt - start_unix:.4f}"
+            assert prev - eps <= cs <= s + period + eps, where
+            assert e - eps <= ce <= nxt + period + eps, where
+            if fn != "spin":
+                assert abs(s - cs) <= period + eps and abs(e - ce) <= eps, where
+            assert any(ss <= s and e <= se and sd == d - 1 for ss, se, sd in steps), \
+                f"{fn} at {s - start_unix:.4f} s is in no Loop.step"
+
+
+def test_python_stacks_load_flat_in_speedscope(tmp_path):
+    """The Python track of a trace in speedscope itself (test_speedscope.py):
+    one profile, every frame opened and closed where the trace has it, and
+    no warning ("Tried to end frame", "was still open")."""
+    from test_speedscope import CHROMIUM, SPEEDSCOPE, export, track_of
+    if not CHROMIUM or not os.path.exists(SPEEDSCOPE):
+        pytest.skip("never: scripts/setup.sh installs chromium and speedscope")
+    py = pyenv(12) or "/usr/bin/python3.11"
+    db, trace = tmp_path / "run.db", tmp_path / "trace.json"
+    r = run_trainbpf(["record", "-o", str(db), "--functions", "--stack-hz", str(HZ), "-i", "0",
+                      "--", py, PY_FUNCS, "truth.json", "2", "--settle", "1.5"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert run_trainbpf(["trace", str(db), "-o", str(trace)]).returncode == 0
+    pid = json.load(open(tmp_path / "truth.json"))["pid"]
+    want = nested_slices(json.load(open(trace))["traceEvents"], pid, pid | 0x10000000)
+    assert len(want) > 50, len(want)
+    got, problems = export(str(trace), tmp_path)
+    assert not problems, problems[:5]
+    prof = [p for p in got["profiles"] if track_of(p["name"]) == (pid, pid | 0x10000000)]
+    assert len(prof) == 1, [p["name"] for p in got["profiles"]]
+    frames, stack, calls = got["shared"]["frames"], [], []
+    for ev in prof[0]["events"]:
+        if ev["type"] == "O":
+            stack.append((ev["frame"], ev["at"]))
+            continue
+        f, at = stack.pop()
+        assert f == ev["frame"], ("mis-paired", ev)
+        calls.append((frames[f]["name"], at, ev["at"], len(stack)))
+    t0 = min(s for _, s, _, _ in want)
+    key = lambda c: (c[1], -c[3])  # noqa: E731
+    for (n, s, e, d), (gn, gs, ge, gd) in zip(sorted(want, key=key), sorted(calls, key=key),
+                                              strict=True):
+        assert (gn, gd) == (n, d) and abs(gs - (s - t0)) < 1e-3 and abs(ge - (e - t0)) < 1e-3, \
+            ((gn, gs, ge, gd), (n, s - t0, e - t0, d))

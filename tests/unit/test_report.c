@@ -8,6 +8,7 @@
 #include "report.h"
 #include "sections.h"
 #include "session.h"
+#include "trace_py.h"
 
 #define S 1000000000ull
 #define W0 (100 * S)		/* window start, CLOCK_MONOTONIC */
@@ -387,6 +388,62 @@ START_TEST(text_empty_job_headline_is_zero)
 }
 END_TEST
 
+/* What a Python track wrote: "B3@0" per frame event, in order. */
+struct frames_seen {
+	char buf[512];
+};
+
+static void frame_seen(void *ctx, int key, uint64_t ts, bool begin)
+{
+	struct frames_seen *f = ctx;
+	size_t n = strlen(f->buf);
+
+	snprintf(f->buf + n, sizeof(f->buf) - n, "%s%c%d@%llu", n ? " " : "", begin ? 'B' : 'E',
+		 key, (unsigned long long)ts);
+}
+
+/*
+ * trace_py.c: frames open where a span's stack first has them and close
+ * where one no longer does; a gap longer than the period closes them all;
+ * a span that begins before the last ended begins at its end.
+ */
+START_TEST(python_track_nests_frames_in_time_order)
+{
+	struct frames_seen f = { "" };
+	struct py_track t = { .gap_ns = 10, .frame = frame_seen, .ctx = &f };
+
+	py_track_span(&t, 0, 5, (int[]){ 1, 2, 3 }, 3);
+	py_track_span(&t, 5, 8, (int[]){ 1, 2, 4 }, 3);
+	py_track_span(&t, 12, 15, (int[]){ 1, 2, 4 }, 3);	/* 4 short of a period: spans it */
+	py_track_span(&t, 30, 31, (int[]){ 1, 5 }, 2);		/* 15: closes all at 15 */
+	py_track_span(&t, 29, 33, (int[]){ 1, 5, 6 }, 3);	/* a sample's period, cut at 31 */
+	py_track_span(&t, 30, 33, (int[]){ 2 }, 1);		/* all before 33: no time */
+	py_track_span(&t, 33, 40, (int[]){ 1 }, 1);
+	py_track_end(&t);
+	ck_assert_str_eq(f.buf, "B1@0 B2@0 B3@0 E3@5 B4@5 E4@15 E2@15 E1@15 B1@30 B5@30 "
+			 "B6@31 E6@33 E5@33 E1@40");
+}
+END_TEST
+
+/* A stack's frames as a track's keys: outermost first, what was not read in its place. */
+START_TEST(python_track_keys_say_what_was_not_read)
+{
+	int fn[TB_PY_INNER + 2], keys[PY_KEYS_MAX], n;
+	struct py_stack st = { .depth = TB_PY_INNER + 2, .cut = 7 | TB_PY_CUT_OUTER, .fn = fn };
+
+	for (int i = 0; i < st.depth; i++)
+		fn[i] = 100 + i;	/* innermost first */
+	n = py_track_keys(&st, keys);
+	ck_assert_int_eq(n, st.depth + 2);
+	ck_assert_int_eq(keys[0], PY_KEY_OUTER);
+	ck_assert_int_eq(keys[1], 100 + TB_PY_INNER + 1);
+	ck_assert_int_eq(keys[2], 100 + TB_PY_INNER);
+	ck_assert_int_eq(keys[3], PY_KEY_CUT(7));
+	ck_assert_int_eq(keys[4], 100 + TB_PY_INNER - 1);
+	ck_assert_int_eq(keys[n - 1], 100);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("report");
@@ -411,6 +468,8 @@ int main(void)
 	tcase_add_test(tc, esc_cuts_between_escapes);
 	tcase_add_test(tc, text_has_headline_rollup_lines);
 	tcase_add_test(tc, text_empty_job_headline_is_zero);
+	tcase_add_test(tc, python_track_nests_frames_in_time_order);
+	tcase_add_test(tc, python_track_keys_say_what_was_not_read);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

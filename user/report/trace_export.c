@@ -7,8 +7,9 @@
  * track per process: its category shares at each flush, and a phase
  * track beside each thread that ran PyTorch's phases: its spans as the
  * phase table resolved them (phase_spans.h), and beside it a track per
- * depth of its record_function brackets of no phase (schema 13). Times are
- * microseconds from the recording's start.
+ * depth of its record_function brackets of no phase (schema 13), and a
+ * track of its Python stacks' frames (--functions, schema 14: trace_py.c).
+ * Times are microseconds from the recording's start.
  */
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -18,6 +19,8 @@
 #include "json_writer.h"
 #include "report.h"
 #include "trace_gpu.h"
+#include "trace_events.h"
+#include "trace_py.h"
 
 #define MARK_PID 0
 #define EPOCH_TID 1
@@ -94,6 +97,8 @@ struct tw {
 	const struct recording *r;
 	struct tw_phases ph;
 	struct tw_scopes sc;
+	long py_spans, py_unnamed;	/* trace_py.c */
+	bool py_has;
 };
 
 static double us(const struct tw *w, uint64_t ns)
@@ -150,30 +155,15 @@ static void track_of(struct tw *w, const struct tw_slice *h)
 	w->track_tid = h->tid;
 }
 
-/* The fields every event starts with. */
 static void event(struct tw *w, const char *ph, const char *scope, const char *name,
 		  const char *cat, int pid, int tid)
 {
-	jw_object(&w->j);
-	jw_string_field(&w->j, "ph", ph);
-	if (scope)
-		jw_string_field(&w->j, "s", scope);
-	jw_string_field(&w->j, "name", name);
-	if (cat)
-		jw_string_field(&w->j, "cat", cat);
-	jw_int_field(&w->j, "pid", pid);
-	jw_int_field(&w->j, "tid", tid);
+	trace_event(&w->j, ph, scope, name, cat, pid, tid);
 }
 
 static void meta_name(struct tw *w, const char *what, int pid, int tid, const char *name)
 {
-	event(w, "M", NULL, what, NULL, pid, tid);
-	jw_int_field(&w->j, "ts", 0);
-	jw_name(&w->j, "args");
-	jw_object(&w->j);
-	jw_string_field(&w->j, "name", name);
-	jw_end_object(&w->j);
-	jw_end_object(&w->j);
+	trace_meta_name(&w->j, what, pid, tid, name);
 }
 
 /* The held slice out, ending before next (the start of the one after it; 0: none). */
@@ -338,18 +328,6 @@ static uint64_t thread_end(const struct recording *r, pid_t pid, pid_t tid)
 	return r->end_ns;
 }
 
-/* The thread's name (its last entry's), or NULL. */
-static const char *thread_comm(const struct recording *r, pid_t pid, pid_t tid)
-{
-	const struct proc_rec *p = job_proc_const(&r->ses.job, pid);
-	const char *comm = NULL;
-
-	for (int j = 0; p && j < p->nthreads; j++)
-		if (p->threads[j].tid == tid)
-			comm = p->threads[j].comm;
-	return comm;
-}
-
 /* The thread's steps as the table has them (its setup and teardown), or NULL. */
 static const struct ph_thread *table_thread(const struct tw *w)
 {
@@ -389,7 +367,7 @@ static void phase_thread_setup(struct tw *w, uint64_t first)
 
 static void phase_thread_start(struct tw *w, pid_t pid, pid_t tid)
 {
-	const char *comm = thread_comm(w->r, pid, tid);
+	const char *comm = trace_thread_comm(w->r, pid, tid);
 	char buf[TB_COMM_LEN + 16] = "phases";
 
 	memset(&w->ph.sp, 0, sizeof(w->ph.sp));
@@ -492,7 +470,7 @@ static void scope_thread_end(struct tw *w)
 	end = thread_end(w->r, sc->pid, sc->tid);
 	for (int d = 0; d < SCOPE_DEPTHS; d++)
 		scope_close(sc, d, end);
-	comm = thread_comm(w->r, sc->pid, sc->tid);
+	comm = trace_thread_comm(w->r, sc->pid, sc->tid);
 	comm = comm ? comm : "";
 	qsort(sc->done, sc->ndone, sizeof(*sc->done), by_depth_start);
 	for (int i = 0; i < sc->ndone; i++) {
@@ -609,6 +587,7 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 		      "GROUP BY pid, ts_ns ORDER BY pid, ts_ns", counter_row, &w, err, errlen) ||
 	    state_tracks(&w, r, err, errlen) || phase_tracks(&w, r, err, errlen) ||
 	    scope_tracks(&w, r, err, errlen) ||
+	    trace_py_tracks(&w.j, r, w.t0, &w.py_spans, &w.py_unnamed, &w.py_has, err, errlen) ||
 	    (w.gpu_rows = trace_gpu_tracks(&w.j, r, w.t0, err, errlen)) < 0)
 		return -1;
 	jw_end_array(&w.j);
@@ -626,6 +605,10 @@ int trace_export(struct recording *r, FILE *f, char *err, size_t errlen)
 	if (w.sc.has) {
 		jw_int_field(&w.j, "record_function_slices", w.sc.slices);
 		jw_uint_field(&w.j, "scopes_dropped", w.sc.dropped);
+	}
+	if (w.py_has) {
+		jw_int_field(&w.j, "python_stack_spans", w.py_spans);
+		jw_int_field(&w.j, "python_stack_spans_unnamed", w.py_unnamed);
 	}
 	if (r->ses.gu.state == GU_ACTIVE)
 		jw_int_field(&w.j, "gpu_readings", w.gpu_rows);
