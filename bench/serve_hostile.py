@@ -6,9 +6,9 @@ As nobody (uid 65534), at once:
   * PROCS processes, each with its own TORCHELASTIC_RUN_ID, mapping a
     library named libcudart (discovered by default; nothing to probe);
   * one process mapping LOOKALIKES libraries that each define a CUDA call
-    (probed: at most GP_MAX_PROBED of them);
+    (probed: at most LP_MAX_PROBED of them);
   * one process mapping FILES distinct plain libraries (the daemon's cache
-    of files read: GP_MAX_OBJECTS).
+    of files read: LP_MAX_OBJECTS).
 Then root starts a legitimate job (a library it owns, its own run id).
 Measured: the time from the legitimate job's start to its series in
 /metrics, the exposition's size and samples, the daemon's CPU (% of a

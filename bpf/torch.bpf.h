@@ -18,7 +18,7 @@
  * to the phase's row as well as to its category (close_interval). Phase
  * changes go to user space as TB_EV_PHASE records, a few per step.
  *
- * Included by trainbpf.bpf.c after the uprobe helpers of gpu_api.bpf.h.
+ * Included by trainbpf.bpf.c after the uprobe helpers of cuda_nccl.bpf.h.
  */
 
 static __always_inline void phase_event(struct tb_slot *s, __u32 cls, __u32 resolved,

@@ -1096,7 +1096,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 }
 
 /* After the slot helpers it uses. */
-#include "gpu_api.bpf.h"
+#include "cuda_nccl.bpf.h"
 #include "torch.bpf.h"
 
 /*

@@ -226,7 +226,7 @@ struct tb_slot {
 	__u8 state;		/* enum tb_state */
 	__u8 wait;		/* enum tb_wait at the last switch-out */
 	__u8 flags;		/* TB_SF_* */
-	__u8 depth;		/* nesting of probed CUDA/NCCL calls (gpu_api.bpf.h) */
+	__u8 depth;		/* nesting of probed CUDA/NCCL calls (cuda_nccl.bpf.h) */
 	__u64 start_ns;		/* first seen: fork, or registration at attach */
 	__u64 end_ns;		/* exit; 0 while alive */
 	__u64 since;		/* start of the current interval */
@@ -317,7 +317,7 @@ struct tb_proc {
 /*
  * Every record of the event ring buffer starts with its type (a __u32).
  * One enum for all of them: the kernel's side, then the probes of
- * user-space libraries (gpu_api.h's records), whose values have been 16 on.
+ * user-space libraries (probes.h's records), whose values have been 16 on.
  */
 enum tb_ev_type {
 	TB_EV_FORK = 1,	/* a traced process created a new process */

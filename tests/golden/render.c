@@ -141,7 +141,7 @@ static void mark(struct scene *s, uint64_t ts, const char *text)
 static void call(struct scene *s, uint64_t entry, int api, uint64_t dur)
 {
 	struct tb_call_event e = { .type = TB_EV_CALL, .pid = 100, .tid = 100,
-				   .api = api, .kind = gpu_apis[api].kind,
+				   .api = api, .kind = probe_fns[api].kind,
 				   .entry = entry, .ret = entry + dur };
 
 	steps_on_event(&s->ses.steps, &e);
@@ -198,8 +198,8 @@ static void fork_worker(struct scene *s, pid_t pid, uint64_t ts, uint64_t end)
 static void events(struct scene *s, int tick, uint64_t now)
 {
 	uint64_t from = now - TICK;
-	int sync = gpu_api_find("cudaStreamSynchronize");
-	int ar = gpu_api_find("ncclAllReduce");
+	int sync = probe_fn_find("cudaStreamSynchronize");
+	int ar = probe_fn_find("ncclAllReduce");
 
 	if (tick == 3 || tick == 15 || tick == 27)
 		mark(s, from + 37 * MS, tick == 3 ? "TRAINBPF epoch 1\n" :
@@ -244,9 +244,9 @@ static void build_torch(struct scene *s)
 	struct gpu_object *o = &s->ses.gpu.objs[i];
 
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/torch/lib/libtorch_cpu.so");
-	o->families = 1u << GF_TORCH;
-	o->offs[gpu_api_find("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_")] = 0x3000;
-	gpu_mapping_add(gpu_proc_get(&s->ses.gpu, 100), i)->probes[GF_TORCH] = 9;
+	o->families = 1u << LIB_TORCH;
+	o->offs[probe_fn_find("_Z34DisableTorchFunctionSubclass__exitP7_objectS0_")] = 0x3000;
+	gpu_mapping_add(gpu_proc_get(&s->ses.gpu, 100), i)->probes[LIB_TORCH] = 9;
 	s->ses.phases_on = true;
 }
 
@@ -260,23 +260,23 @@ static void build_gpu(struct scene *s)
 	i = gpu_object_add(g);
 	o = &g->objs[i];
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/nvidia/cu13/lib/libcudart.so.13");
-	o->families = 1u << GF_CUDART;
-	snprintf(o->version[GF_CUDART], sizeof(o->version[0]), "13");
-	o->offs[gpu_api_find("cudaStreamSynchronize")] = 0x1000;
+	o->families = 1u << LIB_CUDART;
+	snprintf(o->version[LIB_CUDART], sizeof(o->version[0]), "13");
+	o->offs[probe_fn_find("cudaStreamSynchronize")] = 0x1000;
 	i = gpu_object_add(g);
 	o = &g->objs[i];
 	snprintf(o->path, sizeof(o->path), "/opt/venv/lib/libtorch_cuda.so");
-	o->families = 1u << GF_NCCL;
-	o->is_static[GF_NCCL] = true;
-	snprintf(o->version[GF_NCCL], sizeof(o->version[0]), "2.28.9");
-	o->offs[gpu_api_find("ncclAllReduce")] = 0x2000;
+	o->families = 1u << LIB_NCCL;
+	o->is_static[LIB_NCCL] = true;
+	snprintf(o->version[LIB_NCCL], sizeof(o->version[0]), "2.28.9");
+	o->offs[probe_fn_find("ncclAllReduce")] = 0x2000;
 	p = gpu_proc_get(g, 100);
-	gpu_mapping_add(p, 0)->probes[GF_CUDART] = 14;
-	gpu_mapping_add(p, 1)->probes[GF_NCCL] = 22;
+	gpu_mapping_add(p, 0)->probes[LIB_CUDART] = 14;
+	gpu_mapping_add(p, 1)->probes[LIB_NCCL] = 22;
 	p->comms = calloc(1, sizeof(*p->comms));
 	p->ncomms = 1;
 	p->comms[0] = (struct gpu_comm){ .comm = 0x5599aa00, .parent = 0, .rank = 1,
-					 .nranks = 2, .api = gpu_api_find("ncclCommInitRank") };
+					 .nranks = 2, .api = probe_fn_find("ncclCommInitRank") };
 	for (int b = 0; b < 16; b++)
 		p->comms[0].id[b] = (unsigned char)(b * 17 + 3);
 }
@@ -286,8 +286,8 @@ static void gpu_counts(struct scene *s, int tick)
 {
 	struct tb_api_stat *st = s->ses.gpu.procs[0].stat;
 	int n = tick > 3 ? (tick - 3) * 4 : 0;
-	int sync = gpu_api_find("cudaStreamSynchronize");
-	int ar = gpu_api_find("ncclAllReduce");
+	int sync = probe_fn_find("cudaStreamSynchronize");
+	int ar = probe_fn_find("ncclAllReduce");
 
 	st[sync].calls = 2 * n;
 	st[sync].ns = 2 * n * 3500000ull;

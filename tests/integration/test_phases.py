@@ -377,7 +377,7 @@ def test_communication_is_a_phase(tmp_path, torch26):
 @pytest.mark.parametrize("torch26", [False], ids=["torch1.13"])
 def test_probed_nccl_calls_are_communication(tmp_path, torch26):
     """A probed NCCL collective called between brackets is communication
-    from its entry to its return (bpf/gpu_api.bpf.h), and the CPU between
+    from its entry to its return (bpf/cuda_nccl.bpf.h), and the CPU between
     two such calls too: the stand-in libnccl.so.2 (tests/workloads/fakecuda),
     loaded by ctypes after the job started, its ncclAllReduce sleeping 3 ms,
     once per parameter after every backward. Every row within 3 points of

@@ -13,7 +13,7 @@ same code naming the middle of magic's first instruction
 - Another user's library, or a world-writable one, is not probed in a
   process that is not its owner's.
 - One process mapping many look-alike libraries gets at most
-  GP_MAX_PROBED (32) of them probed, and a job started after it is still
+  LP_MAX_PROBED (32) of them probed, and a job started after it is still
   found.
 
 Each case's first process shows the probes do land where asked (the bait

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "elf_syms.h"
 #include "gpu.h"
-#include "gpu_probes.h"
+#include "lib_probes.h"
 #include "procfs.h"
 #include "procmaps.h"
 
@@ -32,28 +32,28 @@ const char nccl_banner[] = "NCCL version 9.8.7+cuda1.0";
 
 START_TEST(cookie_round_trip)
 {
-	for (int i = 0; i < gpu_napis; i++) {
-		const struct gpu_api *a = &gpu_apis[i];
-		uint64_t c = gpu_api_cookie(i);
+	for (int i = 0; i < probe_nfns; i++) {
+		const struct probe_fn *a = &probe_fns[i];
+		uint64_t c = probe_fn_cookie(i);
 
 		ck_assert_int_eq(TB_COOKIE_API(c), i);
 		ck_assert_int_eq(TB_COOKIE_KIND(c), a->kind);
 		ck_assert_int_eq(TB_COOKIE_CNT(c), a->cnt);
 		ck_assert_int_eq(TB_COOKIE_DT(c), a->dt);
 		ck_assert_int_eq(TB_COOKIE_IL(c), a->il);
-		/* names are unique: gpu_api_find gives back the same index */
-		ck_assert_int_eq(gpu_api_find(a->name), i);
+		/* names are unique: probe_fn_find gives back the same index */
+		ck_assert_int_eq(probe_fn_find(a->name), i);
 	}
-	ck_assert_int_eq(gpu_api_find("cudaNoSuchThing"), -1);
+	ck_assert_int_eq(probe_fn_find("cudaNoSuchThing"), -1);
 }
 END_TEST
 
 START_TEST(nccl_argument_positions)
 {
 	/* (sendbuff, recvbuff, count, datatype, ...), send/recv (buff, count, datatype, ...) */
-	const struct gpu_api *ar = &gpu_apis[gpu_api_find("ncclAllReduce")];
-	const struct gpu_api *sd = &gpu_apis[gpu_api_find("ncclSend")];
-	const struct gpu_api *bc = &gpu_apis[gpu_api_find("ncclBcast")];
+	const struct probe_fn *ar = &probe_fns[probe_fn_find("ncclAllReduce")];
+	const struct probe_fn *sd = &probe_fns[probe_fn_find("ncclSend")];
+	const struct probe_fn *bc = &probe_fns[probe_fn_find("ncclBcast")];
 
 	ck_assert_int_eq(ar->cnt, 3);
 	ck_assert_int_eq(ar->dt, 4);
@@ -61,10 +61,10 @@ START_TEST(nccl_argument_positions)
 	ck_assert_int_eq(sd->dt, 3);
 	ck_assert_int_eq(bc->cnt, 2);
 	ck_assert_int_eq(bc->dt, 3);
-	ck_assert(gpu_kind_is_sync(gpu_apis[gpu_api_find("cudaMemcpy")].kind));
-	ck_assert(!gpu_kind_is_sync(gpu_apis[gpu_api_find("cudaLaunchKernel")].kind));
-	ck_assert(gpu_kind_is_op(sd->kind));
-	ck_assert(!gpu_kind_is_op(gpu_apis[gpu_api_find("ncclGroupEnd")].kind));
+	ck_assert(probe_kind_is_sync(probe_fns[probe_fn_find("cudaMemcpy")].kind));
+	ck_assert(!probe_kind_is_sync(probe_fns[probe_fn_find("cudaLaunchKernel")].kind));
+	ck_assert(probe_kind_is_op(sd->kind));
+	ck_assert(!probe_kind_is_op(probe_fns[probe_fn_find("ncclGroupEnd")].kind));
 }
 END_TEST
 
@@ -150,7 +150,7 @@ __attribute__((noinline, used)) int _PySemaphore_Wait(void *sema, long long time
 START_TEST(finds_python_lock_wait)
 {
 	const char *names[] = { "PyThread_acquire_lock_timed", "_PySemaphore_Wait" };
-	int timed = gpu_api_find(names[0]), sema = gpu_api_find(names[1]);
+	int timed = probe_fn_find(names[0]), sema = probe_fn_find(names[1]);
 	uint64_t offs[2];
 	struct elf_info info;
 	struct gpu g = { 0 };
@@ -161,14 +161,14 @@ START_TEST(finds_python_lock_wait)
 	close(fd);
 	ck_assert_int_ge(timed, 0);
 	ck_assert_int_ge(sema, 0);
-	ck_assert_int_eq(gpu_apis[timed].family, GF_PYTHON);
-	ck_assert_int_eq(gpu_apis[timed].kind, TB_AK_PYLOCK);
-	ck_assert_int_eq(TB_COOKIE_IL(gpu_api_cookie(timed)), 1);
-	ck_assert_int_eq(TB_COOKIE_IL(gpu_api_cookie(sema)), 0);
-	ck_assert(gpu_kind_is_torch(TB_AK_PYLOCK));	/* probed with the phases only */
+	ck_assert_int_eq(probe_fns[timed].family, LIB_PYTHON);
+	ck_assert_int_eq(probe_fns[timed].kind, TB_AK_PYLOCK);
+	ck_assert_int_eq(TB_COOKIE_IL(probe_fn_cookie(timed)), 1);
+	ck_assert_int_eq(TB_COOKIE_IL(probe_fn_cookie(sema)), 0);
+	ck_assert(probe_kind_is_torch(TB_AK_PYLOCK));	/* probed with the phases only */
 	i = gpu_object_add(&g);
 	ck_assert_int_ge(i, 0);
-	g.objs[i].families = 1u << GF_PYTHON;
+	g.objs[i].families = 1u << LIB_PYTHON;
 	ck_assert(!gpu_any_library(&g));
 	ck_assert(!gpu_has_torch(&g));
 	gpu_free(&g);
@@ -271,13 +271,13 @@ START_TEST(so_versions)
 {
 	char v[32];
 
-	gpu_so_version("/usr/lib/libcuda.so.580.95.05", v, sizeof(v));
+	lib_so_version("/usr/lib/libcuda.so.580.95.05", v, sizeof(v));
 	ck_assert_str_eq(v, "580.95.05");
-	gpu_so_version("/x/site-packages/nvidia/cu13/lib/libcudart.so.13", v, sizeof(v));
+	lib_so_version("/x/site-packages/nvidia/cu13/lib/libcudart.so.13", v, sizeof(v));
 	ck_assert_str_eq(v, "13");
-	gpu_so_version("/x/libcudart-1a2b3c4d.so.11.0", v, sizeof(v));
+	lib_so_version("/x/libcudart-1a2b3c4d.so.11.0", v, sizeof(v));
 	ck_assert_str_eq(v, "11.0");
-	gpu_so_version("/usr/bin/train", v, sizeof(v));
+	lib_so_version("/usr/bin/train", v, sizeof(v));
 	ck_assert_str_eq(v, "");
 }
 END_TEST

@@ -21,25 +21,25 @@ static int bpf_sees(const char *file)
 }
 
 /* Files each family is really shipped as (distributions, wheels with hashes). */
-static const char *const shipped[GF_NFAMILIES][3] = {
-	[GF_CUDART] = { "libcudart.so.12", "libcudart-d0da41ae.so.11.0", "libcudart.so.13.0.48" },
-	[GF_CUDA] = { "libcuda.so.1", "libcuda.so.575.57.08", "libcuda-3fa1b2c4.so.1" },
-	[GF_NCCL] = { "libnccl.so.2", "libnccl.so.2.21.5", "libnccl-0f2b1a3c.so.2" },
-	[GF_TORCH] = { "libtorch_cpu.so", "libtorch_python.so", "libtorch_cpu.so" },
-	[GF_PYTHON] = { "python3.11", "libpython3.12.so.1.0", "python3" },
+static const char *const shipped[LIB_NFAMILIES][3] = {
+	[LIB_CUDART] = { "libcudart.so.12", "libcudart-d0da41ae.so.11.0", "libcudart.so.13.0.48" },
+	[LIB_CUDA] = { "libcuda.so.1", "libcuda.so.575.57.08", "libcuda-3fa1b2c4.so.1" },
+	[LIB_NCCL] = { "libnccl.so.2", "libnccl.so.2.21.5", "libnccl-0f2b1a3c.so.2" },
+	[LIB_TORCH] = { "libtorch_cpu.so", "libtorch_python.so", "libtorch_cpu.so" },
+	[LIB_PYTHON] = { "python3.11", "libpython3.12.so.1.0", "python3" },
 };
 
 /* Every file of a family named in the table, and only of that family. */
 START_TEST(table_names_what_is_shipped)
 {
-	for (int f = 0; f < GF_NFAMILIES; f++)
+	for (int f = 0; f < LIB_NFAMILIES; f++)
 		for (int i = 0; i < 3; i++) {
 			char path[256];
 
 			snprintf(path, sizeof(path), "/opt/lib/%s", shipped[f][i]);
-			for (int g = 0; g < GF_NFAMILIES; g++)
+			for (int g = 0; g < LIB_NFAMILIES; g++)
 				ck_assert_msg(library_named(path, g) == (g == f), "%s as %s: %d",
-					      path, gpu_family_names[g], library_named(path, g));
+					      path, probe_family_names[g], library_named(path, g));
 		}
 }
 END_TEST
@@ -47,11 +47,11 @@ END_TEST
 /* BPF wakes user space for every file of a family that asks it to, and no other. */
 START_TEST(bpf_list_held_to_the_table)
 {
-	for (int f = 0; f < GF_NFAMILIES; f++)
+	for (int f = 0; f < LIB_NFAMILIES; f++)
 		for (int i = 0; i < 3; i++)
 			ck_assert_msg(bpf_sees(shipped[f][i]) == tb_libraries[f].mmap_wakes,
 				      "%s (%s): BPF %d, table %d", shipped[f][i],
-				      gpu_family_names[f], bpf_sees(shipped[f][i]),
+				      probe_family_names[f], bpf_sees(shipped[f][i]),
 				      tb_libraries[f].mmap_wakes);
 }
 END_TEST
@@ -67,10 +67,10 @@ START_TEST(bpf_skips_the_others)
 
 	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
 		ck_assert_msg(!bpf_sees(others[i]), "%s woke user space", others[i]);
-		for (int f = 0; f < GF_NFAMILIES; f++)
+		for (int f = 0; f < LIB_NFAMILIES; f++)
 			ck_assert_msg(!tb_libraries[f].mmap_wakes ||
 				      !library_named(others[i], f), "%s named %s", others[i],
-				      gpu_family_names[f]);
+				      probe_family_names[f]);
 	}
 }
 END_TEST
@@ -78,11 +78,11 @@ END_TEST
 /* serve: the runtime, NCCL and libtorch mark a job; the driver and Python do not. */
 START_TEST(what_marks_a_job)
 {
-	ck_assert(tb_libraries[GF_CUDART].marks_job);
-	ck_assert(tb_libraries[GF_NCCL].marks_job);
-	ck_assert(tb_libraries[GF_TORCH].marks_job);
-	ck_assert(!tb_libraries[GF_CUDA].marks_job);	/* nvidia-smi, a monitoring agent */
-	ck_assert(!tb_libraries[GF_PYTHON].marks_job);
+	ck_assert(tb_libraries[LIB_CUDART].marks_job);
+	ck_assert(tb_libraries[LIB_NCCL].marks_job);
+	ck_assert(tb_libraries[LIB_TORCH].marks_job);
+	ck_assert(!tb_libraries[LIB_CUDA].marks_job);	/* nvidia-smi, a monitoring agent */
+	ck_assert(!tb_libraries[LIB_PYTHON].marks_job);
 }
 END_TEST
 

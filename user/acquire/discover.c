@@ -85,7 +85,7 @@ static bool maps_libraries(struct discover *d, pid_t pid)
 	while (!found && procmaps_next(&pm, &m)) {
 		if (procmaps_path(&pm, &m))
 			continue;
-		for (int f = 0; f < GF_NFAMILIES && !found; f++)
+		for (int f = 0; f < LIB_NFAMILIES && !found; f++)
 			found = tb_libraries[f].marks_job && library_named(m.path, f);
 	}
 	procmaps_close(&pm);

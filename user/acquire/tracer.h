@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "trainbpf.h"
-#include "gpu_api.h"
+#include "probes.h"
 #include "clock.h"
 #include "job.h"
 

@@ -23,7 +23,7 @@
 #include "diagnosis.h"
 #include "epochs.h"
 #include "gpu.h"
-#include "gpu_probes.h"
+#include "lib_probes.h"
 #include "gpu_sampler.h"
 #include "gpu_util.h"
 #include "job.h"
@@ -57,7 +57,7 @@ struct run {
 	const struct env *env;
 	struct session ses;	/* the models: the tracer fills ses.job */
 	struct tracer tr;
-	struct gpu_probes gp;	/* finds CUDA/NCCL code, probes it, counts into ses.gpu */
+	struct lib_probes gp;	/* finds CUDA/NCCL code, probes it, counts into ses.gpu */
 	struct gpu_sampler gs;	/* reads the GPUs (NVML) into ses.gu */
 	struct pyreader pr;	/* --functions: reads Python stacks into ses.py */
 	bool ending;		/* the last refresh: the GPUs are read whatever the time */
@@ -162,7 +162,7 @@ static void on_lifecycle(struct run *r, const struct tb_event *e)
 	} else if (e->type == TB_EV_EXEC) {
 		if (job_on_exec(&r->ses.job, e->pid, e->comm, e->path)) {
 			tracer_on_exec(&r->tr, e->pid);
-			gpu_probes_on_exec(&r->gp, e->pid, e->ts);
+			lib_probes_on_exec(&r->gp, e->pid, e->ts);
 		}
 	} else if (e->type == TB_EV_EXIT) {
 		if (job_on_exit(&r->ses.job, e->pid, e->ts, e->exit_code)) {
@@ -237,7 +237,7 @@ static bool torch_process(const struct run *r, pid_t pid)
 	const struct gpu_proc *p = gpu_proc_find(&r->ses.gpu, pid);
 
 	for (int i = 0; p && i < p->nmaps; i++)
-		if (r->ses.gpu.objs[p->maps[i].obj].families & (1u << GF_TORCH))
+		if (r->ses.gpu.objs[p->maps[i].obj].families & (1u << LIB_TORCH))
 			return true;
 	return false;
 }
@@ -279,7 +279,7 @@ static void on_event(void *ctx, const struct tracer_event *ev)
 		on_lifecycle(r, ev->life);
 		break;
 	case TR_EV_LIBRARY:
-		gpu_probes_on_library(&r->gp, &r->ses.job, ev->life->pid, now_ns());
+		lib_probes_on_library(&r->gp, &r->ses.job, ev->life->pid, now_ns());
 		break;
 	case TR_EV_EXEC_SEEN:
 		if (r->env->serve)	/* and top */
@@ -435,7 +435,7 @@ static uint64_t refresh(struct run *r, bool tick)
 		if (r->recording)
 			labels_refresh(job, "/proc", true);
 		fold(r, now);
-		gpu_probes_tick(&r->gp, job, now);
+		lib_probes_tick(&r->gp, job, now);
 		if (r->ses.py_on)
 			pyreader_tick(&r->pr, job);
 	}
@@ -531,7 +531,7 @@ static void screen_show(struct run *r, FILE *live, uint64_t now, uint64_t *next_
 	resized = 0;
 	if (!due)
 		return;
-	gpu_probes_read(&r->gp);
+	lib_probes_read(&r->gp);
 	live_screen_draw(live, &r->screen, &r->lv, &r->ses, now);
 	if (now >= *next_live)
 		*next_live += r->env->interval_s * 1e9;
@@ -553,7 +553,7 @@ static void show(struct run *r, FILE *live, uint64_t now, uint64_t *next_live)
 	if (env->step_blocks)
 		live_step_blocks(live, &r->lv, &r->ses, env->step_blocks, now);
 	if (interval && now >= *next_live) {
-		gpu_probes_read(&r->gp);
+		lib_probes_read(&r->gp);
 		live_table(live, &r->lv, &r->ses, now);
 		*next_live += interval;
 	}
@@ -679,7 +679,7 @@ static uint64_t final_report(struct run *r)
 	struct tb_counters bpf;
 	uint64_t now = final_refresh(r);
 
-	gpu_probes_read(&r->gp);	/* the per-process counts and the totals alike */
+	lib_probes_read(&r->gp);	/* the per-process counts and the totals alike */
 	phases_finish(&r->ses.phases, &r->ses.gpu);
 	if (r->ses.py_on)
 		pyreader_finish(&r->pr, now);
@@ -703,7 +703,7 @@ static int final_record(struct run *r)
 	struct stat st = { .st_size = 0 };
 	int nprocs = 0, nthreads = 0;
 
-	gpu_probes_read(&r->gp);
+	lib_probes_read(&r->gp);
 	phases_finish(&r->ses.phases, &r->ses.gpu);
 	if (r->ses.py_on)
 		pyreader_finish(&r->pr, now);
@@ -856,7 +856,7 @@ static int run_free(struct run *r, uint64_t report_ns)
 	record_close(&r->rec);
 	if (r->ses.py_on)
 		pyreader_close(&r->pr);	/* its sampler before the programs it runs */
-	gpu_probes_free(&r->gp);	/* the probes before the programs they run */
+	lib_probes_free(&r->gp);	/* the probes before the programs they run */
 	gpu_sampler_close(&r->gs);
 	free(r->sobs);
 	live_free(&r->lv);
@@ -867,7 +867,7 @@ static int run_free(struct run *r, uint64_t report_ns)
 
 /*
  * Descriptors up to the hard limit: a probed library costs one or two (a
- * link per program), a process up to GP_MAX_PROBED libraries' worth, and
+ * link per program), a process up to LP_MAX_PROBED libraries' worth, and
  * the soft limit (1024) ran out on a node where one user mapped 600. Not
  * for a command trainbpf starts: it would inherit the limit, and the job
  * must run as it would without trainbpf.
@@ -900,7 +900,7 @@ static int start(struct run *r)
 	install_signals(&r->ignored);
 	if (open_tracer(r) || open_states_out(r))
 		return 1;
-	gpu_probes_init(&r->gp, &r->tr, &r->ses.gpu, env->launches, !env->no_phases, env->verbose);
+	lib_probes_init(&r->gp, &r->tr, &r->ses.gpu, env->launches, !env->no_phases, env->verbose);
 	r->ses.job.fold_roots = env->serve;
 	start_window(&r->ses.job);
 	if (start_epochs(&r->ses.ep, env, &r->ses.job))
@@ -933,7 +933,7 @@ static int start(struct run *r)
 		r->ses.py_on = true;
 		pyreader_tick(&r->pr, &r->ses.job);	/* -p: the threads are there already */
 	}
-	gpu_probes_tick(&r->gp, &r->ses.job, now_ns());	/* -p: the libraries are there already */
+	lib_probes_tick(&r->gp, &r->ses.job, now_ns());	/* -p: the libraries are there already */
 	/* The GPUs' first readings: their counters' start, the job's processes on them. */
 	gpu_sampler_tick(&r->gs, &r->ses.job, now_ns(), true);
 	return 0;

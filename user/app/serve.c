@@ -11,7 +11,7 @@
 #include "serve.h"
 #include "session.h"
 
-static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+static void publish(struct serve *s, struct tracer *tr, const struct lib_probes *gp,
 		    uint64_t now);
 static void ras_write(struct serve *s, FILE *f);
 
@@ -48,7 +48,7 @@ int serve_start(struct serve *s, const struct env *env, struct tracer *tr)
 	return 0;
 }
 
-static void self_stats(const struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+static void self_stats(const struct serve *s, struct tracer *tr, const struct lib_probes *gp,
 		       struct mx_self *me)
 {
 	struct tb_counters bpf;
@@ -87,7 +87,7 @@ static void say_untraced(struct serve *s, const struct mx_self *me, uint64_t now
 }
 
 /* The exposition, rendered once here for every scrape until the next. */
-static void publish(struct serve *s, struct tracer *tr, const struct gpu_probes *gp,
+static void publish(struct serve *s, struct tracer *tr, const struct lib_probes *gp,
 		    uint64_t now)
 {
 	struct mx_self me = { 0 };
@@ -142,9 +142,9 @@ static const char *ras_nccl(const struct gpu *g, const struct proc_rec *p)
 	for (int i = 0; gp && i < gp->nmaps; i++) {
 		const struct gpu_object *o = &g->objs[gp->maps[i].obj];
 
-		if ((o->families & (1u << GF_NCCL)) &&
-		    ras_version_at_least(o->version[GF_NCCL], 2, 24, 0))
-			return o->version[GF_NCCL];
+		if ((o->families & (1u << LIB_NCCL)) &&
+		    ras_version_at_least(o->version[LIB_NCCL], 2, 24, 0))
+			return o->version[LIB_NCCL];
 	}
 	return NULL;
 }
@@ -219,7 +219,7 @@ static void scan(struct serve *s, struct tracer *tr, uint64_t now)
 		tracer_hooks_pause(tr);
 }
 
-bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct gpu_probes *gp,
+bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct lib_probes *gp,
 		uint64_t now, bool rescan)
 {
 	s->execs_seen = 0;
@@ -235,7 +235,7 @@ bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct 
 	if (now < s->next_publish)
 		return true;
 	s->next_publish = now + SERVE_PUBLISH_NS;
-	gpu_probes_read(gp);	/* the per-process CUDA/NCCL counts */
+	lib_probes_read(gp);	/* the per-process CUDA/NCCL counts */
 	metrics_update(&s->mx, ses, now);
 	if (now >= s->next_judge) {
 		metrics_judge(&s->mx, ses, now);

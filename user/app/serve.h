@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "discover.h"
 #include "exporter.h"
-#include "gpu_probes.h"
+#include "lib_probes.h"
 #include "metrics.h"
 #include "ras_client.h"
 #include "top.h"
@@ -71,7 +71,7 @@ void serve_on_exec(struct serve *s, struct tracer *tr, pid_t pid);
  * After a refresh: new processes (at once if rescan), labels, metrics, the
  * exposition (top: its keys and table). False when top is to end.
  */
-bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct gpu_probes *gp,
+bool serve_tick(struct serve *s, struct session *ses, struct tracer *tr, struct lib_probes *gp,
 		uint64_t now, bool rescan);
 void serve_stop(struct serve *s);
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "categories.h"
-#include "gpu_api.h"
+#include "probes.h"
 #include "gpu_util.h"
 #include "passes.h"
 #include "phase_spans.h"

@@ -186,7 +186,7 @@ void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS])
 {
 	memset(out, 0, sizeof(*out) * TB_MAX_APIS);
 	for (int i = 0; i < g->nprocs; i++) {
-		for (int a = 0; a < gpu_napis; a++) {
+		for (int a = 0; a < probe_nfns; a++) {
 			const struct tb_api_stat *s = &g->procs[i].stat[a];
 
 			out[a].calls += s->calls;
@@ -200,12 +200,12 @@ void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS])
 void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
 {
 	memset(s, 0, sizeof(*s));
-	for (int a = 0; a < gpu_napis; a++) {
-		enum tb_api_kind k = gpu_apis[a].kind;
+	for (int a = 0; a < probe_nfns; a++) {
+		enum tb_api_kind k = probe_fns[a].kind;
 
-		if (gpu_kind_is_sync(k))
+		if (probe_kind_is_sync(k))
 			s->syncs += st[a].calls;
-		if (gpu_kind_is_op(k)) {
+		if (probe_kind_is_op(k)) {
 			s->ops += st[a].calls;
 			s->bytes += st[a].bytes;
 		}
@@ -214,25 +214,25 @@ void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s)
 	}
 }
 
-bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f)
+bool gpu_lacks(const struct gpu_object *o, int api, enum probe_family f)
 {
-	return gpu_apis[api].family == f && gpu_apis[api].core && !o->offs[api] &&
+	return probe_fns[api].family == f && probe_fns[api].core && !o->offs[api] &&
 	       !o->alias[api];
 }
 
-int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len)
+int gpu_missing(const struct gpu_object *obj, enum probe_family f, char *out, size_t len)
 {
 	int n = 0;
 	size_t used = 0;
 
 	if (len)
 		out[0] = '\0';
-	for (int i = 0; i < gpu_napis; i++) {
+	for (int i = 0; i < probe_nfns; i++) {
 		if (!gpu_lacks(obj, i, f))
 			continue;
 		if (used < len)
 			used += snprintf(out + used, len - used, "%s%s", n ? ", " : "",
-					 gpu_apis[i].name);
+					 probe_fns[i].name);
 		n++;
 	}
 	return n;
@@ -241,7 +241,7 @@ int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size
 bool gpu_any_library(const struct gpu *g)
 {
 	for (int i = 0; i < g->nobjs; i++)
-		if (g->objs[i].families & ~(1u << GF_TORCH | 1u << GF_PYTHON))
+		if (g->objs[i].families & ~(1u << LIB_TORCH | 1u << LIB_PYTHON))
 			return true;
 	return false;
 }
@@ -252,8 +252,8 @@ bool gpu_torch_closes(const struct gpu *g)
 		if (g->objs[i].torch_legacy)
 			return true;
 	for (int i = 0; i < g->nobjs; i++)
-		for (int a = 0; a < gpu_napis; a++)
-			if (gpu_apis[a].kind == TB_AK_TORCH_CLOSE && g->objs[i].offs[a])
+		for (int a = 0; a < probe_nfns; a++)
+			if (probe_fns[a].kind == TB_AK_TORCH_CLOSE && g->objs[i].offs[a])
 				return true;
 	return false;
 }
@@ -261,7 +261,7 @@ bool gpu_torch_closes(const struct gpu *g)
 bool gpu_has_torch(const struct gpu *g)
 {
 	for (int i = 0; i < g->nobjs; i++)
-		if (g->objs[i].families & (1u << GF_TORCH))
+		if (g->objs[i].families & (1u << LIB_TORCH))
 			return true;
 	return false;
 }
@@ -270,7 +270,7 @@ static bool says_something(const struct gpu_proc *p)
 {
 	if (p->nmaps || p->ncomms)
 		return true;
-	for (int a = 0; a < gpu_napis; a++)
+	for (int a = 0; a < probe_nfns; a++)
 		if (p->stat[a].calls || p->stat[a].nested)
 			return true;
 	return false;
@@ -281,7 +281,7 @@ static int sum_into(struct gpu_proc *a, struct gpu_proc *p)
 {
 	int dropped = 0;
 
-	for (int x = 0; x < gpu_napis; x++) {
+	for (int x = 0; x < probe_nfns; x++) {
 		a->stat[x].calls += p->stat[x].calls;
 		a->stat[x].nested += p->stat[x].nested;
 		a->stat[x].bytes += p->stat[x].bytes;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The GPU side seen from the host, as numbers: the CUDA runtime, CUDA
- * driver and NCCL code each process mapped (found by gpu_probes.c, or read
+ * driver and NCCL code each process mapped (found by lib_probes.c, or read
  * from a recording), each process's call counts, and its NCCL
- * communicators. No probes here: gpu_probes.c attaches them and fills this.
+ * communicators. No probes here: lib_probes.c attaches them and fills this.
  */
 #ifndef TB_GPU_H
 #define TB_GPU_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "gpu_api_table.h"
+#include "probe_table.h"
 
 /*
  * One ELF file, as its symbols told us. A file is what it was when read:
@@ -32,16 +32,16 @@ struct gpu_object {
 	bool torch_legacy;
 	uint64_t op_returns[2];	/* there, where invokeOperatorFromPython returns */
 	int nop_returns;
-	unsigned int families;	/* 1 << enum gpu_family found in it */
-	bool refused;		/* not probed in a process (gpu_probes.c said why, once) */
-	bool is_static[GF_NFAMILIES];	/* code linked into another object */
-	char version[GF_NFAMILIES][32];
+	unsigned int families;	/* 1 << enum probe_family found in it */
+	bool refused;		/* not probed in a process (lib_probes.c said why, once) */
+	bool is_static[LIB_NFAMILIES];	/* code linked into another object */
+	char version[LIB_NFAMILIES][32];
 };
 
 /* An object one process mapped. */
 struct gpu_mapping {
 	int obj;		/* index into gpu.objs */
-	int probes[GF_NFAMILIES];	/* functions probed per family */
+	int probes[LIB_NFAMILIES];	/* functions probed per family */
 };
 
 /*
@@ -128,15 +128,15 @@ bool gpu_fold_exited(struct gpu *g, int *map);
 /* Call counts summed over all processes. */
 void gpu_totals(const struct gpu *g, struct tb_api_stat out[TB_MAX_APIS]);
 
-/* Calls of one table summed by what they are (gpu_kind_is_sync, _op). */
+/* Calls of one table summed by what they are (probe_kind_is_sync, _op). */
 struct gpu_sums {
 	uint64_t syncs, ops, bytes, launches;
 };
 void gpu_sum_kinds(const struct tb_api_stat st[TB_MAX_APIS], struct gpu_sums *s);
 /* A core function of family f that o does not define. */
-bool gpu_lacks(const struct gpu_object *o, int api, enum gpu_family f);
+bool gpu_lacks(const struct gpu_object *o, int api, enum probe_family f);
 /* Core functions of family f missing from obj (names into out, ", "-joined). */
-int gpu_missing(const struct gpu_object *obj, enum gpu_family f, char *out, size_t len);
+int gpu_missing(const struct gpu_object *obj, enum probe_family f, char *out, size_t len);
 /* A CUDA runtime, driver or NCCL is mapped in the job (libtorch aside). */
 bool gpu_any_library(const struct gpu *g);
 /* libtorch is mapped and probed: training phases can be seen. */

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "gpu_api.h"
+#include "probes.h"
 #include "trainbpf.h"
 
 /*

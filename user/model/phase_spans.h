@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "gpu_api.h"
+#include "probes.h"
 #include "trainbpf.h"
 
 /*

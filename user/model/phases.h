@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "gpu_api.h"
+#include "probes.h"
 #include "passes.h"
 #include "phase_spans.h"
 #include "trainbpf.h"

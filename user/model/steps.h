@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "gpu_api.h"
+#include "probes.h"
 
 #define ST_RING 2048		/* calls kept per thread: the detection window */
 #define ST_MAX_PERIOD 256	/* the longest period looked for, in calls */

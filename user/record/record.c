@@ -58,7 +58,7 @@ static int write_start_meta(struct recorder *r, const struct record_meta *m,
 	rec_meta(r, "start_unix_s", buf);
 	meta_u64(r, "flush_ns", REC_FLUSH_NS);
 	meta_u64(r, "idle_row_ns", REC_IDLE_ROW_NS);
-	/* Known from the start (gpu_probes_init): the report says "launches not counted". */
+	/* Known from the start (lib_probes_init): the report says "launches not counted". */
 	rec_meta(r, "launches", ses->gpu.launches ? "1" : "0");
 	return rec_meta(r, "epochs_wanted", m->epochs_wanted);
 }

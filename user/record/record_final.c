@@ -106,14 +106,14 @@ static int write_gpu_calls(struct recorder *r, const struct gpu *g)
 	for (int i = 0; g && i < g->nprocs && !r->failed; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
-		for (int a = 0; a < gpu_napis && !r->failed; a++) {
+		for (int a = 0; a < probe_nfns && !r->failed; a++) {
 			const struct tb_api_stat *s = &p->stat[a];
 
 			if (!s->calls && !s->nested)
 				continue;
 			rec_bind_int(r, RS_GPU, 1, p->pid);
-			rec_bind_text(r, RS_GPU, 2, gpu_apis[a].name);
-			rec_bind_text(r, RS_GPU, 3, gpu_kind_names[gpu_apis[a].kind]);
+			rec_bind_text(r, RS_GPU, 2, probe_fns[a].name);
+			rec_bind_text(r, RS_GPU, 3, probe_kind_names[probe_fns[a].kind]);
 			rec_bind_int(r, RS_GPU, 4, s->calls);
 			rec_bind_int(r, RS_GPU, 5, s->nested);
 			rec_bind_int(r, RS_GPU, 6, s->bytes);
@@ -288,14 +288,14 @@ static int write_end_meta(struct recorder *r, const struct session *ses, uint64_
 
 /* One family of an object a process mapped: what the JSON report says of it. */
 static void write_gpu_library(struct recorder *r, const struct gpu *g, int i,
-			      const struct gpu_mapping *m, enum gpu_family f)
+			      const struct gpu_mapping *m, enum probe_family f)
 {
 	const struct gpu_object *o = &g->objs[m->obj];
 	char missing[2048];
 
 	gpu_missing(o, f, missing, sizeof(missing));
 	rec_bind_int(r, RS_GPU_LIB, 1, g->procs[i].pid);
-	rec_bind_text(r, RS_GPU_LIB, 2, gpu_family_names[f]);
+	rec_bind_text(r, RS_GPU_LIB, 2, probe_family_names[f]);
 	rec_bind_text(r, RS_GPU_LIB, 3, o->path);
 	rec_bind_text(r, RS_GPU_LIB, 4, o->version[f]);
 	rec_bind_int(r, RS_GPU_LIB, 5, o->is_static[f]);
@@ -313,7 +313,7 @@ static void write_gpu_libraries(struct recorder *r, const struct gpu *g)
 		for (int m = 0; m < g->procs[i].nmaps && !r->failed; m++) {
 			const struct gpu_mapping *map = &g->procs[i].maps[m];
 
-			for (int f = 0; f < GF_PYTHON && !r->failed; f++)	/* not the interpreter */
+			for (int f = 0; f < LIB_PYTHON && !r->failed; f++)	/* not the interpreter */
 				if (g->objs[map->obj].families & (1u << f))
 					write_gpu_library(r, g, i, map, f);
 		}
@@ -347,7 +347,7 @@ static void write_comm(struct recorder *r, int i, pid_t pid, const struct gpu_co
 	rec_bind_int(r, RS_COMM, 6, k->nranks);
 	rec_bind_text(r, RS_COMM, 7, id);
 	if (k->api >= 0)
-		rec_bind_text(r, RS_COMM, 8, gpu_apis[k->api].name);
+		rec_bind_text(r, RS_COMM, 8, probe_fns[k->api].name);
 	else
 		rec_bind_null(r, RS_COMM, 8);	/* made before tracing */
 	rec_bind_int(r, RS_COMM, 9, k->destroyed);

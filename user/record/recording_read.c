@@ -839,8 +839,8 @@ static int gpu_object(struct gpu *g, const char *path, int fam, const char *vers
 
 static int family_from(const char *s)
 {
-	for (int f = 0; f < GF_NFAMILIES; f++)
-		if (!strcmp(s, gpu_family_names[f]))
+	for (int f = 0; f < LIB_NFAMILIES; f++)
+		if (!strcmp(s, probe_family_names[f]))
 			return f;
 	return -1;
 }
@@ -903,10 +903,10 @@ static void infer_libraries(struct gpu *g)
 	if (g->nobjs)
 		return;
 	for (int i = 0; i < g->nprocs; i++)
-		for (int a = 0; a < gpu_napis; a++)
+		for (int a = 0; a < probe_nfns; a++)
 			if (g->procs[i].stat[a].calls || g->procs[i].stat[a].nested)
 				gpu_map(&g->procs[i], gpu_object(g, "(file not recorded)",
-								 gpu_apis[a].family, "", false));
+								 probe_fns[a].family, "", false));
 }
 
 /* ---- CUDA/NCCL, schema 2: the live tool's entries, objects and communicators ---- */
@@ -959,7 +959,7 @@ static int load_gpu_calls(struct recording *r, const struct gpu_read *x,
 		return -1;
 	while (q_row(&q)) {
 		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
-		int a = gpu_api_find(col_str(&q, 1));
+		int a = probe_fn_find(col_str(&q, 1));
 
 		if (!p || a < 0)
 			continue;
@@ -1015,9 +1015,9 @@ static void object_family(struct gpu_object *o, int fam, struct q *q)
 	o->families |= 1u << fam;
 	strncpy(o->version[fam], col_str(q, 3), sizeof(o->version[fam]) - 1);
 	o->is_static[fam] = col_i64(q, 4) != 0;
-	for (int a = 0; a < gpu_napis; a++)
-		if (gpu_apis[a].family == (enum gpu_family)fam && gpu_apis[a].core)
-			o->offs[a] = !listed(col_str(q, 7), gpu_apis[a].name);
+	for (int a = 0; a < probe_nfns; a++)
+		if (probe_fns[a].family == (enum probe_family)fam && probe_fns[a].core)
+			o->offs[a] = !listed(col_str(q, 7), probe_fns[a].name);
 }
 
 static int load_gpu_objects(struct recording *r, struct gpu_read *x,
@@ -1068,7 +1068,7 @@ static int load_comms(struct recording *r, const struct gpu_read *x,
 	while (q_row(&q)) {
 		struct gpu_proc *p = entry_of(r, x, col_i64(&q, 0));
 		/* NULL: made before tracing, counted only (schema 11) */
-		int api = col_null(&q, 6) ? -1 : gpu_api_find(col_str(&q, 6));
+		int api = col_null(&q, 6) ? -1 : probe_fn_find(col_str(&q, 6));
 		struct gpu_comm *c;
 
 		if (!p || (api < 0 && !col_null(&q, 6)))
@@ -1116,7 +1116,7 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 		return -1;
 	while (q_row(&q)) {
 		pid_t pid = (pid_t)col_i64(&q, 0);
-		int a = gpu_api_find(col_str(&q, 1));
+		int a = probe_fn_find(col_str(&q, 1));
 		struct tb_api_stat *s;
 
 		if (a < 0 || (flt->pid && pid != flt->pid))
@@ -1126,7 +1126,7 @@ static int load_gpu(struct recording *r, const struct rec_filter *flt,
 		s->nested += col_ns(&q, 3);
 		s->bytes += col_ns(&q, 4);
 		s->ns += col_ns(&q, 5);
-		if (gpu_apis[a].kind == TB_AK_LAUNCH && s->calls)
+		if (probe_fns[a].kind == TB_AK_LAUNCH && s->calls)
 			r->ses.gpu.launches = true;	/* launches are counted only when asked */
 	}
 	if (q_close(r, &q, err, errlen) || load_gpu_libraries(r, flt, err, errlen))

@@ -136,7 +136,7 @@ struct mx_self {
 	uint64_t rss_bytes;
 	uint64_t events_lost;		/* BPF's ring buffer was full */
 	uint64_t threads_untraced;	/* no BPF slot free (--max-threads) */
-	uint64_t libraries_refused;	/* mappings not probed (gpu_probes.h) */
+	uint64_t libraries_refused;	/* mappings not probed (lib_probes.h) */
 	uint64_t processes;		/* processes traced now */
 	double start_unix;
 };

@@ -18,13 +18,13 @@ static void text_libraries(FILE *f, const struct gpu *g)
 		const struct gpu_proc *p = &g->procs[i];
 
 		/* By kind, not by when each was found: that varies from run to run. */
-		for (int fam = 0; fam < GF_PYTHON; fam++) {	/* not the interpreter */
+		for (int fam = 0; fam < LIB_PYTHON; fam++) {	/* not the interpreter */
 			for (int m = 0; m < p->nmaps; m++) {
 				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
 				if (!(o->families & (1u << fam)))
 					continue;
-				fprintf(f, "  %-6s %-12s %s pid %-7d %s\n", gpu_family_names[fam],
+				fprintf(f, "  %-6s %-12s %s pid %-7d %s\n", probe_family_names[fam],
 					o->version[fam][0] ?
 					report_esc(version, sizeof(version), o->version[fam]) : "-",
 					o->is_static[fam] ? "static in" : "        ", p->pid,
@@ -56,7 +56,7 @@ static void text_comms(FILE *f, const struct gpu *g)
 				fprintf(f, "rank %d of %d, ", k->rank, k->nranks);
 			hex_id(id, k->id, 8);
 			if (k->api >= 0)
-				fprintf(f, "id %s (%s)", id, gpu_apis[k->api].name);
+				fprintf(f, "id %s (%s)", id, probe_fns[k->api].name);
 			else
 				fprintf(f, "id unknown (made before tracing)");
 			/* 0: none, or a recording older than the count (schema 11) */
@@ -89,11 +89,11 @@ void report_gpu_text(FILE *f, const struct session *ses, uint64_t now)
 	text_libraries(f, g);
 	fprintf(f, "  %-30s %9s %9s %8s %9s %8s\n", "FUNCTION", "CALLS", "PER S",
 		"NESTED", "BYTES", "TIME S");
-	for (int a = 0; a < gpu_napis; a++) {
+	for (int a = 0; a < probe_nfns; a++) {
 		if (!tot[a].calls && !tot[a].nested)
 			continue;
 		fmt_bytes(b, sizeof(b), tot[a].bytes);
-		fprintf(f, "  %-30s %9llu %9.1f %8llu %9s %8.3f\n", gpu_apis[a].name,
+		fprintf(f, "  %-30s %9llu %9.1f %8llu %9s %8.3f\n", probe_fns[a].name,
 			(unsigned long long)tot[a].calls, per_s(tot[a].calls, win),
 			(unsigned long long)tot[a].nested, tot[a].bytes ? b : "-",
 			tot[a].ns / 1e9);
@@ -109,12 +109,12 @@ static void json_apis(struct jw *w, const struct tb_api_stat st[TB_MAX_APIS])
 {
 	jw_name(w, "apis");
 	jw_array(w);
-	for (int a = 0; a < gpu_napis; a++) {
+	for (int a = 0; a < probe_nfns; a++) {
 		if (!st[a].calls && !st[a].nested)
 			continue;
 		jw_object(w);
-		jw_string_field(w, "name", gpu_apis[a].name);
-		jw_string_field(w, "kind", gpu_kind_names[gpu_apis[a].kind]);
+		jw_string_field(w, "name", probe_fns[a].name);
+		jw_string_field(w, "kind", probe_kind_names[probe_fns[a].kind]);
 		jw_uint_field(w, "calls", st[a].calls);
 		jw_uint_field(w, "nested", st[a].nested);
 		jw_uint_field(w, "bytes", st[a].bytes);
@@ -124,22 +124,22 @@ static void json_apis(struct jw *w, const struct tb_api_stat st[TB_MAX_APIS])
 	jw_end_array(w);
 }
 
-static void json_missing(struct jw *w, const struct gpu_object *o, enum gpu_family fam)
+static void json_missing(struct jw *w, const struct gpu_object *o, enum probe_family fam)
 {
 	jw_name(w, "missing");
 	jw_array(w);
-	for (int a = 0; a < gpu_napis; a++)
+	for (int a = 0; a < probe_nfns; a++)
 		if (gpu_lacks(o, a, fam))
-			jw_string(w, gpu_apis[a].name);
+			jw_string(w, probe_fns[a].name);
 	jw_end_array(w);
 }
 
 static void json_library(struct jw *w, const struct gpu_proc *p, const struct gpu_mapping *m,
-			 const struct gpu_object *o, enum gpu_family fam)
+			 const struct gpu_object *o, enum probe_family fam)
 {
 	jw_object(w);
 	jw_int_field(w, "pid", p->pid);
-	jw_string_field(w, "kind", gpu_family_names[fam]);
+	jw_string_field(w, "kind", probe_family_names[fam]);
 	jw_string_field(w, "path", o->path);
 	jw_string_field(w, "version", o->version[fam]);
 	jw_bool_field(w, "static", o->is_static[fam]);
@@ -155,7 +155,7 @@ static void json_libraries(struct jw *w, const struct gpu *g)
 	for (int i = 0; i < g->nprocs; i++) {
 		const struct gpu_proc *p = &g->procs[i];
 
-		for (int fam = 0; fam < GF_PYTHON; fam++) {	/* not the interpreter */
+		for (int fam = 0; fam < LIB_PYTHON; fam++) {	/* not the interpreter */
 			for (int m = 0; m < p->nmaps; m++) {
 				const struct gpu_object *o = &g->objs[p->maps[m].obj];
 
@@ -205,7 +205,7 @@ static void json_comm(struct jw *w, const struct gpu_comm *k)
 	hex_id(buf, k->id, 16);
 	jw_string_field(w, "id", buf);
 	if (k->api >= 0)
-		jw_string_field(w, "init", gpu_apis[k->api].name);
+		jw_string_field(w, "init", probe_fns[k->api].name);
 	else
 		jw_null_field(w, "init");
 	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)k->parent);

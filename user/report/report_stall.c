@@ -5,7 +5,7 @@
  * when the run ended stalled; the "stall" member of the JSON report.
  */
 #include <inttypes.h>
-#include "gpu_api_table.h"
+#include "probe_table.h"
 #include "phase_spans.h"
 #include "sections.h"
 #include "stall.h"
@@ -29,8 +29,8 @@ static void wait_words(FILE *f, const struct stall_rank *r)
 {
 	fprintf(f, "in %s, waiting in %s %.1f s", ph_names[ph_shown_of(r->phase)],
 		tb_cat_names[r->wait], r->wait_ns / 1e9);
-	if (r->in_api && r->api < gpu_napis)
-		fprintf(f, " inside %s", gpu_apis[r->api].name);
+	if (r->in_api && r->api < probe_nfns)
+		fprintf(f, " inside %s", probe_fns[r->api].name);
 	if (r->in_api && r->api_bytes) {
 		char b[32];
 
@@ -88,8 +88,8 @@ static void json_rank(struct jw *w, const struct stall_rank *r)
 	jw_string_field(w, "phase", ph_names[ph_shown_of(r->phase)]);
 	jw_string_field(w, "waits_in", tb_cat_names[r->wait]);
 	jw_float_field(w, "wait_s", r->wait_ns / 1e9, 3);
-	if (r->in_api && r->api < gpu_napis)
-		jw_string_field(w, "inside", gpu_apis[r->api].name);
+	if (r->in_api && r->api < probe_nfns)
+		jw_string_field(w, "inside", probe_fns[r->api].name);
 	else
 		jw_null_field(w, "inside");
 	if (r->in_api && r->api_bytes)

@@ -12,7 +12,7 @@
  * update is not preempted by a switch of the same thread (true on the
  * non-preemptible kernels we run on); if it happens, api_preempted counts it.
  */
-#include "gpu_api.h"
+#include "probes.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

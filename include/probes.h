@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause */
 /*
- * The protocol of the CUDA/NCCL uprobes, shared by BPF and user space.
- * User space finds the functions (user/model/gpu_api_table.c lists them) and attaches
- * one BPF program to many of them; the attach cookie tells the program
- * which function fired and how to read its arguments.
+ * The protocol of the uprobes on user-space libraries, shared by BPF and
+ * user space: the CUDA runtime and driver and NCCL (bpf/cuda_nccl.bpf.h),
+ * libtorch's brackets and the interpreter's lock wait (bpf/torch.bpf.h).
+ * User space finds the functions (user/model/probe_table.c lists them,
+ * user/acquire/lib_probes.c attaches them) and attaches one BPF program to
+ * many of them; the attach cookie tells the program which function fired
+ * and how to read its arguments.
  */
-#ifndef TB_GPU_API_H
-#define TB_GPU_API_H
+#ifndef TB_PROBES_H
+#define TB_PROBES_H
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
@@ -216,4 +219,4 @@ enum tb_resolved {
 					 * with this fetch's step (TB_PH_PEND_SHELD) */
 };
 
-#endif /* TB_GPU_API_H */
+#endif /* TB_PROBES_H */

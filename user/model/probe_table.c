@@ -6,41 +6,41 @@
  */
 #include <stdint.h>
 #include <string.h>
-#include "gpu_api_table.h"
+#include "probe_table.h"
 
 #define SYNC(n, f, core)	{ n, f, TB_AK_SYNC, 0, 0, 0, core, 0 }
 #define COPY(n, f, core)	{ n, f, TB_AK_MEMCPY, 0, 0, 0, core, 0 }
-#define COLL(n, cnt, dt, cm, core) { n, GF_NCCL, TB_AK_COLL, cnt, dt, 0, core, cm }
-#define P2P(n)			{ n, GF_NCCL, TB_AK_P2P, 2, 3, 0, true, 5 }
-#define INIT(n, il, core)	{ n, GF_NCCL, TB_AK_COMM_INIT, 0, 0, il, core, 0 }
-#define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == GF_CUDA, false, 0 }
-#define TORCH(n, k, core)	{ n, GF_TORCH, k, 0, 0, 0, core, 0 }
-#define PYLOCK(n, gil_after)	{ n, GF_PYTHON, TB_AK_PYLOCK, 0, 0, gil_after, false, 0 }
+#define COLL(n, cnt, dt, cm, core) { n, LIB_NCCL, TB_AK_COLL, cnt, dt, 0, core, cm }
+#define P2P(n)			{ n, LIB_NCCL, TB_AK_P2P, 2, 3, 0, true, 5 }
+#define INIT(n, il, core)	{ n, LIB_NCCL, TB_AK_COMM_INIT, 0, 0, il, core, 0 }
+#define LAUNCH(n, f)		{ n, f, TB_AK_LAUNCH, 0, 0, (f) == LIB_CUDA, false, 0 }
+#define TORCH(n, k, core)	{ n, LIB_TORCH, k, 0, 0, 0, core, 0 }
+#define PYLOCK(n, gil_after)	{ n, LIB_PYTHON, TB_AK_PYLOCK, 0, 0, gil_after, false, 0 }
 
-const struct gpu_api gpu_apis[] = {
-	SYNC("cudaDeviceSynchronize", GF_CUDART, true),
-	SYNC("cudaStreamSynchronize", GF_CUDART, true),
-	SYNC("cudaStreamSynchronize_ptsz", GF_CUDART, false),
-	SYNC("cudaEventSynchronize", GF_CUDART, true),
-	COPY("cudaMemcpy", GF_CUDART, true),
-	COPY("cudaMemcpy_ptds", GF_CUDART, false),
-	COPY("cudaMemcpy2D", GF_CUDART, false),
-	COPY("cudaMemcpy2D_ptds", GF_CUDART, false),
-	COPY("cudaMemcpy3D", GF_CUDART, false),
-	COPY("cudaMemcpy3D_ptds", GF_CUDART, false),
-	COPY("cudaMemcpyFromSymbol", GF_CUDART, false),
-	COPY("cudaMemcpyFromSymbol_ptds", GF_CUDART, false),
-	COPY("cudaMemcpyPeer", GF_CUDART, false),
+const struct probe_fn probe_fns[] = {
+	SYNC("cudaDeviceSynchronize", LIB_CUDART, true),
+	SYNC("cudaStreamSynchronize", LIB_CUDART, true),
+	SYNC("cudaStreamSynchronize_ptsz", LIB_CUDART, false),
+	SYNC("cudaEventSynchronize", LIB_CUDART, true),
+	COPY("cudaMemcpy", LIB_CUDART, true),
+	COPY("cudaMemcpy_ptds", LIB_CUDART, false),
+	COPY("cudaMemcpy2D", LIB_CUDART, false),
+	COPY("cudaMemcpy2D_ptds", LIB_CUDART, false),
+	COPY("cudaMemcpy3D", LIB_CUDART, false),
+	COPY("cudaMemcpy3D_ptds", LIB_CUDART, false),
+	COPY("cudaMemcpyFromSymbol", LIB_CUDART, false),
+	COPY("cudaMemcpyFromSymbol_ptds", LIB_CUDART, false),
+	COPY("cudaMemcpyPeer", LIB_CUDART, false),
 
-	SYNC("cuCtxSynchronize", GF_CUDA, true),
-	SYNC("cuCtxSynchronize_v2", GF_CUDA, false),
-	SYNC("cuStreamSynchronize", GF_CUDA, true),
-	SYNC("cuStreamSynchronize_ptsz", GF_CUDA, false),
-	SYNC("cuEventSynchronize", GF_CUDA, true),
-	COPY("cuMemcpy", GF_CUDA, false),
-	COPY("cuMemcpy_ptds", GF_CUDA, false),
-	COPY("cuMemcpyDtoH_v2", GF_CUDA, true),
-	COPY("cuMemcpyDtoH_v2_ptds", GF_CUDA, false),
+	SYNC("cuCtxSynchronize", LIB_CUDA, true),
+	SYNC("cuCtxSynchronize_v2", LIB_CUDA, false),
+	SYNC("cuStreamSynchronize", LIB_CUDA, true),
+	SYNC("cuStreamSynchronize_ptsz", LIB_CUDA, false),
+	SYNC("cuEventSynchronize", LIB_CUDA, true),
+	COPY("cuMemcpy", LIB_CUDA, false),
+	COPY("cuMemcpy_ptds", LIB_CUDA, false),
+	COPY("cuMemcpyDtoH_v2", LIB_CUDA, true),
+	COPY("cuMemcpyDtoH_v2_ptds", LIB_CUDA, false),
 
 	/*
 	 * (sendbuff, recvbuff, count, datatype, ...) unless noted; the comm
@@ -57,35 +57,35 @@ const struct gpu_api gpu_apis[] = {
 	COLL("ncclScatter", 3, 4, 6, false),	/* ..., root, comm, stream */
 	P2P("ncclSend"),		/* (buff, count, datatype, peer, comm, stream) */
 	P2P("ncclRecv"),
-	{ "ncclGroupStart", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
-	{ "ncclGroupEnd", GF_NCCL, TB_AK_GROUP, 0, 0, 0, true },
+	{ "ncclGroupStart", LIB_NCCL, TB_AK_GROUP, 0, 0, 0, true },
+	{ "ncclGroupEnd", LIB_NCCL, TB_AK_GROUP, 0, 0, 0, true },
 	INIT("ncclCommInitRank", TB_IL_RANK, true),
 	INIT("ncclCommInitRankConfig", TB_IL_RANK, false),
 	INIT("ncclCommInitAll", TB_IL_ALL, false),
 	INIT("ncclCommInitRankScalable", TB_IL_SCALABLE, false),
 	INIT("ncclCommSplit", TB_IL_SPLIT, false),
 	INIT("ncclCommShrink", TB_IL_SHRINK, false),
-	{ "ncclCommFinalize", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
-	{ "ncclCommDestroy", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, true },
-	{ "ncclCommAbort", GF_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
+	{ "ncclCommFinalize", LIB_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
+	{ "ncclCommDestroy", LIB_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, true },
+	{ "ncclCommAbort", LIB_NCCL, TB_AK_COMM_DESTROY, 0, 0, 0, false },
 
 	/* --launches: every way a kernel reaches the GPU */
-	LAUNCH("cudaLaunchKernel", GF_CUDART),
-	LAUNCH("cudaLaunchKernel_ptsz", GF_CUDART),
-	LAUNCH("cudaLaunchKernelExC", GF_CUDART),
-	LAUNCH("cudaLaunchKernelExC_ptsz", GF_CUDART),
-	LAUNCH("cudaLaunchCooperativeKernel", GF_CUDART),
-	LAUNCH("cudaLaunchCooperativeKernel_ptsz", GF_CUDART),
-	LAUNCH("cudaGraphLaunch", GF_CUDART),
-	LAUNCH("cudaGraphLaunch_ptsz", GF_CUDART),
-	LAUNCH("cuLaunchKernel", GF_CUDA),
-	LAUNCH("cuLaunchKernel_ptsz", GF_CUDA),
-	LAUNCH("cuLaunchKernelEx", GF_CUDA),
-	LAUNCH("cuLaunchKernelEx_ptsz", GF_CUDA),
-	LAUNCH("cuLaunchCooperativeKernel", GF_CUDA),
-	LAUNCH("cuLaunchCooperativeKernel_ptsz", GF_CUDA),
-	LAUNCH("cuGraphLaunch", GF_CUDA),
-	LAUNCH("cuGraphLaunch_ptsz", GF_CUDA),
+	LAUNCH("cudaLaunchKernel", LIB_CUDART),
+	LAUNCH("cudaLaunchKernel_ptsz", LIB_CUDART),
+	LAUNCH("cudaLaunchKernelExC", LIB_CUDART),
+	LAUNCH("cudaLaunchKernelExC_ptsz", LIB_CUDART),
+	LAUNCH("cudaLaunchCooperativeKernel", LIB_CUDART),
+	LAUNCH("cudaLaunchCooperativeKernel_ptsz", LIB_CUDART),
+	LAUNCH("cudaGraphLaunch", LIB_CUDART),
+	LAUNCH("cudaGraphLaunch_ptsz", LIB_CUDART),
+	LAUNCH("cuLaunchKernel", LIB_CUDA),
+	LAUNCH("cuLaunchKernel_ptsz", LIB_CUDA),
+	LAUNCH("cuLaunchKernelEx", LIB_CUDA),
+	LAUNCH("cuLaunchKernelEx_ptsz", LIB_CUDA),
+	LAUNCH("cuLaunchCooperativeKernel", LIB_CUDA),
+	LAUNCH("cuLaunchCooperativeKernel_ptsz", LIB_CUDA),
+	LAUNCH("cuGraphLaunch", LIB_CUDA),
+	LAUNCH("cuGraphLaunch_ptsz", LIB_CUDA),
 
 	/*
 	 * PyTorch's brackets (docs/phases.md): libtorch_cpu opens them, and
@@ -120,44 +120,44 @@ const struct gpu_api gpu_apis[] = {
 	PYLOCK("_PySemaphore_Wait", 0),
 };
 
-const int gpu_napis = sizeof(gpu_apis) / sizeof(gpu_apis[0]);
-_Static_assert(sizeof(gpu_apis) / sizeof(gpu_apis[0]) <= TB_MAX_APIS,
+const int probe_nfns = sizeof(probe_fns) / sizeof(probe_fns[0]);
+_Static_assert(sizeof(probe_fns) / sizeof(probe_fns[0]) <= TB_MAX_APIS,
 	       "the api id is 8 bits of the cookie");
 
-const char *const gpu_family_names[GF_NFAMILIES] = { "cudart", "cuda", "nccl", "torch",
+const char *const probe_family_names[LIB_NFAMILIES] = { "cudart", "cuda", "nccl", "torch",
 						      "python" };
-const char *const gpu_kind_names[TB_AK_NKINDS] = {
+const char *const probe_kind_names[TB_AK_NKINDS] = {
 	"sync", "memcpy", "collective", "p2p", "group", "comm_init",
 	"comm_destroy", "launch", "torch_open", "torch_op", "torch_close",
 	"torch_backward", "torch_save", "torch_saved", "torch_op_ret", "py_lock",
 };
 
-int gpu_api_find(const char *name)
+int probe_fn_find(const char *name)
 {
-	for (int i = 0; i < gpu_napis; i++)
-		if (!strcmp(gpu_apis[i].name, name))
+	for (int i = 0; i < probe_nfns; i++)
+		if (!strcmp(probe_fns[i].name, name))
 			return i;
 	return -1;
 }
 
-uint64_t gpu_api_cookie(int api)
+uint64_t probe_fn_cookie(int api)
 {
-	const struct gpu_api *a = &gpu_apis[api];
+	const struct probe_fn *a = &probe_fns[api];
 
 	return TB_COOKIE(api, a->kind, a->cnt, a->dt, a->il, a->cm);
 }
 
-bool gpu_kind_is_sync(enum tb_api_kind k)
+bool probe_kind_is_sync(enum tb_api_kind k)
 {
 	return k == TB_AK_SYNC || k == TB_AK_MEMCPY;
 }
 
-bool gpu_kind_is_torch(enum tb_api_kind k)
+bool probe_kind_is_torch(enum tb_api_kind k)
 {
 	return k >= TB_AK_TORCH_OPEN && k <= TB_AK_PYLOCK;
 }
 
-bool gpu_kind_is_op(enum tb_api_kind k)
+bool probe_kind_is_op(enum tb_api_kind k)
 {
 	return k == TB_AK_COLL || k == TB_AK_P2P;
 }

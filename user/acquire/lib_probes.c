@@ -11,7 +11,7 @@
 #include <bpf/libbpf.h>
 #include "clock.h"
 #include "elf_syms.h"
-#include "gpu_probes.h"
+#include "lib_probes.h"
 #include "libraries.h"
 #include "links.h"
 #include "grow.h"
@@ -32,7 +32,7 @@
  */
 #define SCAN_LOADING_NS 800000000ull
 
-void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
+void lib_probes_init(struct lib_probes *gp, struct tracer *tr, struct gpu *g,
 		     bool launches, bool phases, bool verbose)
 {
 	memset(gp, 0, sizeof(*gp));
@@ -46,16 +46,16 @@ void gpu_probes_init(struct gpu_probes *gp, struct tracer *tr, struct gpu *g,
 }
 
 /* Removes a process's probes; forget: its mappings too (exec replaced them). */
-static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
+static void detach(struct lib_probes *gp, struct lp_proc *p, bool forget)
 {
 	struct bpf_link **all = NULL;
-	int n = 0, *fds = calloc(p->nmaps * GP_NPROGS + 1, sizeof(*fds)), nfds = 0;
+	int n = 0, *fds = calloc(p->nmaps * LP_NPROGS + 1, sizeof(*fds)), nfds = 0;
 
 	for (int i = 0; i < p->nmaps; i++) {
-		struct gp_map *m = &p->maps[i];
+		struct lp_map *m = &p->maps[i];
 		struct bpf_link **grown;
 
-		for (int k = 0; k < GP_NPROGS; k++) {
+		for (int k = 0; k < LP_NPROGS; k++) {
 			if (m->multi_fds[k] >= 0 && fds)
 				fds[nfds++] = m->multi_fds[k];
 			else if (m->multi_fds[k] >= 0)
@@ -89,7 +89,7 @@ static void detach(struct gpu_probes *gp, struct gp_proc *p, bool forget)
 	gpu_proc_forget_maps(&gp->gpu->procs[p->proc]);
 }
 
-void gpu_probes_free(struct gpu_probes *gp)
+void lib_probes_free(struct lib_probes *gp)
 {
 	for (int i = 0; i < gp->nprocs; i++) {
 		detach(gp, &gp->procs[i], false);
@@ -100,10 +100,10 @@ void gpu_probes_free(struct gpu_probes *gp)
 }
 
 /* pid's probes that are still in place, made (with the model's entry) if none. */
-static struct gp_proc *proc_get(struct gpu_probes *gp, pid_t pid, uint64_t now)
+static struct lp_proc *proc_get(struct lib_probes *gp, pid_t pid, uint64_t now)
 {
 	struct gpu_proc *mp;
-	struct gp_proc *p;
+	struct lp_proc *p;
 
 	for (int i = gp->nprocs - 1; i >= 0; i--)
 		if (!gp->procs[i].detached && gp->gpu->procs[gp->procs[i].proc].pid == pid)
@@ -119,12 +119,12 @@ static struct gp_proc *proc_get(struct gpu_probes *gp, pid_t pid, uint64_t now)
 	return p;
 }
 
-static struct gpu_proc *model_of(struct gpu_probes *gp, const struct gp_proc *p)
+static struct gpu_proc *model_of(struct lib_probes *gp, const struct lp_proc *p)
 {
 	return &gp->gpu->procs[p->proc];
 }
 
-static pid_t pid_of(struct gpu_probes *gp, const struct gp_proc *p)
+static pid_t pid_of(struct lib_probes *gp, const struct lp_proc *p)
 {
 	return model_of(gp, p)->pid;
 }
@@ -136,7 +136,7 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-void gpu_so_version(const char *name, char *out, size_t len)
+void lib_so_version(const char *name, char *out, size_t len)
 {
 	const char *v = strstr(base_name(name), ".so.");
 
@@ -147,12 +147,12 @@ static void warn_object(const struct gpu_object *o, const struct elf_info *info,
 {
 	char missing[512];
 
-	for (int f = 0; f < GF_NFAMILIES; f++) {
+	for (int f = 0; f < LIB_NFAMILIES; f++) {
 		if (!(o->families & (1u << f))) {
 			if (!library_named(o->path, f))
 				continue;
 			fprintf(stderr, "trainbpf: warning: %s (pid %d) is named like %s but %s: its calls are not seen\n",
-				o->path, pid, gpu_family_names[f],
+				o->path, pid, probe_family_names[f],
 				info->has_symbols ? "defines none of its functions" :
 				"has no symbol table (stripped)");
 			continue;
@@ -165,8 +165,8 @@ static void warn_object(const struct gpu_object *o, const struct elf_info *info,
 
 static bool defines_kind(const struct gpu_object *o, enum tb_api_kind k)
 {
-	for (int i = 0; i < gpu_napis; i++)
-		if (o->offs[i] && gpu_apis[i].kind == k)
+	for (int i = 0; i < probe_nfns; i++)
+		if (o->offs[i] && probe_fns[i].kind == k)
 			return true;
 	return false;
 }
@@ -175,10 +175,10 @@ static bool defines_kind(const struct gpu_object *o, enum tb_api_kind k)
 static void object_families(struct gpu_object *o, int found, int fd, const char *path,
 			    const struct elf_info *info)
 {
-	for (int i = 0; i < gpu_napis && found > 0; i++) {
+	for (int i = 0; i < probe_nfns && found > 0; i++) {
 		if (!o->offs[i])
 			continue;
-		o->families |= 1u << gpu_apis[i].family;
+		o->families |= 1u << probe_fns[i].family;
 		for (int j = 0; j < i; j++)
 			if (o->offs[j] == o->offs[i])
 				o->alias[i] = true;
@@ -194,18 +194,18 @@ static void object_families(struct gpu_object *o, int found, int fd, const char 
 		o->nop_returns = elf_call_returns(fd,
 			"_ZN5torch3jit37_get_operation_for_overload_or_packetE*",
 			"_ZN5torch3jit24invokeOperatorFromPythonE*", o->op_returns, 2);
-	for (int f = 0; f < GF_NFAMILIES; f++) {
+	for (int f = 0; f < LIB_NFAMILIES; f++) {
 		if (!(o->families & (1u << f)))
 			continue;
 		o->is_static[f] = !library_named(path, f);
-		if (f == GF_NCCL &&
+		if (f == LIB_NCCL &&
 		    elf_find_string(fd, "NCCL version ", o->version[f], sizeof(o->version[f])))
 			continue;
 		if (o->is_static[f])
 			continue;	/* the file's version is its host's, not ours */
-		gpu_so_version(path, o->version[f], sizeof(o->version[f]));
+		lib_so_version(path, o->version[f], sizeof(o->version[f]));
 		if (!o->version[f][0] && info->soname[0])
-			gpu_so_version(info->soname, o->version[f], sizeof(o->version[f]));
+			lib_so_version(info->soname, o->version[f], sizeof(o->version[f]));
 	}
 }
 
@@ -221,7 +221,7 @@ static void probe_points(struct gpu_object *o, int fd)
 	static const unsigned char endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 	unsigned char b[4];
 
-	for (int i = 0; i < gpu_napis; i++) {
+	for (int i = 0; i < probe_nfns; i++) {
 		o->probe_at[i] = o->offs[i];
 		if (o->offs[i] && pread(fd, b, sizeof(b), (off_t)o->offs[i]) == sizeof(b) &&
 		    !memcmp(b, endbr64, sizeof(b)))
@@ -241,8 +241,8 @@ static bool same_file(const struct gpu_object *o, const struct stat *st)
 	       o->mtime_ns == ts_ns(&st->st_mtim) && o->ctime_ns == ts_ns(&st->st_ctim);
 }
 
-/* The one object standing for every file past GP_MAX_OBJECTS with nothing to probe. */
-static int plain_object(struct gpu_probes *gp)
+/* The one object standing for every file past LP_MAX_OBJECTS with nothing to probe. */
+static int plain_object(struct lib_probes *gp)
 {
 	gp->unkept++;
 	if (gp->plain < 0 && (gp->plain = gpu_object_add(gp->gpu)) >= 0)
@@ -262,21 +262,21 @@ static int owned_objects(const struct gpu *g, uint32_t uid)
 }
 
 /*
- * One owner's look-alikes past GP_MAX_USER_OBJECTS: not kept, not probed
+ * One owner's look-alikes past LP_MAX_USER_OBJECTS: not kept, not probed
  * (the stand-in), counted with the refused; said once per owner.
  */
-static int user_past_share(struct gpu_probes *gp, const struct gpu_object *o, pid_t pid)
+static int user_past_share(struct lib_probes *gp, const struct gpu_object *o, pid_t pid)
 {
 	int i;
 
 	gp->refused++;
 	for (i = 0; i < gp->nsaid_uid && gp->said_uid[i] != o->uid; i++)
 		;
-	if (i == gp->nsaid_uid && i < GP_MAX_SAID_UIDS) {
+	if (i == gp->nsaid_uid && i < LP_MAX_SAID_UIDS) {
 		gp->said_uid[gp->nsaid_uid++] = o->uid;
 		fprintf(stderr, "trainbpf: warning: %s (pid %d): uid %u owns %d libraries "
 			"kept already: not probed, nor more of theirs\n", o->path, pid, o->uid,
-			GP_MAX_USER_OBJECTS);
+			LP_MAX_USER_OBJECTS);
 	}
 	return plain_object(gp);
 }
@@ -287,7 +287,7 @@ static int user_past_share(struct gpu_probes *gp, const struct gpu_object *o, pi
  * inode, is read again: its old offsets would put an int3 in the middle of
  * another program's instructions.
  */
-static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
+static int object_get(struct lib_probes *gp, const struct stat *st, int fd,
 		      const char *path, pid_t pid)
 {
 	const char *names[TB_MAX_APIS];
@@ -306,15 +306,15 @@ static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
 	o.ctime_ns = ts_ns(&st->st_ctim);
 	o.uid = st->st_uid;
 	snprintf(o.path, sizeof(o.path), "%s", path);
-	for (int i = 0; i < gpu_napis; i++)
-		names[i] = gpu_apis[i].name;
-	found = elf_find_functions(fd, names, gpu_napis, o.offs, &info);
+	for (int i = 0; i < probe_nfns; i++)
+		names[i] = probe_fns[i].name;
+	found = elf_find_functions(fd, names, probe_nfns, o.offs, &info);
 	probe_points(&o, fd);
 	object_families(&o, found, fd, path, &info);
 	warn_object(&o, &info, pid);
-	if (!o.families && g->nobjs >= GP_MAX_OBJECTS)
+	if (!o.families && g->nobjs >= LP_MAX_OBJECTS)
 		return plain_object(gp);
-	if (o.families && o.uid && owned_objects(g, o.uid) >= GP_MAX_USER_OBJECTS)
+	if (o.families && o.uid && owned_objects(g, o.uid) >= LP_MAX_USER_OBJECTS)
 		return user_past_share(gp, &o, pid);
 	idx = gpu_object_add(g);
 	if (idx >= 0)
@@ -323,7 +323,7 @@ static int object_get(struct gpu_probes *gp, const struct stat *st, int fd,
 }
 
 /* The mapping of the file m names, as an index into the process's maps; -1. */
-static int mapping_find(const struct gp_proc *p, const struct map_line *m)
+static int mapping_find(const struct lp_proc *p, const struct map_line *m)
 {
 	for (int i = 0; i < p->nmaps; i++)
 		if (p->maps[i].dev == m->dev && p->maps[i].ino == m->ino)
@@ -331,7 +331,7 @@ static int mapping_find(const struct gp_proc *p, const struct map_line *m)
 	return -1;
 }
 
-static int add_link(struct gp_map *am, struct bpf_link *l)
+static int add_link(struct lp_map *am, struct bpf_link *l)
 {
 	struct bpf_link **n = realloc(am->links, (am->nlinks + 1) * sizeof(*n));
 
@@ -346,9 +346,9 @@ static int add_link(struct gp_map *am, struct bpf_link *l)
 
 static uint64_t cookie_of(const struct gpu_object *o, int api)
 {
-	uint64_t c = gpu_api_cookie(api);
+	uint64_t c = probe_fn_cookie(api);
 
-	if (!o->torch_legacy || gpu_apis[api].kind != TB_AK_TORCH_OP)
+	if (!o->torch_legacy || probe_fns[api].kind != TB_AK_TORCH_OP)
 		return c;
 	return c | TB_COOKIE_LEGACY | (o->nop_returns ? TB_COOKIE_RET_SITE : 0);
 }
@@ -362,47 +362,47 @@ static struct bpf_link *attach_one(struct bpf_program *prog, pid_t pid, const ch
 }
 
 /* Is api probed in o: defined there, not an alias, and asked for? */
-static bool probed(const struct gpu_probes *gp, const struct gpu_object *o, int api)
+static bool probed(const struct lib_probes *gp, const struct gpu_object *o, int api)
 {
 	return o->offs[api] && !o->alias[api] &&
-	       (gpu_apis[api].kind != TB_AK_LAUNCH || gp->launches) &&
-	       (!gpu_kind_is_torch(gpu_apis[api].kind) || gp->phases);
+	       (probe_fns[api].kind != TB_AK_LAUNCH || gp->launches) &&
+	       (!probe_kind_is_torch(probe_fns[api].kind) || gp->phases);
 }
 
 /* Whether a function of kind k gets program p. */
-static bool gets(enum tb_api_kind k, enum gp_prog p)
+static bool gets(enum tb_api_kind k, enum lp_prog p)
 {
 	switch (p) {
-	case GP_GPU_RET:
-	case GP_GPU_ENTRY:
+	case LP_GPU_RET:
+	case LP_GPU_ENTRY:
 		return k < TB_AK_LAUNCH;
-	case GP_LAUNCH:
+	case LP_LAUNCH:
 		return k == TB_AK_LAUNCH;
-	case GP_TORCH_RET:
+	case LP_TORCH_RET:
 		return k == TB_AK_TORCH_BACKWARD || k == TB_AK_PYLOCK;
-	case GP_TORCH_ENTRY:
-		return gpu_kind_is_torch(k);
+	case LP_TORCH_ENTRY:
+		return probe_kind_is_torch(k);
 	default:
 		return false;
 	}
 }
 
-static bool is_return(enum gp_prog p)
+static bool is_return(enum lp_prog p)
 {
-	return p == GP_GPU_RET || p == GP_TORCH_RET;
+	return p == LP_GPU_RET || p == LP_TORCH_RET;
 }
 
-static struct bpf_program *program(const struct trainbpf_bpf *skel, enum gp_prog p,
+static struct bpf_program *program(const struct trainbpf_bpf *skel, enum lp_prog p,
 				   bool multi)
 {
 	switch (p) {
-	case GP_GPU_RET:
+	case LP_GPU_RET:
 		return multi ? skel->progs.gpu_exit_multi : skel->progs.gpu_exit;
-	case GP_GPU_ENTRY:
+	case LP_GPU_ENTRY:
 		return multi ? skel->progs.gpu_enter_multi : skel->progs.gpu_enter;
-	case GP_LAUNCH:
+	case LP_LAUNCH:
 		return multi ? skel->progs.gpu_launch_multi : skel->progs.gpu_launch;
-	case GP_TORCH_RET:
+	case LP_TORCH_RET:
 		return multi ? skel->progs.torch_return_multi : skel->progs.torch_return;
 	default:
 		return multi ? skel->progs.torch_entry_multi : skel->progs.torch_entry;
@@ -410,13 +410,13 @@ static struct bpf_program *program(const struct trainbpf_bpf *skel, enum gp_prog
 }
 
 /* The functions of o that program p probes; probes[] counts entries per family. */
-static int select_apis(const struct gpu_probes *gp, const struct gpu_object *o,
-		       enum gp_prog p, uint64_t *offs, uint64_t *cookies, int *probes)
+static int select_apis(const struct lib_probes *gp, const struct gpu_object *o,
+		       enum lp_prog p, uint64_t *offs, uint64_t *cookies, int *probes)
 {
 	int n = 0;
 
-	for (int i = 0; i < gpu_napis; i++) {
-		const struct gpu_api *a = &gpu_apis[i];
+	for (int i = 0; i < probe_nfns; i++) {
+		const struct probe_fn *a = &probe_fns[i];
 
 		if (!probed(gp, o, i) || !gets(a->kind, p))
 			continue;
@@ -428,9 +428,9 @@ static int select_apis(const struct gpu_probes *gp, const struct gpu_object *o,
 	return n;
 }
 
-static void close_multi(struct gp_map *am)
+static void close_multi(struct lp_map *am)
 {
-	for (int k = 0; k < GP_NPROGS; k++) {
+	for (int k = 0; k < LP_NPROGS; k++) {
 		if (am->multi_fds[k] >= 0)
 			close(am->multi_fds[k]);
 		am->multi_fds[k] = -1;
@@ -438,18 +438,18 @@ static void close_multi(struct gp_map *am)
 }
 
 /*
- * One uprobe_multi link per program, in enum gp_prog's order. Returns
+ * One uprobe_multi link per program, in enum lp_prog's order. Returns
  * -errno when the kernel refuses: the caller falls back to one perf-event
  * uprobe per function.
  */
-static int attach_multi(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
-			struct gp_map *am, const char *path)
+static int attach_multi(struct lib_probes *gp, pid_t pid, struct gpu_mapping *mm,
+			struct lp_map *am, const char *path)
 {
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
 	uint64_t offs[TB_MAX_APIS], cookies[TB_MAX_APIS];
-	int probes[GF_NFAMILIES] = {};
+	int probes[LIB_NFAMILIES] = {};
 
-	for (int p = 0; p < GP_NPROGS; p++) {
+	for (int p = 0; p < LP_NPROGS; p++) {
 		int n = select_apis(gp, o, p, offs, cookies, probes), fd;
 
 		if (!n)
@@ -467,19 +467,19 @@ static int attach_multi(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm
 }
 
 /* A perf-event uprobe per function and program; how many failed, the last error in *err. */
-static int attach_each(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
-		       struct gp_map *am, const char *path, int *err)
+static int attach_each(struct lib_probes *gp, pid_t pid, struct gpu_mapping *mm,
+		       struct lp_map *am, const char *path, int *err)
 {
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
 	int failed = 0;
 
-	for (int i = 0; i < gpu_napis; i++) {
-		const struct gpu_api *a = &gpu_apis[i];
+	for (int i = 0; i < probe_nfns; i++) {
+		const struct probe_fn *a = &probe_fns[i];
 		bool ok = true;
 
 		if (!probed(gp, o, i))
 			continue;
-		for (int p = 0; p < GP_NPROGS && ok; p++) {
+		for (int p = 0; p < LP_NPROGS && ok; p++) {
 			struct bpf_link *l;
 
 			if (!gets(a->kind, p))
@@ -497,23 +497,23 @@ static int attach_each(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
 	return failed;
 }
 
-static bool uses_multi(const struct gp_map *am)
+static bool uses_multi(const struct lp_map *am)
 {
-	for (int k = 0; k < GP_NPROGS; k++)
+	for (int k = 0; k < LP_NPROGS; k++)
 		if (am->multi_fds[k] >= 0)
 			return true;
 	return false;
 }
 
 /* torch < 2.0: a uprobe where each torch.ops call returns (no uretprobe). */
-static int attach_op_returns(struct gpu_probes *gp, pid_t pid, struct gp_map *am,
+static int attach_op_returns(struct lib_probes *gp, pid_t pid, struct lp_map *am,
 			     const char *path, const struct gpu_object *o)
 {
 	int api = 0, failed = 0;
 
-	while (api < gpu_napis && gpu_apis[api].kind != TB_AK_TORCH_OP)
+	while (api < probe_nfns && probe_fns[api].kind != TB_AK_TORCH_OP)
 		api++;
-	for (int i = 0; gp->phases && api < gpu_napis && i < o->nop_returns; i++) {
+	for (int i = 0; gp->phases && api < probe_nfns && i < o->nop_returns; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts,
 			    .bpf_cookie = TB_COOKIE(api, TB_AK_TORCH_OP_RET, 0, 0, 0, 0));
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(gp->tr->skel->progs.torch_entry,
@@ -526,9 +526,9 @@ static int attach_op_returns(struct gpu_probes *gp, pid_t pid, struct gp_map *am
 	return failed;
 }
 
-/* The entry and return order is enum gp_prog's (gpu_probes.h). */
-static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *mm,
-			  struct gp_map *am, const char *path)
+/* The entry and return order is enum lp_prog's (lib_probes.h). */
+static void attach_object(struct lib_probes *gp, pid_t pid, struct gpu_mapping *mm,
+			  struct lp_map *am, const char *path)
 {
 	const struct gpu_object *o = &gp->gpu->objs[mm->obj];
 	int failed = 0, err = 0, n = 0;
@@ -551,7 +551,7 @@ static void attach_object(struct gpu_probes *gp, pid_t pid, struct gpu_mapping *
 		fprintf(stderr, "trainbpf: warning: %d probes on %s (pid %d) failed: %s\n",
 			failed, o->path, pid, strerror(err));
 done:
-	for (int f = 0; f < GF_NFAMILIES; f++)
+	for (int f = 0; f < LIB_NFAMILIES; f++)
 		n += mm->probes[f];
 	if (gp->verbose)
 		fprintf(stderr, "trainbpf: %.3f s: %d functions probed in %s (pid %d)%s\n",
@@ -560,7 +560,7 @@ done:
 }
 
 /* Tells BPF where this process's CUDA runtime code is (see tb_rt_ranges). */
-static void update_rt_ranges(struct gpu_probes *gp, struct gp_proc *p)
+static void update_rt_ranges(struct lib_probes *gp, struct lp_proc *p)
 {
 	const struct gpu_proc *mp = model_of(gp, p);
 	struct tb_rt_ranges r = {};
@@ -568,7 +568,7 @@ static void update_rt_ranges(struct gpu_probes *gp, struct gp_proc *p)
 	int n = 0;
 
 	for (int i = 0; i < p->nmaps && n < TB_MAX_RT_RANGES; i++) {
-		if (!(gp->gpu->objs[mp->maps[i].obj].families & (1u << GF_CUDART)))
+		if (!(gp->gpu->objs[mp->maps[i].obj].families & (1u << LIB_CUDART)))
 			continue;
 		r.lo[n] = p->maps[i].lo;
 		r.hi[n++] = p->maps[i].hi;
@@ -578,13 +578,13 @@ static void update_rt_ranges(struct gpu_probes *gp, struct gp_proc *p)
 }
 
 /* Room for one more mapping in the process's probes; NULL if out of memory. */
-static struct gp_map *add_map(struct gp_proc *p, const struct map_line *m)
+static struct lp_map *add_map(struct lp_proc *p, const struct map_line *m)
 {
-	struct gp_map *am = tb_append(&p->maps, &p->nmaps, sizeof(*am));
+	struct lp_map *am = tb_append(&p->maps, &p->nmaps, sizeof(*am));
 
 	if (!am)
 		return NULL;
-	for (int k = 0; k < GP_NPROGS; k++)
+	for (int k = 0; k < LP_NPROGS; k++)
 		am->multi_fds[k] = -1;
 	am->lo = m->lo;
 	am->hi = m->hi;
@@ -616,7 +616,7 @@ static bool may_probe(pid_t pid, const struct stat *st)
 }
 
 /* Not probed: counted, said once per *said (a file's, or a process's). */
-static void refuse(struct gpu_probes *gp, const struct gpu_object *o, pid_t pid,
+static void refuse(struct lib_probes *gp, const struct gpu_object *o, pid_t pid,
 		   const char *why, bool *said)
 {
 	gp->refused++;
@@ -631,8 +631,8 @@ static void refuse(struct gpu_probes *gp, const struct gpu_object *o, pid_t pid,
  * them in the very file that was read, not in whatever the path names by
  * then; and only if it is still as it was read (no write in place since).
  */
-static void attach_checked(struct gpu_probes *gp, struct gp_proc *p, struct gpu_mapping *mm,
-			   struct gp_map *am, int fd, const struct stat *st)
+static void attach_checked(struct lib_probes *gp, struct lp_proc *p, struct gpu_mapping *mm,
+			   struct lp_map *am, int fd, const struct stat *st)
 {
 	struct gpu_object *o = &gp->gpu->objs[mm->obj];
 	pid_t pid = pid_of(gp, p);
@@ -643,7 +643,7 @@ static void attach_checked(struct gpu_probes *gp, struct gp_proc *p, struct gpu_
 		refuse(gp, o, pid, "writable by others or owned by another user", &o->refused);
 		return;
 	}
-	if (p->nprobed >= GP_MAX_PROBED) {
+	if (p->nprobed >= LP_MAX_PROBED) {
 		refuse(gp, o, pid, "one library too many in its process (and any after it)",
 		       &p->said_max);
 		return;
@@ -658,11 +658,11 @@ static void attach_checked(struct gpu_probes *gp, struct gp_proc *p, struct gpu_
 }
 
 /* A file the process newly maps: probed if it holds CUDA or NCCL code. */
-static void new_mapping(struct gpu_probes *gp, struct gp_proc *p, const struct map_line *m)
+static void new_mapping(struct lib_probes *gp, struct lp_proc *p, const struct map_line *m)
 {
 	pid_t pid = pid_of(gp, p);
 	struct gpu_mapping *mm;
-	struct gp_map *am;
+	struct lp_map *am;
 	struct stat st;
 	int fd, obj;
 
@@ -689,7 +689,7 @@ cleanup:
 	close(fd);
 }
 
-static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
+static void scan_process(struct lib_probes *gp, struct lp_proc *p)
 {
 	struct procmaps pm;
 	struct map_line m;
@@ -714,7 +714,7 @@ static void scan_process(struct gpu_probes *gp, struct gp_proc *p)
 		new_mapping(gp, p, &m);
 		mp = model_of(gp, p);
 		runtime_new |= mp->nmaps &&
-			(gp->gpu->objs[mp->maps[mp->nmaps - 1].obj].families & (1u << GF_CUDART));
+			(gp->gpu->objs[mp->maps[mp->nmaps - 1].obj].families & (1u << LIB_CUDART));
 	}
 	procmaps_close(&pm);
 	if (runtime_new && gp->launches)
@@ -731,7 +731,7 @@ static struct gpu_proc *latest(struct gpu *g, pid_t pid)
 }
 
 /* Per communicator: its data calls (comm_stats), into the newest made at its address. */
-static void read_comms(struct gpu_probes *gp)
+static void read_comms(struct lib_probes *gp)
 {
 	int fd = bpf_map__fd(gp->tr->skel->maps.comm_stats);
 	struct tb_comm_key key, next;
@@ -751,7 +751,7 @@ static void read_comms(struct gpu_probes *gp)
 }
 
 /* pid's communicator counts: final in the model, gone from the map. */
-static void forget_comms(struct gpu_probes *gp, pid_t pid)
+static void forget_comms(struct lib_probes *gp, pid_t pid)
 {
 	int fd = bpf_map__fd(gp->tr->skel->maps.comm_stats);
 	const struct gpu_proc *p = gpu_proc_find(gp->gpu, pid);
@@ -763,19 +763,19 @@ static void forget_comms(struct gpu_probes *gp, pid_t pid)
 	}
 }
 
-static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
+static void proc_gone(struct lib_probes *gp, struct lp_proc *p)
 {
 	pid_t pid = pid_of(gp, p);
 
 	if (p->detached)
 		return;
-	gpu_probes_read(gp);
+	lib_probes_read(gp);
 	detach(gp, p, false);
 	p->detached = true;
 	model_of(gp, p)->exited = true;
 	bpf_map_delete_elem(bpf_map__fd(gp->tr->skel->maps.rt_ranges), &pid);
 	/* Its counts are final here; the pid may come back as another process. */
-	for (int a = 0; a < gpu_napis; a++) {
+	for (int a = 0; a < probe_nfns; a++) {
 		struct tb_api_key key = { .tgid = pid, .api = a };
 
 		bpf_map_delete_elem(bpf_map__fd(gp->tr->skel->maps.api_stats), &key);
@@ -784,7 +784,7 @@ static void proc_gone(struct gpu_probes *gp, struct gp_proc *p)
 }
 
 /* Detached: nothing left to do but free; the model keeps the counts. */
-static void prune(struct gpu_probes *gp)
+static void prune(struct lib_probes *gp)
 {
 	int k = 0, *map;
 
@@ -809,12 +809,12 @@ static void prune(struct gpu_probes *gp)
  * A process's probes go when it has exited, or when the job's process of
  * that pid started after they were made (its pid was reused).
  */
-static void detach_gone(struct gpu_probes *gp, const struct job *job)
+static void detach_gone(struct lib_probes *gp, const struct job *job)
 {
 	bool any = false;
 
 	for (int j = 0; j < gp->nprocs; j++) {
-		struct gp_proc *p = &gp->procs[j];
+		struct lp_proc *p = &gp->procs[j];
 		const struct proc_rec *r;
 
 		if (p->detached)
@@ -833,10 +833,10 @@ static void detach_gone(struct gpu_probes *gp, const struct job *job)
  * Maps are read when the code changed since they were last read: at once
  * if it had been still or none was read yet, else once it stops changing
  * or a while has passed. A library named like one to probe is read at once
- * anyway (gpu_probes_on_library): a job can train within a few hundred ms
+ * anyway (lib_probes_on_library): a job can train within a few hundred ms
  * of loading libtorch, and what runs before the probes is lost.
  */
-static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
+static bool scan_due(const struct lp_proc *p, uint64_t code, uint64_t now)
 {
 	if (!code || code == p->code_kb)
 		return false;
@@ -845,7 +845,7 @@ static bool scan_due(const struct gp_proc *p, uint64_t code, uint64_t now)
 }
 
 /* Maps: milliseconds for a PyTorch process. */
-static void scan_now(struct gpu_probes *gp, struct gp_proc *p, uint64_t code)
+static void scan_now(struct lib_probes *gp, struct lp_proc *p, uint64_t code)
 {
 	p->scan_ns = now_ns();
 	p->code_kb = code;
@@ -858,12 +858,12 @@ static bool probes_its_own(const struct proc_rec *r)
 	return r && job_proc_alive(r) && r->role != TB_ROLE_WORKER;
 }
 
-void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
+void lib_probes_tick(struct lib_probes *gp, const struct job *job, uint64_t now)
 {
 	detach_gone(gp, job);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct proc_rec *r = &job->procs[i];
-		struct gp_proc *p;
+		struct lp_proc *p;
 		uint64_t code;
 
 		if (!probes_its_own(r))
@@ -881,11 +881,11 @@ void gpu_probes_tick(struct gpu_probes *gp, const struct job *job, uint64_t now)
 	}
 }
 
-void gpu_probes_on_library(struct gpu_probes *gp, const struct job *job, pid_t pid,
+void lib_probes_on_library(struct lib_probes *gp, const struct job *job, pid_t pid,
 			   uint64_t now)
 {
 	const struct proc_rec *r = job_proc_const(job, pid);
-	struct gp_proc *p;
+	struct lp_proc *p;
 
 	if (!gp->tr || !probes_its_own(r))
 		return;
@@ -898,10 +898,10 @@ void gpu_probes_on_library(struct gpu_probes *gp, const struct job *job, pid_t p
 	scan_now(gp, p, procfs_code_kb(pid));
 }
 
-void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts)
+void lib_probes_on_exec(struct lib_probes *gp, pid_t pid, uint64_t ts)
 {
 	for (int i = 0; i < gp->nprocs; i++) {
-		struct gp_proc *p = &gp->procs[i];
+		struct lp_proc *p = &gp->procs[i];
 
 		if (pid_of(gp, p) != pid || p->detached || p->scan_ns > ts)
 			continue;
@@ -913,7 +913,7 @@ void gpu_probes_on_exec(struct gpu_probes *gp, pid_t pid, uint64_t ts)
 	}
 }
 
-void gpu_probes_read(struct gpu_probes *gp)
+void lib_probes_read(struct lib_probes *gp)
 {
 	struct gpu *g = gp->gpu;
 	struct tb_api_key key, next;
