@@ -8,8 +8,9 @@
  *     the thread runs again is charged to it whole, in the category it
  *     closes in (py_charge, from close_interval and a lock wait's split).
  *   - On the CPU it changes all the time: a perf sample (py_sample, per
- *     CPU, tb_py_period_ns of CPU time each) reads it and charges one
- *     period, in the category the running thread is in.
+ *     CPU, every tb_py_period_ns of CPU time) reads it and charges the
+ *     time since the thread's last sample in the same run (py_sample_ns),
+ *     in the category the running thread is in.
  *
  * User space tells which threads are Python threads (py_threads: their
  * PyThreadState by the id CPython keeps, pthread_self(), which is the
@@ -268,9 +269,34 @@ __noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name 
 	return k.id;
 }
 
+/*
+ * What a sample of s's thread (running since last_in) charges at now: for
+ * a later sample of a run, the time since the one before; for the first,
+ * one period (it stands for the period it fell in, so that runs shorter
+ * than one are charged right on average), or the time since the run began
+ * if that is longer. Either is a period, unless the CPU clock's timer
+ * interrupt came late: the sampler then skips the periods it missed, one
+ * sample for several (a VM's busy host: in CI a tenth of a spinning
+ * thread's samples, up to 10 ms at once), and a fixed period would lose
+ * them. Past 64 periods something else went wrong: one period. Stamped
+ * whether or not the stack is read: a period whose read failed is not
+ * charged to the next stack read.
+ */
+static __always_inline __u64 py_sample_ns(struct tb_slot *s, __u64 now)
+{
+	__u64 since = s->py_sampled > s->last_in ? s->py_sampled : s->last_in;
+	bool first = s->py_sampled <= s->last_in;
+	__u64 d = now > since ? now - since : 0;
+
+	s->py_sampled = now;
+	if (d >= 64 * tb_py_period_ns || (first && d < tb_py_period_ns))
+		return tb_py_period_ns;
+	return d;
+}
+
 /* record: the sample in the state stream (TB_SR_PY_SAMPLE), for the trace's stack slices. */
 static __always_inline void py_stream_sample(const struct tb_slot *s, __u64 hash, __u32 own,
-					     __u32 cp)
+					     __u32 cp, __u64 now, __u64 ns)
 {
 	struct tb_state_rec *r = bpf_ringbuf_reserve(&states, sizeof(*r), 0);
 
@@ -280,7 +306,8 @@ static __always_inline void py_stream_sample(const struct tb_slot *s, __u64 hash
 	}
 	r->tid = s->tid;
 	r->pid = s->tgid;
-	r->start_ns = r->end_ns = bpf_ktime_get_ns();
+	r->start_ns = now - ns;	/* the time it charged */
+	r->end_ns = now;
 	r->py_stack = hash;
 	r->cat = own & (TB_NCAT - 1);
 	r->cp_cat = cp & (TB_NCAT - 1);
@@ -294,16 +321,18 @@ int py_sample(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct tb_slot *s = task_slot(t, NULL);
-	__u64 hash;
+	__u64 hash, now, ns;
 
 	if (!s || s->state != TB_ST_ONCPU)
 		return 0;
+	now = bpf_ktime_get_ns();
+	ns = py_sample_ns(s, now);
 	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase), py_scope_of(s));
 	if (!hash)
 		return 0;
 	__sync_fetch_and_add(&py_counters.samples, 1);
-	py_add(hash, s, tb_oncpu_own(s), tb_oncpu_cp(s), tb_py_period_ns, TB_PYH_SAMPLE);
+	py_add(hash, s, tb_oncpu_own(s), tb_oncpu_cp(s), ns, TB_PYH_SAMPLE);
 	if (tb_stream_states)
-		py_stream_sample(s, hash, tb_oncpu_own(s), tb_oncpu_cp(s));
+		py_stream_sample(s, hash, tb_oncpu_own(s), tb_oncpu_cp(s), now, ns);
 	return 0;
 }

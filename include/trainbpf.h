@@ -288,6 +288,7 @@ struct tb_slot {
 	__u64 py_cpu;		/* TB_PY_GIL: own[TB_CPU] when the lock wait returned */
 	__u64 py_stack;		/* --functions: the Python stack read at its last switch-out
 				 * (include/pystack.h); 0: none read yet */
+	__u64 py_sampled;	/* --functions: when the on-CPU sampler last fired on it */
 	struct tb_bracket br[TB_NBRACKET];
 	struct tb_ckfile ckf[TB_NCKFILE];	/* files torch.save wrote, not renamed yet */
 	__u64 ph[TB_NPHASE][TB_NCAT];	/* critical-path time per phase */
@@ -382,8 +383,9 @@ struct tb_counters {
 #define TB_SR_SPLIT 0x1
 /*
  * --functions: not an interval but an on-CPU sample of the thread's Python
- * stack at end_ns (start_ns = end_ns), which charged one sampler period
- * (pystack.bpf.h, py_sample): its stack in py_stack. The intervals off a
+ * stack at end_ns, which charged the CPU time from start_ns (pystack.bpf.h,
+ * py_sample_ns: a sampler period, or more after periods the sampler
+ * skipped): its stack in py_stack. The intervals off a
  * CPU carry the stack read at the switch-out before them, which they are
  * charged to whole; 0 on a CPU, and for a thread whose stack is not read.
  */

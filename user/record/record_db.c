@@ -115,7 +115,7 @@ static const char schema[] =
 "CREATE TABLE scopes (tid INTEGER NOT NULL, pid INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
 "  open INTEGER NOT NULL, depth INTEGER NOT NULL, name TEXT);"
 "CREATE TABLE py_samples (tid INTEGER NOT NULL, pid INTEGER NOT NULL,"
-"  ts_ns INTEGER NOT NULL, stack INTEGER NOT NULL);";
+"  ts_ns INTEGER NOT NULL, stack INTEGER NOT NULL, ns INTEGER NOT NULL);";
 
 static const char *const stmt_sql[RS_N] = {
 	[RS_SAMPLE] = "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -153,7 +153,7 @@ static const char *const stmt_sql[RS_N] = {
 	[RS_PY_TIME] = "INSERT INTO py_time VALUES (?,?,?,?,?,?,?,?)",
 	[RS_PY_NOTE] = "INSERT INTO py_notes VALUES (?,?,?)",
 	[RS_SCOPE] = "INSERT INTO scopes VALUES (?,?,?,?,?,?)",
-	[RS_PY_SAMPLE] = "INSERT INTO py_samples VALUES (?,?,?,?)",
+	[RS_PY_SAMPLE] = "INSERT INTO py_samples VALUES (?,?,?,?,?)",
 	[RS_PY_ROLE] = "INSERT INTO py_roles VALUES (?,?,?)",
 };
 

@@ -21,6 +21,7 @@ static int insert_sample(struct recorder *r, const struct tb_state_rec *s)
 	rec_bind_int(r, RS_PY_SAMPLE, 2, s->pid);
 	rec_bind_int(r, RS_PY_SAMPLE, 3, s->end_ns);
 	rec_bind_int(r, RS_PY_SAMPLE, 4, (int64_t)s->py_stack);
+	rec_bind_int(r, RS_PY_SAMPLE, 5, s->end_ns - s->start_ns);	/* the time it charged */
 	return rec_step(r, RS_PY_SAMPLE);
 }
 

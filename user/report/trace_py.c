@@ -5,19 +5,18 @@
  *
  *   - off a CPU, for the whole of each interval (states.stack: the stack
  *     read at the switch-out before it, which it was charged to);
- *   - on a CPU, at each sample (py_samples): the sample charged one
- *     period, so its span is the period before it, from the end of the
- *     span before it at the earliest (the thread's wake-up, the sample
- *     before).
+ *   - on a CPU, at each sample (py_samples): its span is the time it
+ *     charged before it (a period, or the time since the sample before in
+ *     the same run when the sampler skipped periods: pystack.bpf.h), from
+ *     the end of the span before it at the earliest (the thread's
+ *     wake-up, the sample before).
  *
  * Off a CPU every interval is a span, so a time between two spans is the
- * thread's own on a CPU with no sample in it: the unsampled rest of a
- * run, or periods whose sample never came (the CPU clock's timer
- * interrupt came late, as it does in a VM, and the sampler skipped the
- * periods it missed: gaps of 2-5 periods in a 2-vCPU VM). The frames both
- * sides share span such a time, as a sampling profiler's timeline draws
- * them; past PY_GAP_PERIODS periods it is taken for time whose stack was
- * not read (a stack not named), and every frame closes there.
+ * thread's own on a CPU that no sample charged: the rest of a run after
+ * its last sample. The frames both sides share span such a time, as a
+ * sampling profiler's timeline draws them; past PY_GAP_PERIODS periods it
+ * is taken for time whose stack was not read (a stack not named), and
+ * every frame closes there.
  *
  * Each frame is a begin and an end event on the thread's Python track
  * (B/E, not X: a frame's end is the very timestamp its successor begins
@@ -144,11 +143,8 @@ static void span_row(sqlite3_stmt *st, void *arg)
 		w->unnamed++;
 		return;
 	}
-	if (sqlite3_column_int(st, 5)) {
-		uint64_t p = w->m->period_ns;
-
-		start = end > (int64_t)p ? end - (int64_t)p : 0;
-	}
+	if (sqlite3_column_int(st, 5))	/* a sample: start is the time it charged */
+		start = end > start ? end - start : 0;
 	n = py_track_keys(&w->m->st[s], keys);
 	py_track_span(&w->tr, start > 0 ? (uint64_t)start : 0, end > start ? (uint64_t)end :
 		      (uint64_t)(start > 0 ? start : 0), keys, n);
@@ -174,12 +170,17 @@ int trace_py_tracks(struct jw *j, struct recording *r, uint64_t t0, long *spans,
 	if (!n || !w.m)
 		return 0;
 	*has = true;
-	w.tr = (struct py_track){ .gap_ns = PY_GAP_PERIODS * w.m->period_ns, .frame = frame_event, .ctx = &w };
-	/* At one time, a sample (the run it ends) before the interval off a CPU it begins. */
-	if (rec_query(r, "SELECT tid, pid, start_ns, end_ns, stack, 0 FROM states "
+	w.tr = (struct py_track){ .gap_ns = PY_GAP_PERIODS * w.m->period_ns,
+				  .frame = frame_event, .ctx = &w };
+	/*
+	 * In time order (the last column): a sample by its own time, its start
+	 * column the time it charged (span_row makes it a start); at one time,
+	 * a sample (the run it ends) before the interval off a CPU it begins.
+	 */
+	if (rec_query(r, "SELECT tid, pid, start_ns, end_ns, stack, 0, start_ns FROM states "
 		      "WHERE stack IS NOT NULL UNION ALL "
-		      "SELECT tid, pid, ts_ns, ts_ns, stack, 1 FROM py_samples "
-		      "ORDER BY 2, 1, 3, 6 DESC", span_row, &w, err, errlen))
+		      "SELECT tid, pid, ns, ts_ns, stack, 1, ts_ns FROM py_samples "
+		      "ORDER BY 2, 1, 7, 6 DESC", span_row, &w, err, errlen))
 		return -1;
 	py_track_end(&w.tr);
 	*spans = w.spans;
