@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* The Chrome trace's events, as every track writes them (trace_events.h). */
+#include <sqlite3.h>
+#include <stdio.h>
 #include "report.h"
 #include "trace_events.h"
 
@@ -37,4 +39,24 @@ const char *trace_thread_comm(const struct recording *r, pid_t pid, pid_t tid)
 		if (p->threads[j].tid == tid)
 			comm = p->threads[j].comm;
 	return comm;
+}
+
+static void table_count(sqlite3_stmt *st, void *arg)
+{
+	*(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
+}
+
+/* Whether the recording has the table (name: a literal of ours) into *has: 0, or -1. */
+int trace_has_table(struct recording *r, const char *name, bool *has, char *err,
+		    size_t errlen)
+{
+	char sql[128];
+	uint64_t n = 0;
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+		 "AND name = '%s'", name);
+	if (rec_query(r, sql, table_count, &n, err, errlen))
+		return -1;
+	*has = n > 0;
+	return 0;
 }

@@ -3,6 +3,8 @@
 #ifndef TB_TRACE_EVENTS_H
 #define TB_TRACE_EVENTS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 #include "json_writer.h"
 #include "recording_read.h"
@@ -14,5 +16,8 @@ void trace_event(struct jw *j, const char *ph, const char *scope, const char *na
 void trace_meta_name(struct jw *j, const char *what, int pid, int tid, const char *name);
 /* The thread's name (its last entry's), or NULL. */
 const char *trace_thread_comm(const struct recording *r, pid_t pid, pid_t tid);
+/* Whether the recording has the table (name: a literal of ours) into *has: 0, or -1. */
+int trace_has_table(struct recording *r, const char *name, bool *has, char *err,
+		    size_t errlen);
 
 #endif

@@ -400,25 +400,10 @@ static void count_row(sqlite3_stmt *st, void *arg)
 	*(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
 }
 
-/* Whether the recording has the table (name: a literal of ours) into *has: 0, or -1. */
-static int has_table(struct recording *r, const char *name, bool *has, char *err,
-		     size_t errlen)
-{
-	char sql[128];
-	uint64_t n = 0;
-
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-		 "AND name = '%s'", name);
-	if (rec_query(r, sql, count_row, &n, err, errlen))
-		return -1;
-	*has = n > 0;
-	return 0;
-}
-
 /* Phase spans, a thread at a time, if the recording has them. */
 static int phase_tracks(struct tw *w, struct recording *r, char *err, size_t errlen)
 {
-	if (has_table(r, "phase_events", &w->ph.has, err, errlen))
+	if (trace_has_table(r, "phase_events", &w->ph.has, err, errlen))
 		return -1;
 	if (!w->ph.has)
 		return 0;
@@ -533,7 +518,7 @@ static int scope_tracks(struct tw *w, struct recording *r, char *err, size_t err
 {
 	int rc = 0;
 
-	if (has_table(r, "scopes", &w->sc.has, err, errlen))
+	if (trace_has_table(r, "scopes", &w->sc.has, err, errlen))
 		return -1;
 	if (!w->sc.has)
 		return 0;

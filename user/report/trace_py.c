@@ -146,28 +146,23 @@ static void span_row(sqlite3_stmt *st, void *arg)
 	if (sqlite3_column_int(st, 5))	/* a sample: start is the time it charged */
 		start = end > start ? end - start : 0;
 	n = py_track_keys(&w->m->st[s], keys);
-	py_track_span(&w->tr, start > 0 ? (uint64_t)start : 0, end > start ? (uint64_t)end :
-		      (uint64_t)(start > 0 ? start : 0), keys, n);
+	/* py_track_span drops a span that ends where it starts, or before */
+	py_track_span(&w->tr, start > 0 ? (uint64_t)start : 0, end > 0 ? (uint64_t)end : 0,
+		      keys, n);
 	w->spans++;
-}
-
-static void count_row(sqlite3_stmt *st, void *arg)
-{
-	*(long *)arg = sqlite3_column_int(st, 0);
 }
 
 int trace_py_tracks(struct jw *j, struct recording *r, uint64_t t0, long *spans,
 		    long *unnamed, bool *has, char *err, size_t errlen)
 {
 	struct tp w = { .j = j, .t0 = t0, .m = ses_py(&r->ses), .r = r };
-	long n = 0;
+	bool samples;
 
 	*spans = *unnamed = 0;
 	*has = false;
-	if (rec_query(r, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-		      "name = 'py_samples'", count_row, &n, err, errlen))
+	if (trace_has_table(r, "py_samples", &samples, err, errlen))
 		return -1;
-	if (!n || !w.m)
+	if (!samples || !w.m)
 		return 0;
 	*has = true;
 	w.tr = (struct py_track){ .gap_ns = PY_GAP_PERIODS * w.m->period_ns,
