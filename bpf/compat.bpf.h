@@ -16,6 +16,14 @@
 #ifndef COMPAT_BPF_H
 #define COMPAT_BPF_H
 
+/*
+ * One access the compiler keeps where it is, as the kernel's READ_ONCE and
+ * WRITE_ONCE (include/asm-generic/rwonce.h): another CPU reads or writes
+ * it (a waker's slot), or it is read twice on purpose (critpath.bpf.h).
+ */
+#define TB_READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define TB_WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+
 /* include/uapi/asm-generic/errno.h: a syscall's return before it ran. */
 #define TB_ENOSYS 38
 /* include/uapi/asm-generic/errno-base.h: a full preallocated BPF hash map's update. */

@@ -48,33 +48,35 @@ static __always_inline void ckpt_init(struct tb_slot *s, __u64 now)
  * (b's open interval, since b->since, counted as b_open_cat). Global, like
  * ckpt_update.
  */
-/* b's critical-path counters as of t, its open interval counted as cat. */
-static __always_inline void cp_at(struct tb_slot *b, __u32 open_cat, __u64 t,
-				  __u64 out[TB_NCAT])
+/*
+ * b's critical-path counter c as of t, its open interval counted as
+ * open_cat. One counter at a time, not an array of them: cp_split runs at
+ * the end of call chains (gpu_enter -> comm_issued -> cp_split) that the
+ * verifier holds to 512 bytes of stack in all, where a program has no
+ * private stack (kernels before 6.13, and builds without them).
+ */
+static __always_inline __u64 cp_now(const struct tb_slot *b, __u32 open_cat, __u64 t, int c)
 {
-	for (int c = 0; c < TB_NCAT; c++)
-		out[c] = b->cp[c];
-	if (t > b->since)
-		out[open_cat & (TB_NCAT - 1)] += t - b->since;
+	__u64 v = TB_READ_ONCE(b->cp[c]), since = TB_READ_ONCE(b->since);
+
+	if (c == (open_cat & (TB_NCAT - 1)) && t > since)
+		v += t - since;
+	return v;
 }
 
-/* Adds d to a->cp in proportion to share[]; rounding goes to rest_cat. */
-static __always_inline void cp_add_scaled(struct tb_slot *a, __u64 share[TB_NCAT],
-					  __u64 d, __u32 rest_cat)
+/*
+ * Adds category c's part of what is left of d (*left) to a->cp: share of
+ * total. What rounding leaves goes to the caller's rest category.
+ */
+static __always_inline void cp_add_part(struct tb_slot *a, int c, __u64 share, __u64 total,
+					__u64 *left)
 {
-	__u64 total = 0;
+	__u64 v = total ? share * *left / total : 0;
 
-	for (int c = 0; c < TB_NCAT; c++)
-		total += share[c];
-	for (int c = 0; c < TB_NCAT; c++) {
-		__u64 v = total ? share[c] * d / total : 0;
-
-		if (v > d)
-			v = d;
-		a->cp[c] += v;
-		d -= v;
-	}
-	a->cp[rest_cat & (TB_NCAT - 1)] += d;
+	if (v > *left)
+		v = *left;
+	a->cp[c] += v;
+	*left -= v;
 }
 
 static __always_inline struct tb_ckpt *ckpt_at(struct tb_slot *s, int i)
@@ -87,17 +89,35 @@ static __always_inline struct tb_ckpt *ckpt_at(struct tb_slot *s, int i)
 	return &s->ckpt[ui];
 }
 
+/*
+ * What b spent in category c over [t0, t1), from its checkpoints ck and
+ * cj (cp_split). Read once for the total and once for the split, rather
+ * than kept in an array: see cp_now.
+ */
+static __always_inline __u64 span_share(const struct tb_slot *b, __u32 open_cat, __u64 t1,
+					const struct tb_ckpt *ck, const struct tb_ckpt *cj,
+					__u64 before_j, __u64 span, int c)
+{
+	__u64 now_c = cp_now(b, open_cat, t1, c);
+	__u64 at_j = cj ? TB_READ_ONCE(cj->cp[c]) : now_c;
+	__u64 at_k = TB_READ_ONCE(ck->cp[c]);
+	/* exact over [tj, t1), proportional over [t0, tj) */
+	__u64 v = now_c > at_j ? now_c - at_j : 0;
+
+	if (before_j && at_j > at_k)
+		v += (at_j - at_k) * before_j / span;
+	return v;
+}
+
 __noinline int cp_split(struct tb_slot *a, struct tb_slot *b, __u32 b_open_cat,
 			__u64 t0, __u64 t1)
 {
-	__u64 now_cp[TB_NCAT], share[TB_NCAT];
-	__u64 tj = t1, span, before_j = 0;
+	__u64 tj = t1, span, before_j = 0, total = 0, left = t1 - t0;
 	struct tb_ckpt *ck, *cj;
 	int k;
 
 	if (!a || !b || t1 < t0)
 		return 0;
-	cp_at(b, b_open_cat, t1, now_cp);
 	/* ck: the newest checkpoint at or before t0; cj: the one after it. */
 	for (k = 0; k < TB_NCKPT - 1; k++)
 		if (b->ckpt[k].ts <= t0)
@@ -111,19 +131,23 @@ __noinline int cp_split(struct tb_slot *a, struct tb_slot *b, __u32 b_open_cat,
 	span = tj > ck->ts ? tj - ck->ts : 0;
 	if (span && tj > t0)
 		before_j = tj - t0;
-	for (int c = 0; c < TB_NCAT; c++) {
-		__u64 at_j = cj ? cj->cp[c] : now_cp[c];
-		__u64 at_k = ck->cp[c];
-		/* exact over [tj, t1), proportional over [t0, tj) */
-		__u64 v = now_cp[c] > at_j ? now_cp[c] - at_j : 0;
-
-		if (before_j && at_j > at_k)
-			v += (at_j - at_k) * before_j / span;
-		share[c] = v;
-	}
+	for (int c = 0; c < TB_NCAT; c++)
+		total += span_share(b, b_open_cat, t1, ck, cj, before_j, span, c);
 	/* b's counters may cover a little more or less time than t1 - t0. */
-	cp_add_scaled(a, share, t1 - t0, b_open_cat);
+	for (int c = 0; c < TB_NCAT; c++)
+		cp_add_part(a, c, span_share(b, b_open_cat, t1, ck, cj, before_j, span, c),
+			    total, &left);
+	a->cp[b_open_cat & (TB_NCAT - 1)] += left;
 	return 0;
+}
+
+/* What b spent in category c since a's snapshot r of it (cp_split_recent). */
+static __always_inline __u64 recent_share(const struct tb_slot *b, __u32 open_cat, __u64 t1,
+					  const struct tb_waker_snap *r, int c)
+{
+	__u64 now_c = cp_now(b, open_cat, t1, c);
+
+	return now_c > r->cp[c] ? now_c - r->cp[c] : 0;
 }
 
 /*
@@ -134,7 +158,7 @@ __noinline int cp_split(struct tb_slot *a, struct tb_slot *b, __u32 b_open_cat,
 __noinline int cp_split_recent(struct tb_slot *a, struct tb_slot *b,
 			       __u32 b_open_cat, __u64 t0, __u64 t1)
 {
-	__u64 now_cp[TB_NCAT], share[TB_NCAT];
+	__u64 total = 0, left = t1 - t0;
 	struct tb_waker_snap *r = NULL;
 
 	if (!a || !b || t1 < t0)
@@ -145,10 +169,11 @@ __noinline int cp_split_recent(struct tb_slot *a, struct tb_slot *b,
 			r = &a->recent[i];
 	if (!r)
 		return 0;
-	cp_at(b, b_open_cat, t1, now_cp);
 	for (int c = 0; c < TB_NCAT; c++)
-		share[c] = now_cp[c] > r->cp[c] ? now_cp[c] - r->cp[c] : 0;
-	cp_add_scaled(a, share, t1 - t0, b_open_cat);
+		total += recent_share(b, b_open_cat, t1, r, c);
+	for (int c = 0; c < TB_NCAT; c++)
+		cp_add_part(a, c, recent_share(b, b_open_cat, t1, r, c), total, &left);
+	a->cp[b_open_cat & (TB_NCAT - 1)] += left;
 	return 1;
 }
 

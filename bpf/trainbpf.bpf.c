@@ -116,10 +116,6 @@ const volatile __u32 tb_thread_quota = 0;
 
 struct tb_counters counters;
 
-/* One access the compiler keeps where it is (a waker reads it on another CPU). */
-#define TB_READ_ONCE(x) (*(volatile typeof(x) *)&(x))
-#define TB_WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
-
 static __always_inline struct tb_slot *slot_at(__u32 idx)
 {
 	return bpf_map_lookup_elem(&slots, &idx);
@@ -249,7 +245,7 @@ __noinline int stream_split(struct tb_slot *s, struct tb_cat_ns *before, __u64 t
 /* pystack.bpf.h: off-CPU time to the stack read at the switch-out; that read. */
 __noinline int py_charge(struct tb_slot *s, __u32 own, __u32 cp, __u64 ns);
 __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase);
-__noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name *nm);
+__noinline __u64 py_scope_open(struct tb_slot *s);
 
 /* The thread's phase row (torch.bpf.h): its critical-path time by phase. */
 static __always_inline __u64 *phase_row(struct tb_slot *s)
@@ -478,7 +474,6 @@ __noinline int recent_snapshot(struct tb_slot *s, __u64 now)
 	for (int i = 0; i < TB_NRECENT; i++) {
 		struct tb_waker_snap *r = &s->recent[i];
 		struct tb_slot *b;
-		__u64 snap[TB_NCAT];
 
 		if (!r->tid)
 			continue;
@@ -487,9 +482,8 @@ __noinline int recent_snapshot(struct tb_slot *s, __u64 now)
 			r->tid = 0;	/* exited and reused */
 			continue;
 		}
-		cp_at(b, open_cp(b), now, snap);
 		for (int c = 0; c < TB_NCAT; c++)
-			r->cp[c] = snap[c];
+			r->cp[c] = cp_now(b, open_cp(b), now, c);
 	}
 	return 0;
 }
