@@ -236,33 +236,33 @@ __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase)
 }
 
 /*
- * The user's record_function(nm) opens on s's thread (current), inside
- * its __enter__: the scope it is, kept in py_scopes with the stack read
- * now (where it opened); 0 if the thread's stack is not read or the map
- * is full. A few a step: one more stack read each.
+ * The user's record_function opens on s's thread (current), inside its
+ * __enter__, named in s->scope_new (torch.bpf.h): the scope it is, kept
+ * in py_scopes with the stack read now (where it opened); 0 if the
+ * thread's stack is not read or the map is full. A few a step: one more
+ * stack read each. Built in the slot, not on the stack: see scope_new.
  */
-__noinline __u64 py_scope_open(struct tb_slot *s, const struct tb_py_scope_name *nm)
+__noinline __u64 py_scope_open(struct tb_slot *s)
 {
 	struct tb_py_scope_key k = {};
-	struct tb_py_scope v = {};
+	struct tb_py_scope *v;
 	__u64 h = 0xcbf29ce484222325ull;
 	int i;
 
-	if (!s || !nm)
+	if (!s)
 		return 0;
-	v.parent = py_scope_of(s);
-	v.stack = py_read(s->tgid, BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase),
-			  v.parent);
-	if (!v.stack)
+	v = &s->scope_new;
+	v->parent = py_scope_of(s);
+	v->stack = py_read(s->tgid, BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase),
+			   v->parent);
+	if (!v->stack)
 		return 0;
-	for (i = 0; i < TB_PY_SCOPE_NAME - 1 && nm->s[i]; i++) {
-		v.name.s[i] = nm->s[i];
-		h = (h ^ (__u8)nm->s[i]) * 0x100000001b3ull;
-	}
-	h = (((h ^ v.stack) * 0x100000001b3ull) ^ v.parent) * 0x100000001b3ull;
+	for (i = 0; i < TB_PY_SCOPE_NAME - 1 && v->name.s[i]; i++)
+		h = (h ^ (__u8)v->name.s[i]) * 0x100000001b3ull;
+	h = (((h ^ v->stack) * 0x100000001b3ull) ^ v->parent) * 0x100000001b3ull;
 	k.tgid = s->tgid;
 	k.id = h ? h : 1;
-	if (bpf_map_update_elem(&py_scopes, &k, &v, BPF_NOEXIST) == -TB_E2BIG) {
+	if (bpf_map_update_elem(&py_scopes, &k, v, BPF_NOEXIST) == -TB_E2BIG) {
 		__sync_fetch_and_add(&py_counters.scopes_full, 1);
 		return 0;
 	}

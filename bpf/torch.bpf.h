@@ -97,8 +97,14 @@ static __always_inline void close_running(struct tb_slot *s, __u64 now)
 	close_interval(s, tb_oncpu_own(s), tb_oncpu_cp(s), now);
 }
 
+/*
+ * A row of time moves to another phase. Not unrolled: unrolled, its eight
+ * loads and stores spilled registers to the stack of every probe it is
+ * inlined in (scripts/check_bpf_stack.py).
+ */
 static __always_inline void move_row(struct tb_slot *s, __u32 from, __u32 to)
 {
+#pragma clang loop unroll(disable)
 	for (int c = 0; c < TB_NCAT; c++) {
 		s->ph[to][c] += s->ph[from][c];
 		s->ph[from][c] = 0;
@@ -556,6 +562,17 @@ static __always_inline __u32 name_class(const char *n, __u64 len)
 }
 
 /*
+ * Where a bracket's name is read: the slot's scope_new (trainbpf.h), not
+ * the stack. Cleared whole first: a failed read leaves no earlier name,
+ * and the event that copies it (scope_event) nothing after the NUL.
+ */
+static __always_inline struct tb_py_scope_name *scope_name(struct tb_slot *s)
+{
+	__builtin_memset(&s->scope_new.name, 0, sizeof(s->scope_new.name));
+	return &s->scope_new.name;
+}
+
+/*
  * record_function_enter_new(const std::string &name, ...): name in arg 2
  * (sret first), into nm.
  */
@@ -577,16 +594,15 @@ static __always_inline __u32 bracket_class(struct pt_regs *ctx, struct tb_py_sco
  * with --functions a scope of the stacks read inside it (pystack.h); in a
  * recording an event.
  */
-static __always_inline void scope_mark(struct tb_slot *s, __u32 nbr, __u32 cls,
-				       const struct tb_py_scope_name *nm, __u64 now)
+static __always_inline void scope_mark(struct tb_slot *s, __u32 nbr, __u32 cls, __u64 now)
 {
 	struct tb_bracket *b = top_any(s);
 
 	if (cls != TB_BC_OTHER || s->nbr != nbr + 1 || !b)
 		return;
-	if (tb_py_stacks && nm->s[0])
-		b->scope = py_scope_open(s, nm);
-	scope_event(s, nbr, nm, now);
+	if (tb_py_stacks && s->scope_new.name.s[0])
+		b->scope = py_scope_open(s);
+	scope_event(s, nbr, &s->scope_new.name, now);
 }
 
 /*
@@ -675,7 +691,6 @@ static __always_inline void close_innermost(struct tb_slot *s)
 static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct tb_slot *s)
 {
 	__u64 args = 0, tuple[4] = {}, item1 = 0, now;	/* refcnt, type, size, item 0 */
-	struct tb_py_scope_name nm = {};
 	struct tb_bracket *b = top_any(s);
 	__u32 cls = TB_BC_NONE, nbr;
 
@@ -695,7 +710,7 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
 	}
 	if (tuple[2] != 2 || bpf_probe_read_user(&item1, sizeof(item1), (void *)(args + 32)))
 		return;
-	cls = legacy_name_class(tuple[3], item1, &nm);
+	cls = legacy_name_class(tuple[3], item1, scope_name(s));
 	if (cls == TB_BC_NONE)
 		return;
 	now = bpf_ktime_get_ns();
@@ -703,7 +718,7 @@ static __always_inline void legacy_op(struct pt_regs *ctx, __u64 cookie, struct 
 	close_running(s, now);
 	nbr = s->nbr;
 	open_bracket(s, 0, cls, now);
-	scope_mark(s, nbr, cls, &nm, now);
+	scope_mark(s, nbr, cls, now);
 	write_end(s);
 }
 
@@ -782,12 +797,11 @@ static __always_inline int torch_entry_prog(struct pt_regs *ctx)
 	write_begin(s);
 	close_running(s, now);
 	if (kind == TB_AK_TORCH_OPEN) {
-		struct tb_py_scope_name nm = {};
-		__u32 cls = bracket_class(ctx, &nm), nbr = s->nbr;
+		__u32 cls = bracket_class(ctx, scope_name(s)), nbr = s->nbr;
 
 		s->op_seen = 0;
 		open_bracket(s, 0, cls, now);
-		scope_mark(s, nbr, cls, &nm, now);
+		scope_mark(s, nbr, cls, now);
 	} else if (kind == TB_AK_TORCH_CLOSE) {
 		s->op_seen = 0;
 		b = top_any(s);

@@ -13,6 +13,9 @@
 #include <linux/types.h>
 #endif
 
+/* The Python stack reader's part of the protocol (a slot holds a scope). */
+#include "pystack.h"
+
 #define TB_COMM_LEN 16
 #define TB_NCKPT 12		/* critical-path checkpoints per thread... */
 #define TB_CKPT_BASE_NS 1000000ull	/* ...aged ~1 ms, 2 ms, 4 ms ... 4 s */
@@ -295,6 +298,15 @@ struct tb_slot {
 	__u64 wio[TB_NPHASE];	/* of ph's io, blocked in syscalls that write */
 	struct tb_ckpt ckpt[TB_NCKPT];	/* newest first, exponentially older */
 	struct tb_waker_snap recent[TB_NRECENT];	/* most recent first */
+	/*
+	 * The user's record_function opening on this thread (torch.bpf.h):
+	 * its name read here, and with --functions the scope built here, in
+	 * the thread's own slot rather than on the stack: that probe's call
+	 * chain goes on to the stack reader, and a chain may hold 512 bytes
+	 * of stack in all (scripts/check_bpf_stack.py). Scratch: read by no
+	 * one once the scope is kept (py_scopes) and its event sent.
+	 */
+	struct tb_py_scope scope_new;
 };
 
 /* rq_delay0 when the thread went RUNNABLE unseen (a missed wakeup). */
@@ -517,8 +529,5 @@ static inline __u32 tb_oncpu_cp(const struct tb_slot *s)
 	return tb_is_net_thread(s->net_ns, s->blk_ns, s->net_waits,
 				s->tid == s->tgid) ? TB_COMM : TB_CPU;
 }
-
-/* The Python stack reader's part of the protocol. */
-#include "pystack.h"
 
 #endif /* TRAINBPF_H */
