@@ -37,7 +37,7 @@ USER_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix user/,$(LAYERS))))
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/user/app/trainbpf.o,$(USER_OBJS))
 
-.PHONY: all static check unit integration golden layers workloads demo install image clean vmlinux fuzz
+.PHONY: all static check bpf-stack unit integration golden layers workloads demo install image clean vmlinux fuzz
 # Keep the BPF object and skeleton: they are outputs, not scratch.
 .SECONDARY:
 all: $(OUTPUT)/trainbpf
@@ -104,7 +104,12 @@ golden: all workloads $(OUTPUT)/tests/render
 layers: all
 	/usr/bin/python3 scripts/check_layers.py $(OUTPUT)/user
 
-check: unit layers golden integration
+# Every program's deepest call chain within the verifier's 512 bytes of
+# stack, frames counted as the strictest kernels count them (32 bytes).
+bpf-stack: $(OUTPUT)/trainbpf.bpf.o
+	/usr/bin/python3 scripts/check_bpf_stack.py $<
+
+check: bpf-stack unit layers golden integration
 
 # The recording reader under libFuzzer and ASan: every user object rebuilt
 # with clang's instrumentation; new inputs go to the build directory, the
