@@ -8,7 +8,7 @@
  * cudaStreamSynchronize calling the driver's cuStreamSynchronize is one
  * sync. Launch probes (opt-in) only count, at entry.
  *
- * Included by trainbpf.bpf.c after its slot helpers. Assumes a probe's slot
+ * Included by trainbpf.bpf.c after state.bpf.h. Assumes a probe's slot
  * update is not preempted by a switch of the same thread (true on the
  * non-preemptible kernels we run on); if it happens, api_preempted counts it.
  */

@@ -10,7 +10,7 @@
  * pays a pointer test per mmap; a traced one, a storage lookup (and a name
  * read per executable mapping). Syscall tracepoints, as for writes
  * (output.bpf.h).
- * Included at the end of trainbpf.bpf.c.
+ * Included by trainbpf.bpf.c, after state.bpf.h.
  */
 
 #include "lib_names.bpf.h"	/* probed_name */

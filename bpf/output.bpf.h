@@ -6,7 +6,7 @@
  * output is never redirected, so reading it cannot slow the job down. Every
  * other writer on the machine pays one pointer test (task_slot). A syscall
  * tracepoint, since this kernel has no kprobes and no fentry.
- * Included at the end of trainbpf.bpf.c.
+ * Included by trainbpf.bpf.c, after state.bpf.h.
  */
 
 /* Bit fd: send the head of writes to fd (1 stdout, 2 stderr). Set before load. */
