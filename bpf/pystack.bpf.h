@@ -16,7 +16,7 @@
  * PyThreadState by the id CPython keeps, pthread_self(), which is the
  * task's fsbase on x86-64) and where the interpreter keeps the frames
  * (py_layouts, per process): a thread not there costs one lookup.
- * Included at the end of trainbpf.bpf.c.
+ * Included by trainbpf.bpf.c, after state.bpf.h.
  */
 
 #include "pystack.h"
@@ -56,34 +56,111 @@ struct {
 	__type(value, struct tb_py_time);
 } py_time SEC(".maps");
 
-/* The stack being read, and a frame's head: too big for the BPF stack. */
+/*
+ * Who reads a stack. A read is many steps, and on one CPU one can come
+ * inside another: a sample's (a timer interrupt) inside a uprobe's
+ * (py_scope_open: preemptible, interrupts on), and a switch-out's inside a
+ * uprobe's preempted (the switch-out of the very thread it reads). Each
+ * reader has its own scratch per CPU; the uprobe's, which two threads'
+ * probes can share on one CPU (one preempted in a read, the other run
+ * meanwhile), counts its uses, and a read that saw another start drops.
+ */
+enum py_reader { PY_AT_SWITCH, PY_AT_SAMPLE, PY_AT_PROBE, PY_NREADER };
+
+/*
+ * From 3.11 CPython keeps a thread's frames on a stack of its own (its
+ * data stack: chunks of 16 kB and more, the caller's frame just below its
+ * callee's), so a page of it holds many frames: the walk reads a page at
+ * once (up to the frame it needs, no lower than the page it is on, which
+ * is mapped) and takes the frames below from it. A frame elsewhere (a
+ * generator's, in its object; a C call's shim, on the C stack; an older
+ * chunk's) is read alone, and the page kept. One read a page instead of
+ * one a frame: a read's fixed cost is most of a walk's.
+ */
+#define PY_PAGE 4096
+
+/* The stack being read, and the frames read: too big for the BPF stack. */
 struct py_scratch {
 	struct tb_py_stack st;
-	__u8 head[136];		/* TB_PY_FRAME_HEAD read; offsets masked to 127 */
+	/*
+	 * [0, PY_PAGE): a page of frames, win_lo.. in py_walk; at PY_PAGE, a
+	 * frame's head read alone. Twice a page and a head: the verifier
+	 * bounds an offset by a mask (2 * PY_PAGE - 1), not by a compare the
+	 * compiler may drop, and an offset within a head by 127.
+	 */
+	__u8 win[2 * PY_PAGE + 136];
+	__u64 uses;		/* reads begun with it */
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, PY_NREADER);
 	__type(key, __u32);
 	__type(value, struct py_scratch);
 } py_scratch SEC(".maps");
 
 struct tb_py_counters py_counters;
 
-static __always_inline __u64 head_u64(const struct py_scratch *sc, __u32 off)
-{
-	return *(const __u64 *)(sc->head + (off & 127));
-}
-
-/* The walk's state, scalars only: bpf_loop's callback gets it by pointer. */
+/* The walk's state: bpf_loop's callback gets it by pointer. */
 struct py_walk {
+	/*
+	 * The reader's scratch, looked up once: the callback's own lookup by
+	 * a key from here took the verifier past its million instructions.
+	 */
+	struct py_scratch *sc;
 	__u64 frame, h;
+	__u64 prev;		/* the frame read before (inner); 0: none yet */
+	__u64 win_lo, win_hi;	/* the page part in win: [lo, hi); hi 0: none */
 	__u32 d;
 	__u16 back, code;
 	__s16 owner, cstack;
 	__u32 failed;
+	__u32 pages;		/* frames on a data stack (3.11+): read by pages */
 };
+
+/* A field of the head at `at` in win (py_fetch's, at most PY_PAGE). */
+static __always_inline __u64 win_u64(const struct py_scratch *sc, __u32 at, __u32 off)
+{
+	barrier_var(at);	/* the compiler would drop the mask, the verifier's bound */
+	return *(const __u64 *)(sc->win + (at & (2 * PY_PAGE - 1)) + (off & 127));
+}
+
+static __always_inline __u8 win_u8(const struct py_scratch *sc, __u32 at, __u32 off)
+{
+	barrier_var(at);
+	return sc->win[(at & (2 * PY_PAGE - 1)) + (off & 127)];
+}
+
+/*
+ * Where frame f's head is in sc->win: in the page part read before, in one
+ * read now (the walk's first frame, or one just below the frame before
+ * it: the data stack goes on), or read alone at PY_PAGE; past PY_PAGE if
+ * it could not be read.
+ */
+static __always_inline __u32 py_fetch(struct py_walk *w, struct py_scratch *sc, __u64 f)
+{
+	__u64 end = f + TB_PY_FRAME_HEAD, lo;
+	__u32 n;
+
+	if (w->win_hi && f >= w->win_lo && end <= w->win_hi)
+		return f - w->win_lo;
+	if (w->pages && (!w->prev || (f < w->prev && f + PY_PAGE >= w->prev))) {
+		lo = f & ~(__u64)(PY_PAGE - 1);
+		if (end > lo + PY_PAGE)
+			lo = end - PY_PAGE;	/* the head crosses into the next page */
+		n = end - lo;	/* at most PY_PAGE */
+		barrier_var(n);	/* the mask stays: the verifier's bound */
+		if (!bpf_probe_read_user(sc->win, n & (2 * PY_PAGE - 1), (void *)lo)) {
+			w->win_lo = lo;
+			w->win_hi = lo + n;
+			return f - lo;
+		}
+		w->win_hi = 0;	/* partly unreadable: as a frame alone */
+	}
+	if (bpf_probe_read_user(sc->win + PY_PAGE, TB_PY_FRAME_HEAD, (void *)f))
+		return PY_PAGE + 1;
+	return PY_PAGE;
+}
 
 /*
  * One frame, outwards (bpf_loop: verified once, not per iteration: 96
@@ -92,21 +169,22 @@ struct py_walk {
 static long py_frame(__u64 i, void *ctx)
 {
 	struct py_walk *w = ctx;
-	struct py_scratch *sc;
-	__u32 zero = 0, slot;
+	struct py_scratch *sc = w->sc;
+	__u32 slot, at;
 	__u64 code;
 
-	sc = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!sc || !w->frame)
 		return 1;
-	if (bpf_probe_read_user(sc->head, TB_PY_FRAME_HEAD, (void *)w->frame)) {
+	at = py_fetch(w, sc, w->frame);
+	if (at > PY_PAGE) {
 		w->failed = 1;
 		return 1;
 	}
-	code = head_u64(sc, w->code);
-	w->frame = head_u64(sc, w->back);
+	code = win_u64(sc, at, w->code);
+	w->prev = w->frame;
+	w->frame = win_u64(sc, at, w->back);
 	/* A C call's shim frame (3.12+) is no Python code. */
-	if (w->owner >= 0 && sc->head[w->owner & 127] == w->cstack)
+	if (w->owner >= 0 && win_u8(sc, at, w->owner) == w->cstack)
 		return 0;
 	/* Past the innermost frames, a ring of the outermost (pystack.h). */
 	slot = tb_py_slot(w->d);
@@ -126,7 +204,8 @@ static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
 {
 	struct py_walk w = {
 		.h = 0xcbf29ce484222325ull, .back = l->frame_back, .code = l->frame_code,
-		.owner = l->frame_owner, .cstack = l->owner_cstack,
+		.owner = l->frame_owner, .cstack = l->owner_cstack, .sc = sc,
+		.pages = l->frame_owner >= 0,	/* _PyInterpreterFrame: 3.11+ */
 	};
 
 	if (bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(tstate + l->tstate_frame)))
@@ -151,28 +230,33 @@ static __always_inline __u64 py_walk(const struct tb_py_layout *l, __u64 tstate,
 
 /*
  * The stack of the thread fsbase names in s's process, in the
- * record_function scope (0: none), kept in py_stacks; its hash, 0 if it is
- * no Python thread or could not be read.
+ * record_function scope (0: none), read by reader (enum py_reader), kept
+ * in py_stacks; its hash, 0 if it is no Python thread or could not be read.
  */
-static __noinline __u64 py_read(__u32 tgid, __u64 fsbase, __u64 scope)
+static __noinline __u64 py_read(__u32 tgid, __u64 fsbase, __u64 scope, __u32 reader)
 {
 	struct tb_py_thread_key tk = { .tgid = tgid, .pthread = fsbase };
 	struct tb_py_stack_key sk = { .tgid = tgid };
 	const struct tb_py_layout *l;
 	struct py_scratch *sc;
-	__u64 *tstate;
-	__u32 zero = 0;
+	__u64 *tstate, mine;
 
 	tstate = bpf_map_lookup_elem(&py_threads, &tk);
 	if (!tstate)
 		return 0;
 	l = bpf_map_lookup_elem(&py_layouts, &tgid);
-	sc = bpf_map_lookup_elem(&py_scratch, &zero);
+	sc = bpf_map_lookup_elem(&py_scratch, &reader);
 	if (!l || !sc)
 		return 0;
+	mine = ++sc->uses;
 	sk.hash = py_walk(l, *tstate, sc, scope);
 	if (!sk.hash)
 		return 0;
+	if (TB_READ_ONCE(sc->uses) != mine) {
+		/* another read used the scratch meanwhile: this one is lost */
+		__sync_fetch_and_add(&py_counters.read_failed, 1);
+		return 0;
+	}
 	__sync_fetch_and_add(&py_counters.reads, 1);
 	if (bpf_map_update_elem(&py_stacks, &sk, &sc->st, BPF_NOEXIST) == -TB_E2BIG)
 		__sync_fetch_and_add(&py_counters.stacks_full, 1);
@@ -231,7 +315,7 @@ static __always_inline __u64 py_scope_of(const struct tb_slot *s)
 __noinline int py_switch_out(struct tb_slot *s, __u64 fsbase)
 {
 	if (s)
-		s->py_stack = py_read(s->tgid, fsbase, py_scope_of(s));
+		s->py_stack = py_read(s->tgid, fsbase, py_scope_of(s), PY_AT_SWITCH);
 	return 0;
 }
 
@@ -254,7 +338,7 @@ __noinline __u64 py_scope_open(struct tb_slot *s)
 	v = &s->scope_new;
 	v->parent = py_scope_of(s);
 	v->stack = py_read(s->tgid, BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase),
-			   v->parent);
+			   v->parent, PY_AT_PROBE);
 	if (!v->stack)
 		return 0;
 	for (i = 0; i < TB_PY_SCOPE_NAME - 1 && v->name.s[i]; i++)
@@ -327,7 +411,7 @@ int py_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	now = bpf_ktime_get_ns();
 	ns = py_sample_ns(s, now);
-	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase), py_scope_of(s));
+	hash = py_read(s->tgid, BPF_CORE_READ(t, thread.fsbase), py_scope_of(s), PY_AT_SAMPLE);
 	if (!hash)
 		return 0;
 	__sync_fetch_and_add(&py_counters.samples, 1);

@@ -138,7 +138,8 @@ struct tb_py_time {
 /* What the reader could not do; user space says it. */
 struct tb_py_counters {
 	__u64 reads;		/* stacks read */
-	__u64 read_failed;	/* a frame's memory could not be read (paged out, freed) */
+	__u64 read_failed;	/* a frame's memory could not be read (paged out, freed), or
+				 * another read on its CPU took its scratch (pystack.bpf.h) */
 	__u64 stacks_full;	/* new stacks not kept: py_stacks full */
 	__u64 time_full;	/* time not charged: py_time full */
 	__u64 samples;		/* on-CPU samples of a Python thread */
