@@ -768,6 +768,58 @@ def test_python_stacks_are_slices_of_the_trace(tmp_path):
                 f"{fn} at {s - start_unix:.4f} s is in no Loop.step"
 
 
+def test_python_stacks_of_a_torch_job_in_the_trace(tmp_path):
+    """record --functions on a torch 1.13 job (torch_job.py dl-fork-persist:
+    two fork workers alive the whole run), then trace. The rank's track and
+    each worker's nest (nested_slices). The rank's loop (run_rank) holds its
+    forward (step_loss), and each step_loss slice lies in a forward of the
+    job's own timer: from a sample's reach before its start (a slice may
+    begin up to a sample's charge before the call did) to its end. Each
+    worker's track holds its loop (_worker_loop) and the dataset's
+    __getitem__ inside it."""
+    from conftest import SYSTEM_PYTHON, TORCH_JOB
+
+    db, trace = tmp_path / "run.db", tmp_path / "trace.json"
+    r = run_trainbpf(["record", "-o", str(db), "--functions", "--stack-hz", str(HZ), "-i", "0",
+                      "--", SYSTEM_PYTHON, TORCH_JOB, "--variant", "dl-fork-persist",
+                      "--epochs", "2", "--truth", "truth.json"], timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run_trainbpf(["trace", str(db), "-o", str(trace)])
+    assert r.returncode == 0, r.stderr
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    events = json.load(open(trace))["traceEvents"]
+    with sqlite3.connect(db) as c:
+        t0 = int(c.execute("SELECT value FROM meta WHERE key = 'start_mono_ns'")
+                 .fetchone()[0]) / 1e9
+        period = int(c.execute("SELECT value FROM meta WHERE key = 'py_period_ns'")
+                     .fetchone()[0]) / 1e9
+        reach = max(period, (c.execute("SELECT max(ns) FROM py_samples").fetchone()[0] or 0) / 1e9)
+    rank = truth["ranks"][0]
+    main = nested_slices(events, rank["pid"], rank["pid"] | 0x10000000)
+    loops = [(s, e, d) for n, s, e, d in main if n.startswith("run_rank (torch_job.py:")]
+    fwd = [(n, t0 + s / 1e6, t0 + e / 1e6, d) for n, s, e, d in main
+           if n.startswith("step_loss (torch_job.py:")]
+    assert loops and len(fwd) >= rank["steps"] // 2, (len(fwd), rank["steps"], main[:10])
+    forwards = [(st, st + sec) for i, st, sec in rank["intervals"]
+                if truth["phases"][i] == "forward"]
+    eps = 0.0005
+    for n, s, e, d in fwd:
+        assert any(fs - reach - eps <= s and e <= fe + eps for fs, fe in forwards), \
+            f"step_loss slice {s - t0:.4f}-{e - t0:.4f} s is in no forward of the job's timer"
+        assert any(ls <= (s - t0) * 1e6 and (e - t0) * 1e6 <= le and ld < d
+                   for ls, le, ld in loops), "step_loss outside run_rank"
+    workers = [w["pid"] for w in truth["roles"]["workers"]]
+    assert len(workers) == 2, truth["roles"]["workers"]
+    for pid in workers:
+        got = nested_slices(events, pid, pid | 0x10000000)
+        loop = [(s, e, d) for n, s, e, d in got if n.startswith("_worker_loop (")]
+        items = [(s, e, d) for n, s, e, d in got if n.startswith("Samples.__getitem__ (") or
+                 n.startswith("__getitem__ (torch_job.py:")]
+        assert loop and items, (pid, sorted({n for n, *_ in got})[:20])
+        assert all(any(ls <= s and e <= le and ld < d for ls, le, ld in loop)
+                   for s, e, d in items), f"worker {pid}: __getitem__ outside _worker_loop"
+
+
 def test_python_stacks_load_flat_in_speedscope(tmp_path):
     """The Python track of a trace in speedscope itself (test_speedscope.py):
     one profile, every frame opened and closed where the trace has it, and
