@@ -44,11 +44,6 @@ static __always_inline void ckpt_init(struct tb_slot *s, __u64 now)
 }
 
 /*
- * Adds [t0, t1) to a->cp, split like b's critical path over that span
- * (b's open interval, since b->since, counted as b_open_cat). Global, like
- * ckpt_update.
- */
-/*
  * b's critical-path counter c as of t, its open interval counted as
  * open_cat. One counter at a time, not an array of them: cp_split runs at
  * the end of call chains (gpu_enter -> comm_issued -> cp_split) that the
@@ -109,6 +104,11 @@ static __always_inline __u64 span_share(const struct tb_slot *b, __u32 open_cat,
 	return v;
 }
 
+/*
+ * Adds [t0, t1) to a->cp, split like b's critical path over that span
+ * (b's open interval, since b->since, counted as b_open_cat). Global, like
+ * ckpt_update.
+ */
 __noinline int cp_split(struct tb_slot *a, struct tb_slot *b, __u32 b_open_cat,
 			__u64 t0, __u64 t1)
 {

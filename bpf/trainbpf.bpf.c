@@ -19,7 +19,6 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "trainbpf.h"
-#include "pystack.h"
 #include "compat.bpf.h"
 #include "wait_reason.bpf.h"
 #include "critpath.bpf.h"
